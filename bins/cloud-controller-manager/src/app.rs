@@ -1,0 +1,102 @@
+//! Wiring: cloud config → provider → Kubernetes client → enabled controllers, until a signal.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use prometheus_client::registry::Registry;
+use stratus_aws::config::CloudConfig;
+use stratus_aws::instance_cache::CacheOptions;
+use stratus_aws::{AwsCloud, AwsOptions};
+use stratus_cloud::Cloud;
+use stratus_controllers::{node, node_lifecycle};
+
+use crate::options::{enabled_controllers, Options};
+
+/// Runs the cloud-controller-manager until SIGTERM/SIGINT.
+pub async fn run(opts: Options) -> anyhow::Result<()> {
+    let controllers = enabled_controllers(&opts.controllers).map_err(anyhow::Error::msg)?;
+    if opts.cloud_provider != stratus_aws::PROVIDER_NAME {
+        bail!(
+            "--cloud-provider: unknown provider {:?} (this build supports: aws)",
+            opts.cloud_provider
+        );
+    }
+    let config = match &opts.cloud_config {
+        Some(path) => CloudConfig::load(path).map_err(|e| anyhow::anyhow!("{e}"))?,
+        None => CloudConfig::default(),
+    };
+    // Refuse a config that cannot scope the cloud before touching any API.
+    stratus_aws::cloud::scope_for(&config, opts.allow_untagged_cloud)?;
+    let client = kube_client(&opts).await?;
+    let mut registry = Registry::default();
+    let aws = AwsOptions {
+        allow_untagged_cloud: opts.allow_untagged_cloud,
+        cache: CacheOptions {
+            refresh_period: opts.instance_cache_refresh_period,
+            ..CacheOptions::default()
+        },
+    };
+    let cloud = AwsCloud::start(&config, aws, &mut registry).await?;
+    let instances = cloud
+        .instances_v2()
+        .context("provider has no instances support")?;
+    let mut tasks = tokio::task::JoinSet::new();
+    for name in &controllers {
+        match *name {
+            "cloud-node" => {
+                let cfg = node::NodeControllerConfig {
+                    concurrency: opts.concurrent_node_syncs,
+                    status_update_frequency: opts.node_status_update_frequency,
+                    ..node::NodeControllerConfig::default()
+                };
+                tasks.spawn(node::run(client.clone(), Arc::clone(&instances), cfg));
+            }
+            "cloud-node-lifecycle" => {
+                let cfg = node_lifecycle::LifecycleConfig {
+                    monitor_period: opts.node_monitor_period,
+                    ..node_lifecycle::LifecycleConfig::default()
+                };
+                tasks.spawn(node_lifecycle::run(
+                    client.clone(),
+                    Arc::clone(&instances),
+                    cfg,
+                ));
+            }
+            other => tracing::warn!(
+                controller = other,
+                "controller is not available in this build yet; skipping"
+            ),
+        }
+        tracing::info!(controller = name, "controller enabled");
+    }
+    tracing::info!(cluster = %opts.cluster_name, region = cloud.region(), "cloud-controller-manager running");
+    tokio::select! {
+        _ = stratus_runtime::shutdown::signal() => tracing::info!("shutting down"),
+        Some(r) = tasks.join_next() => {
+            r.context("controller task panicked")?;
+            bail!("a controller stopped unexpectedly");
+        }
+    }
+    Ok(())
+}
+
+async fn kube_client(opts: &Options) -> anyhow::Result<kube::Client> {
+    let mut config = match &opts.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("--kubeconfig {}: cannot read", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("--kubeconfig {}: invalid", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig: pass --kubeconfig or run in a cluster")?,
+    };
+    if let Some(master) = &opts.master {
+        config.cluster_url = master
+            .parse()
+            .with_context(|| format!("--master {master:?}: not a URL"))?;
+    }
+    kube::Client::try_from(config).context("cannot build the Kubernetes client")
+}

@@ -1,0 +1,243 @@
+//! Command-line flags, compatible with the upstream cloud-controller-manager's names.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Parser};
+use stratus_runtime::duration::parse_go_duration;
+
+/// Upstream flags Stratus does not implement: refused by name instead of silently ignored.
+const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
+    "leader-elect",
+    "leader-elect-lease-duration",
+    "leader-elect-renew-deadline",
+    "leader-elect-retry-period",
+    "leader-elect-resource-lock",
+    "leader-elect-resource-name",
+    "leader-elect-resource-namespace",
+    "enable-leader-migration",
+    "leader-migration-config",
+    "secure-port",
+    "bind-address",
+    "tls-cert-file",
+    "tls-private-key-file",
+    "cert-dir",
+    "authentication-kubeconfig",
+    "authorization-kubeconfig",
+    "use-service-account-credentials",
+    "configure-cloud-routes",
+    "allocate-node-cidrs",
+    "cluster-cidr",
+    "cidr-allocator-type",
+    "node-cidr-mask-size",
+    "concurrent-service-syncs",
+    "route-reconciliation-period",
+    "concurrent-node-status-updates",
+    "external-cloud-volume-plugin",
+    "kube-api-qps",
+    "kube-api-burst",
+    "kube-api-content-type",
+    "feature-gates",
+    "webhooks",
+    "webhook-secure-port",
+    "logging-format",
+    "profiling",
+    "contention-profiling",
+    "min-resync-period",
+    "controller-start-interval",
+    "node-sync-period",
+    "log-flush-frequency",
+    "vmodule",
+    "tagging-controller-rate-limit",
+    "resources",
+    "tags",
+];
+
+/// Flags of `cloud-controller-manager`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "cloud-controller-manager",
+    version,
+    about = "Stratus cloud-controller-manager"
+)]
+pub struct Options {
+    /// The cloud provider (only `aws` in this build).
+    #[arg(long = "cloud-provider")]
+    pub cloud_provider: String,
+    /// Path to the cloud provider configuration file (INI).
+    #[arg(long = "cloud-config")]
+    pub cloud_config: Option<PathBuf>,
+    /// Path to a kubeconfig; in-cluster config or $KUBECONFIG when unset.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Address of the Kubernetes API server (overrides the kubeconfig's server).
+    #[arg(long)]
+    pub master: Option<String>,
+    /// Instance prefix of the cluster.
+    #[arg(long = "cluster-name", default_value = "kubernetes")]
+    pub cluster_name: String,
+    /// Controllers to run: `*` for all on by default, `name` to enable, `-name` to disable.
+    #[arg(long, default_value = "*", value_delimiter = ',')]
+    pub controllers: Vec<String>,
+    /// Nodes initialised concurrently.
+    #[arg(long = "concurrent-node-syncs", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_node_syncs: u16,
+    /// How often node addresses are refreshed from the cloud.
+    #[arg(long = "node-status-update-frequency", default_value = "5m0s", value_parser = parse_go_duration)]
+    pub node_status_update_frequency: Duration,
+    /// How often the node-lifecycle controller checks nodes.
+    #[arg(long = "node-monitor-period", default_value = "5s", value_parser = parse_go_duration)]
+    pub node_monitor_period: Duration,
+    /// Allow running without a cluster ID (instances not scoped by tag).
+    #[arg(long = "allow-untagged-cloud", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub allow_untagged_cloud: bool,
+    /// Log verbosity (klog-style).
+    #[arg(long = "v", short = 'v', default_value_t = 0)]
+    pub verbosity: u8,
+    /// Stratus: how often the shared EC2 instance view is listed again.
+    #[arg(long = "instance-cache-refresh-period", default_value = "1m0s", value_parser = parse_go_duration)]
+    pub instance_cache_refresh_period: Duration,
+}
+
+/// Rejects upstream flags we do not implement, with a message naming them.
+pub fn refuse_unimplemented(args: &[String]) -> Result<(), String> {
+    let refused: Vec<String> = args
+        .iter()
+        .filter_map(|a| a.strip_prefix("--"))
+        .map(|a| a.split('=').next().unwrap_or(a).to_string())
+        .filter(|name| UNIMPLEMENTED_UPSTREAM_FLAGS.contains(&name.as_str()))
+        .map(|name| format!("--{name}"))
+        .collect();
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "error: {} {} of the upstream cloud-controller-manager that Stratus does not implement yet; remove {} to continue",
+            refused.join(", "),
+            if refused.len() == 1 { "is a flag" } else { "are flags" },
+            if refused.len() == 1 { "it" } else { "them" },
+        ))
+    }
+}
+
+/// The controllers Stratus knows, with whether `*` enables them.
+pub const KNOWN_CONTROLLERS: &[(&str, bool)] = &[
+    ("cloud-node", true),
+    ("cloud-node-lifecycle", true),
+    ("service", true),
+    ("route", true),
+];
+
+/// Resolves `--controllers` into the enabled set (upstream semantics).
+pub fn enabled_controllers(spec: &[String]) -> Result<Vec<&'static str>, String> {
+    let mut star = false;
+    let mut on: Vec<&str> = Vec::new();
+    let mut off: Vec<&str> = Vec::new();
+    for item in spec.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        if item == "*" {
+            star = true;
+            continue;
+        }
+        let (name, disable) = match item.strip_prefix('-') {
+            Some(n) => (n, true),
+            None => (item, false),
+        };
+        let known = KNOWN_CONTROLLERS
+            .iter()
+            .find(|(k, _)| *k == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = KNOWN_CONTROLLERS.iter().map(|(k, _)| *k).collect();
+                format!(
+                    "--controllers: unknown controller {name:?} (known: {})",
+                    names.join(", ")
+                )
+            })?;
+        if disable {
+            off.push(known.0)
+        } else {
+            on.push(known.0)
+        }
+    }
+    Ok(KNOWN_CONTROLLERS
+        .iter()
+        .filter(|(name, default_on)| {
+            !off.contains(name) && (on.contains(name) || (star && *default_on))
+        })
+        .map(|(name, _)| *name)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Options, clap::Error> {
+        Options::try_parse_from(std::iter::once("ccm").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn parses_upstream_flags() {
+        let o = parse(&[
+            "--cloud-provider=aws",
+            "--cloud-config=/etc/aws.conf",
+            "--controllers=*,-route",
+            "--concurrent-node-syncs=4",
+            "--node-status-update-frequency=1m",
+            "--node-monitor-period=10s",
+            "--allow-untagged-cloud",
+            "--v=2",
+        ])
+        .unwrap();
+        assert_eq!(o.cloud_provider, "aws");
+        assert_eq!(o.concurrent_node_syncs, 4);
+        assert_eq!(o.node_status_update_frequency, Duration::from_secs(60));
+        assert_eq!(o.node_monitor_period, Duration::from_secs(10));
+        assert!(o.allow_untagged_cloud);
+        assert_eq!(o.verbosity, 2);
+        assert_eq!(
+            enabled_controllers(&o.controllers).unwrap(),
+            vec!["cloud-node", "cloud-node-lifecycle", "service"]
+        );
+        let o = parse(&["--cloud-provider=aws", "--allow-untagged-cloud=false"]).unwrap();
+        assert!(!o.allow_untagged_cloud);
+    }
+
+    #[test]
+    fn controllers_flag_semantics() {
+        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            enabled_controllers(&s(&["cloud-node"])).unwrap(),
+            vec!["cloud-node"]
+        );
+        assert_eq!(
+            enabled_controllers(&s(&["*", "-cloud-node", "-service", "-route"])).unwrap(),
+            vec!["cloud-node-lifecycle"]
+        );
+        assert!(enabled_controllers(&s(&["nope"]))
+            .unwrap_err()
+            .contains("unknown controller"));
+    }
+
+    #[test]
+    fn refuses_unimplemented_upstream_flags_by_name() {
+        let args: Vec<String> = [
+            "--cloud-provider=aws",
+            "--leader-elect=true",
+            "--secure-port",
+            "0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let e = refuse_unimplemented(&args).unwrap_err();
+        assert!(e.contains("--leader-elect, --secure-port"), "{e}");
+        assert!(refuse_unimplemented(&["--v=3".to_string()]).is_ok());
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(parse(&["--cloud-provider=aws", "--node-monitor-period=5"]).is_err());
+        assert!(parse(&["--cloud-provider=aws", "--concurrent-node-syncs=0"]).is_err());
+        assert!(parse(&["--cloud-provider=aws", "--no-such-flag"]).is_err());
+    }
+}

@@ -1,0 +1,80 @@
+//! Shared set-up of the cloud-controller-manager integration tests: a fresh real environment
+//! with the shipped RBAC applied, a subnet in moto, and the CCM binary under test.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use stratus_scenarios::ccm::{write_cloud_config, CcmProcess};
+use stratus_scenarios::{ec2_fixture, kube_fixture};
+use stratus_testenv::{Identity, TestEnv};
+
+pub const ZONE: &str = "us-east-1a";
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub struct Setup {
+    pub env: TestEnv,
+    pub admin: kube::Client,
+    /// EC2 client straight to moto, so the set-up is not counted as CCM traffic.
+    pub ec2: aws_sdk_ec2::Client,
+    pub subnet: String,
+    pub cluster_id: String,
+}
+
+/// Starts the environment; applies `deploy/rbac.yaml` unless `rbac` is false.
+pub async fn setup(cluster_id: &str, rbac: bool) -> Setup {
+    let env = TestEnv::start().await.expect("test environment");
+    let admin = env
+        .kube_client(Identity::Admin)
+        .await
+        .expect("admin client");
+    if rbac {
+        let path = kube_fixture::repo_root().join("deploy/rbac.yaml");
+        kube_fixture::apply_rbac_manifest(&admin, &path)
+            .await
+            .expect("apply RBAC");
+    }
+    let ec2 = ec2_fixture::client(env.moto_endpoint()).await;
+    let subnet = ec2_fixture::subnet(&ec2, ZONE).await.expect("subnet");
+    Setup {
+        env,
+        admin,
+        ec2,
+        subnet,
+        cluster_id: cluster_id.to_string(),
+    }
+}
+
+impl Setup {
+    /// Starts the CCM binary with a cloud config for this cluster and fast periods.
+    pub fn start_ccm(&self, extra: &[&str]) -> CcmProcess {
+        let config = write_cloud_config(self.env.dir(), &self.cluster_id).expect("cloud config");
+        let mut args: Vec<String> = vec![
+            "--cloud-provider=aws".into(),
+            format!("--cloud-config={}", config.display()),
+            "--node-monitor-period=500ms".into(),
+            "--instance-cache-refresh-period=1s".into(),
+            "--v=2".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        CcmProcess::start(&ccm_binary(), &self.env, &args).expect("start ccm")
+    }
+
+    pub async fn launch(&self, count: i32) -> Vec<ec2_fixture::Launched> {
+        ec2_fixture::launch(
+            &self.ec2,
+            &self.subnet,
+            ZONE,
+            count,
+            Some(&self.cluster_id),
+            "m5.large",
+        )
+        .await
+        .expect("launch instances")
+    }
+}
+
+pub fn ccm_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cloud-controller-manager"))
+}

@@ -1,0 +1,101 @@
+//! The binary refuses bad configuration at start, naming every problem, and never starts work.
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cloud-controller-manager"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .expect("run ccm");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn config_file(text: &str) -> tempfile_path::TempPath {
+    tempfile_path::TempPath::with(text)
+}
+
+mod tempfile_path {
+    //! A file removed on drop.
+    pub struct TempPath(pub std::path::PathBuf);
+    impl TempPath {
+        pub fn with(text: &str) -> TempPath {
+            let p = std::env::temp_dir().join(format!(
+                "stratus-cfg-{}-{}.conf",
+                std::process::id(),
+                rand_suffix()
+            ));
+            std::fs::write(&p, text).unwrap();
+            TempPath(p)
+        }
+    }
+    fn rand_suffix() -> u128 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    }
+    impl Drop for TempPath {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+#[test]
+fn every_problem_of_a_bad_config_is_named() {
+    let cfg = config_file("[Global]\nRegion = moon-base-x\nKubernetesClusterID = c1\nFlavour = spicy\nDisableSecurityGroupIngress = maybe\n");
+    let (ok, err) = run(&[
+        "--cloud-provider=aws",
+        &format!("--cloud-config={}", cfg.0.display()),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("moon-base-x"), "{err}");
+    assert!(err.contains("Flavour"), "{err}");
+    assert!(err.contains("DisableSecurityGroupIngress"), "{err}");
+}
+
+#[test]
+fn unreadable_config_is_named() {
+    let (ok, err) = run(&[
+        "--cloud-provider=aws",
+        "--cloud-config=/nonexistent/stratus/cloud.conf",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("/nonexistent/stratus/cloud.conf"), "{err}");
+}
+
+#[test]
+fn unimplemented_upstream_flags_and_bad_values_are_refused() {
+    let (ok, err) = run(&["--cloud-provider=aws", "--leader-elect=true"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--leader-elect") && err.contains("does not implement"),
+        "{err}"
+    );
+    let (ok, err) = run(&["--cloud-provider=gce"]);
+    assert!(!ok);
+    assert!(err.contains("gce"), "{err}");
+    let (ok, err) = run(&[
+        "--cloud-provider=aws",
+        "--controllers=cloud-node,warp-drive",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("warp-drive"), "{err}");
+}
+
+#[test]
+fn missing_cluster_id_is_refused_unless_untagged_is_allowed() {
+    let cfg = config_file("[Global]\nRegion = us-east-1\n");
+    let (ok, err) = run(&[
+        "--cloud-provider=aws",
+        &format!("--cloud-config={}", cfg.0.display()),
+        "--kubeconfig=/dev/null",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("no cluster ID"), "{err}");
+}

@@ -1,0 +1,42 @@
+//! The InstancesV2 capability: what the node and node-lifecycle controllers ask a cloud.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+
+use crate::{CloudError, NodeAddress, NodeInfo};
+
+/// Everything needed to initialise a node, answered in one call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstanceMetadata {
+    /// The provider ID to write to `spec.providerID`.
+    pub provider_id: String,
+    /// Value of `node.kubernetes.io/instance-type`.
+    pub instance_type: String,
+    /// Addresses in the provider's preferred order.
+    pub node_addresses: Vec<NodeAddress>,
+    /// Value of `topology.kubernetes.io/zone` (empty when unknown).
+    pub zone: String,
+    /// Value of `topology.kubernetes.io/region` (empty when unknown).
+    pub region: String,
+    /// Provider-specific labels (e.g. `topology.k8s.aws/zone-id`).
+    pub additional_labels: BTreeMap<String, String>,
+}
+
+/// Instance questions about a node, as `k8s.io/cloud-provider`'s `InstancesV2`.
+///
+/// Contracts:
+/// - `instance_exists` answers `Ok(false)` only when the instance is really gone (terminated or
+///   unknown to the cloud); a stopped instance exists. A cloud that cannot be reached answers
+///   `Err`, never `Ok(false)`.
+/// - `instance_shutdown` answers `Ok(true)` for a stopped (or stopping) instance.
+/// - `instance_metadata` answers [`CloudError::InstanceNotFound`] when no instance matches.
+#[async_trait]
+pub trait InstancesV2: Send + Sync {
+    /// Whether the instance behind the node still exists.
+    async fn instance_exists(&self, node: &NodeInfo) -> Result<bool, CloudError>;
+    /// Whether the instance behind the node is shut down.
+    async fn instance_shutdown(&self, node: &NodeInfo) -> Result<bool, CloudError>;
+    /// Metadata used to initialise the node.
+    async fn instance_metadata(&self, node: &NodeInfo) -> Result<InstanceMetadata, CloudError>;
+}

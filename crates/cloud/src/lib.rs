@@ -1,0 +1,23 @@
+//! Cloud provider traits and domain types shared by every Stratus provider.
+//!
+//! This crate has no Kubernetes client: the generic controllers own all Kubernetes I/O and ask a
+//! provider only cloud questions through the traits defined here. It watches and writes nothing.
+
+pub mod error;
+pub mod instances;
+pub mod node;
+
+pub use error::CloudError;
+pub use instances::{InstanceMetadata, InstancesV2};
+pub use node::{NodeAddress, NodeAddressType, NodeInfo};
+
+use std::sync::Arc;
+
+/// A cloud provider: a name plus optional capabilities (as `k8s.io/cloud-provider`'s `Interface`).
+pub trait Cloud: Send + Sync {
+    /// Provider name as given to `--cloud-provider` (e.g. `aws`).
+    fn provider_name(&self) -> &'static str;
+
+    /// Instance lookups used by the node and node-lifecycle controllers, if supported.
+    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>>;
+}

@@ -1,0 +1,61 @@
+//! Publishing Kubernetes Events about Nodes (events.k8s.io/v1, aggregated by kube's Recorder).
+
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource};
+
+/// Publishes Events for one controller.
+#[derive(Clone)]
+pub struct NodeEvents {
+    recorder: Recorder,
+}
+
+impl NodeEvents {
+    /// A publisher reporting as `controller` (e.g. `cloud-node-controller`).
+    pub fn new(client: Client, controller: &str) -> Self {
+        let reporter = Reporter {
+            controller: controller.to_string(),
+            instance: std::env::var("HOSTNAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client, reporter),
+        }
+    }
+
+    /// Publishes an Event; failures are logged, never fatal.
+    pub async fn publish(
+        &self,
+        node: &Node,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_string(),
+            note: Some(truncate(note, 1000)),
+            action: action.to_string(),
+            secondary: None,
+        };
+        let reference = node.object_ref(&());
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(node = node.metadata.name.as_deref().unwrap_or(""), reason, error = %e, "could not publish event");
+        }
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}

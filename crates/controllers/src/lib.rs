@@ -1,0 +1,17 @@
+//! Generic cloud controllers of Stratus: node initialisation and node lifecycle.
+//!
+//! Watches Nodes; writes Node spec/labels/taints, `nodes/status` addresses, Node deletions and
+//! Events (events.k8s.io). Each controller is a pure `plan` module plus a thin kube-rs driver;
+//! cloud questions go through [`stratus_cloud::InstancesV2`].
+
+pub mod events;
+pub mod node;
+pub mod node_lifecycle;
+pub mod node_view;
+
+/// Taint the kubelet sets on nodes waiting for the cloud-node controller.
+pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// Taint marking a node whose instance is shut down.
+pub const TAINT_SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+/// Annotation in which the kubelet records `--node-ip` when a cloud provider is external.
+pub const ANNOTATION_PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";

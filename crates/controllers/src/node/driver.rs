@@ -1,0 +1,202 @@
+//! kube-rs driver of the cloud-node controller: watch Nodes, ask the cloud, apply the plan.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::watcher;
+use kube::Client;
+use stratus_cloud::{CloudError, InstancesV2};
+
+use super::plan::{desired_addresses, plan_address_update, plan_initialization, PlanError};
+use crate::events::NodeEvents;
+use crate::node_view::{has_taint, node_info, provider_id};
+use crate::TAINT_UNINITIALIZED;
+
+/// Field manager name of our patches.
+const MANAGER: &str = "cloud-node-controller";
+
+/// Settings of the cloud-node controller.
+#[derive(Debug, Clone)]
+pub struct NodeControllerConfig {
+    /// `--concurrent-node-syncs`.
+    pub concurrency: u16,
+    /// `--node-status-update-frequency`: how often addresses are refreshed.
+    pub status_update_frequency: Duration,
+    /// First retry delay for a node that could not be initialised; doubles up to `max_backoff`.
+    pub base_backoff: Duration,
+    /// Longest retry delay.
+    pub max_backoff: Duration,
+}
+
+impl Default for NodeControllerConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 1,
+            status_update_frequency: Duration::from_secs(300),
+            base_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why one reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+impl NodeError {
+    fn category(&self) -> &'static str {
+        match self {
+            NodeError::Cloud(e) => e.category(),
+            NodeError::Plan(e) => e.category(),
+            NodeError::Kube(_) => "KubernetesAPI",
+        }
+    }
+}
+
+struct Ctx {
+    nodes: Api<Node>,
+    instances: Arc<dyn InstancesV2>,
+    events: NodeEvents,
+    config: NodeControllerConfig,
+    failures: Mutex<HashMap<String, u32>>,
+    /// resourceVersion of the half-initialised node our own status write produced, per node:
+    /// its watch event must not start a second initialisation.
+    own_intermediate: Mutex<HashMap<String, String>>,
+}
+
+/// Runs the controller until the stream ends (it does not, short of shutdown).
+pub async fn run(client: Client, instances: Arc<dyn InstancesV2>, config: NodeControllerConfig) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let ctx = Arc::new(Ctx {
+        nodes: nodes.clone(),
+        instances,
+        events: NodeEvents::new(client, MANAGER),
+        config: config.clone(),
+        failures: Mutex::new(HashMap::new()),
+        own_intermediate: Mutex::new(HashMap::new()),
+    });
+    Controller::new(nodes, watcher::Config::default())
+        .with_config(Config::default().concurrency(config.concurrency))
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, NodeError> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    {
+        let mut own = ctx.own_intermediate.lock().expect("intermediate lock");
+        if own.get(&name) == node.metadata.resource_version.as_ref() {
+            return Ok(Action::requeue(ctx.config.status_update_frequency));
+        }
+        own.remove(&name);
+    }
+    let result = if has_taint(&node, TAINT_UNINITIALIZED) {
+        initialise(&node, &ctx).await
+    } else if provider_id(&node).is_some() {
+        refresh_addresses(&node, &ctx).await
+    } else {
+        // A node that never belonged to the cloud: nothing to keep current.
+        return Ok(Action::await_change());
+    };
+    match result {
+        Ok(()) => {
+            ctx.failures.lock().expect("failures lock").remove(&name);
+            Ok(Action::requeue(ctx.config.status_update_frequency))
+        }
+        Err(e) => {
+            if !matches!(e, NodeError::Kube(kube::Error::Api(ref s)) if s.code == 409) {
+                let initialising = has_taint(&node, TAINT_UNINITIALIZED);
+                let reason = if initialising {
+                    format!("FailedToInitialize{}", e.category())
+                } else {
+                    format!("FailedToUpdateAddresses{}", e.category())
+                };
+                ctx.events
+                    .publish(
+                        &node,
+                        true,
+                        &reason,
+                        if initialising {
+                            "InitializeNode"
+                        } else {
+                            "UpdateNodeAddresses"
+                        },
+                        e.to_string(),
+                    )
+                    .await;
+            }
+            Err(e)
+        }
+    }
+}
+
+async fn initialise(node: &Node, ctx: &Ctx) -> Result<(), NodeError> {
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    let meta = ctx.instances.instance_metadata(&node_info(node)).await?;
+    let mut plan = plan_initialization(node, &meta)?;
+    let pp = PatchParams::default();
+    if let Some(status) = plan.status_patch {
+        let updated = ctx
+            .nodes
+            .patch_status(name, &pp, &Patch::Merge(&status))
+            .await?;
+        // The status write moved the resourceVersion; guard the node patch with the new one.
+        if let Some(rv) = &updated.metadata.resource_version {
+            ctx.own_intermediate
+                .lock()
+                .expect("intermediate lock")
+                .insert(name.to_string(), rv.clone());
+        }
+        plan.node_patch["metadata"]["resourceVersion"] = updated.metadata.resource_version.into();
+    }
+    ctx.nodes
+        .patch(name, &pp, &Patch::Merge(&plan.node_patch))
+        .await?;
+    tracing::info!(node = name, provider_id = %meta.provider_id, "node initialized");
+    Ok(())
+}
+
+async fn refresh_addresses(node: &Node, ctx: &Ctx) -> Result<(), NodeError> {
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    let meta = match ctx.instances.instance_metadata(&node_info(node)).await {
+        Ok(m) => m,
+        // A gone instance is the lifecycle controller's business.
+        Err(CloudError::InstanceNotFound(_)) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let desired = desired_addresses(node, &meta.node_addresses)?;
+    if let Some(patch) = plan_address_update(node, &desired) {
+        ctx.nodes
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        tracing::info!(node = name, "node addresses updated");
+    }
+    Ok(())
+}
+
+fn error_policy(node: Arc<Node>, error: &NodeError, ctx: Arc<Ctx>) -> Action {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let mut failures = ctx.failures.lock().expect("failures lock");
+    let n = failures.entry(name.clone()).or_insert(0);
+    *n += 1;
+    let delay = ctx
+        .config
+        .base_backoff
+        .saturating_mul(1u32 << (*n - 1).min(16))
+        .min(ctx.config.max_backoff);
+    tracing::warn!(node = %name, error = %error, attempt = *n, retry_in_s = delay.as_secs_f32(), "node sync failed");
+    Action::requeue(delay)
+}

@@ -1,0 +1,128 @@
+//! kube-rs driver of the node-lifecycle controller: a periodic pass over the watched Nodes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use kube::Client;
+use stratus_cloud::{CloudError, InstancesV2};
+
+use super::plan::{is_managed, plan_lifecycle, taint_patch, LifecycleAction};
+use crate::events::NodeEvents;
+use crate::node_view::node_info;
+
+/// Settings of the node-lifecycle controller.
+#[derive(Debug, Clone)]
+pub struct LifecycleConfig {
+    /// `--node-monitor-period`.
+    pub monitor_period: Duration,
+    /// Nodes checked at once.
+    pub concurrency: usize,
+}
+
+impl Default for LifecycleConfig {
+    fn default() -> Self {
+        Self {
+            monitor_period: Duration::from_secs(5),
+            concurrency: 8,
+        }
+    }
+}
+
+/// Runs the controller forever.
+pub async fn run(client: Client, instances: Arc<dyn InstancesV2>, config: LifecycleConfig) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let (store, writer) = reflector::store();
+    let watch = reflector(writer, watcher(nodes.clone(), watcher::Config::default()))
+        .default_backoff()
+        .touched_objects()
+        .for_each(|_| async {});
+    tokio::spawn(watch);
+    let events = NodeEvents::new(client, "cloud-node-lifecycle-controller");
+    if store.wait_until_ready().await.is_err() {
+        tracing::error!("node watch ended before its first list");
+        return;
+    }
+    let mut tick = tokio::time::interval(config.monitor_period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let managed: Vec<Arc<Node>> = store
+            .state()
+            .into_iter()
+            .filter(|n| is_managed(n))
+            .collect();
+        let failures = futures::stream::iter(managed)
+            .map(|node| check_node(node, &nodes, instances.as_ref(), &events))
+            .buffer_unordered(config.concurrency)
+            .filter(|ok| futures::future::ready(!ok))
+            .count()
+            .await;
+        if failures > 0 {
+            tracing::warn!(failures, "node lifecycle pass could not check every node");
+        }
+    }
+}
+
+/// Checks one node and acts; returns whether the check succeeded.
+async fn check_node(
+    node: Arc<Node>,
+    nodes: &Api<Node>,
+    instances: &dyn InstancesV2,
+    events: &NodeEvents,
+) -> bool {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let info = node_info(&node);
+    let observed: Result<(bool, bool), CloudError> = async {
+        let exists = instances.instance_exists(&info).await?;
+        let shutdown = exists && instances.instance_shutdown(&info).await?;
+        Ok((exists, shutdown))
+    }
+    .await;
+    let (exists, shutdown) = match observed {
+        Ok(o) => o,
+        Err(e) => {
+            // An unreachable cloud never means "instance gone": do nothing this pass.
+            tracing::debug!(node = %name, error = %e, "cannot check instance");
+            return false;
+        }
+    };
+    let action = plan_lifecycle(&node, exists, shutdown);
+    let result = match &action {
+        LifecycleAction::Nothing => return true,
+        LifecycleAction::Delete => {
+            events
+                .publish(&node, false, "DeletingNode", "DeleteNode", format!("Deleting node {name} because its instance does not exist in the cloud provider"))
+                .await;
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: node.metadata.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            nodes.delete(&name, &dp).await.map(|_| ())
+        }
+        taint => {
+            let patch = taint_patch(&node, taint).expect("taint action has a patch");
+            nodes
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+        }
+    };
+    match result {
+        Ok(()) => {
+            tracing::info!(node = %name, action = ?action, "node lifecycle action done");
+            true
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => true,
+        Err(e) => {
+            tracing::warn!(node = %name, action = ?action, error = %e, "node lifecycle action failed");
+            false
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! The cloud-node-lifecycle controller: deletes nodes whose instance is gone, taints stopped ones.
+
+pub mod driver;
+pub mod plan;
+
+pub use driver::{run, LifecycleConfig};

@@ -1,0 +1,153 @@
+//! Pure decisions of the node-lifecycle controller.
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+use serde_json::{json, Value};
+
+use crate::node_view::{has_taint, is_ready, provider_id, taints};
+use crate::{TAINT_SHUTDOWN, TAINT_UNINITIALIZED};
+
+/// What to do with one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LifecycleAction {
+    Nothing,
+    Delete,
+    AddShutdownTaint,
+    RemoveShutdownTaint,
+}
+
+/// Whether the controller looks at this node at all: it must carry a providerID and be
+/// initialised. Static nodes without providerID are never touched.
+pub fn is_managed(node: &Node) -> bool {
+    provider_id(node).is_some() && !has_taint(node, TAINT_UNINITIALIZED)
+}
+
+/// The action for a managed node given what the cloud said.
+///
+/// As upstream: only a node that is not Ready is deleted or tainted; the shutdown taint is removed
+/// as soon as the instance runs again.
+pub fn plan_lifecycle(node: &Node, exists: bool, shutdown: bool) -> LifecycleAction {
+    let tainted = has_taint(node, TAINT_SHUTDOWN);
+    let ready = is_ready(node);
+    if !exists {
+        return if ready {
+            LifecycleAction::Nothing
+        } else {
+            LifecycleAction::Delete
+        };
+    }
+    match (shutdown, tainted) {
+        (true, false) if !ready => LifecycleAction::AddShutdownTaint,
+        (false, true) => LifecycleAction::RemoveShutdownTaint,
+        _ => LifecycleAction::Nothing,
+    }
+}
+
+/// The merge patch carrying out a taint action (guarded by resourceVersion).
+pub fn taint_patch(node: &Node, action: &LifecycleAction) -> Option<Value> {
+    let mut list: Vec<Taint> = taints(node)
+        .iter()
+        .filter(|t| t.key != TAINT_SHUTDOWN)
+        .cloned()
+        .collect();
+    match action {
+        LifecycleAction::AddShutdownTaint => list.push(Taint {
+            key: TAINT_SHUTDOWN.to_string(),
+            effect: "NoSchedule".to_string(),
+            ..Taint::default()
+        }),
+        LifecycleAction::RemoveShutdownTaint => {}
+        _ => return None,
+    }
+    Some(json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": list},
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
+
+    fn node(pid: Option<&str>, ready: Option<bool>, taint_keys: &[&str]) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some("n".into());
+        n.metadata.resource_version = Some("7".into());
+        n.spec = Some(NodeSpec {
+            provider_id: pid.map(str::to_string),
+            taints: Some(
+                taint_keys
+                    .iter()
+                    .map(|k| Taint {
+                        key: k.to_string(),
+                        effect: "NoSchedule".into(),
+                        ..Taint::default()
+                    })
+                    .collect(),
+            ),
+            ..NodeSpec::default()
+        });
+        n.status = ready.map(|r| NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: if r { "True" } else { "False" }.into(),
+                ..NodeCondition::default()
+            }]),
+            ..NodeStatus::default()
+        });
+        n
+    }
+
+    #[test]
+    fn decision_table() {
+        use LifecycleAction::*;
+        let pid = Some("aws:///z/i-1");
+        let cases = [
+            // (ready, taints, exists, shutdown, expected)
+            (None, vec![], false, false, Delete),
+            (Some(false), vec![], false, false, Delete),
+            (Some(true), vec![], false, false, Nothing),
+            (None, vec![], true, true, AddShutdownTaint),
+            (Some(true), vec![], true, true, Nothing),
+            (None, vec![TAINT_SHUTDOWN], true, true, Nothing),
+            (None, vec![TAINT_SHUTDOWN], true, false, RemoveShutdownTaint),
+            (
+                Some(true),
+                vec![TAINT_SHUTDOWN],
+                true,
+                false,
+                RemoveShutdownTaint,
+            ),
+            (None, vec![], true, false, Nothing),
+        ];
+        for (i, (ready, t, exists, shutdown, want)) in cases.into_iter().enumerate() {
+            let n = node(pid, ready, &t);
+            assert_eq!(plan_lifecycle(&n, exists, shutdown), want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn static_and_uninitialised_nodes_are_not_managed() {
+        assert!(!is_managed(&node(None, None, &[])));
+        assert!(!is_managed(&node(Some(""), None, &[])));
+        assert!(!is_managed(&node(
+            Some("aws:///z/i-1"),
+            None,
+            &[TAINT_UNINITIALIZED]
+        )));
+        assert!(is_managed(&node(Some("aws:///z/i-1"), None, &["other"])));
+    }
+
+    #[test]
+    fn taint_patches_keep_other_taints() {
+        let n = node(Some("p"), None, &["other"]);
+        let add = taint_patch(&n, &LifecycleAction::AddShutdownTaint).unwrap();
+        assert_eq!(add["spec"]["taints"].as_array().unwrap().len(), 2);
+        assert_eq!(add["metadata"]["resourceVersion"], "7");
+        let n = node(Some("p"), None, &["other", TAINT_SHUTDOWN]);
+        let rm = taint_patch(&n, &LifecycleAction::RemoveShutdownTaint).unwrap();
+        assert_eq!(rm["spec"]["taints"][0]["key"], "other");
+        assert_eq!(rm["spec"]["taints"].as_array().unwrap().len(), 1);
+        assert!(taint_patch(&n, &LifecycleAction::Delete).is_none());
+    }
+}

@@ -1,0 +1,160 @@
+//! The AWS cloud: builds SDK clients from the cloud config and wires the capabilities.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, Region};
+use prometheus_client::registry::Registry;
+use stratus_cloud::{Cloud, InstancesV2};
+
+use crate::api_call::{AwsApi, RetryPolicy};
+use crate::config::CloudConfig;
+use crate::ec2::Ec2;
+use crate::instance_cache::{CacheOptions, InstanceCache, Scope};
+use crate::instances_v2::AwsInstances;
+use crate::metrics::AwsMetrics;
+use crate::zones::ZoneIds;
+
+/// Provider name for `--cloud-provider`.
+pub const PROVIDER_NAME: &str = "aws";
+
+/// Process options that are not part of the cloud config file.
+#[derive(Debug, Clone)]
+pub struct AwsOptions {
+    /// `--allow-untagged-cloud`: run without a cluster ID.
+    pub allow_untagged_cloud: bool,
+    /// Instance cache tunables.
+    pub cache: CacheOptions,
+}
+
+/// Why the AWS provider cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum AwsInitError {
+    #[error("no AWS region: set Region or Zone in [Global] of the cloud config, or AWS_REGION")]
+    NoRegion,
+    #[error(
+        "no cluster ID: set KubernetesClusterID in [Global] of the cloud config, or pass --allow-untagged-cloud"
+    )]
+    NoClusterId,
+}
+
+/// The AWS provider.
+pub struct AwsCloud {
+    instances: Arc<AwsInstances>,
+    cache: Arc<InstanceCache>,
+    metrics: Arc<AwsMetrics>,
+    region: String,
+}
+
+impl AwsCloud {
+    /// Loads credentials (SDK default chain, optionally assuming `RoleARN`), builds the EC2
+    /// client (endpoint from `[ServiceOverride]` or `AWS_ENDPOINT_URL[_EC2]`) and starts the cache.
+    pub async fn start(
+        config: &CloudConfig,
+        options: AwsOptions,
+        registry: &mut Registry,
+    ) -> Result<AwsCloud, AwsInitError> {
+        let scope = scope_for(config, options.allow_untagged_cloud)?;
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .retry_config(RetryConfig::disabled())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(5))
+                    .operation_attempt_timeout(Duration::from_secs(30))
+                    .build(),
+            );
+        if let Some(region) = config.region() {
+            loader = loader.region(Region::new(region));
+        }
+        let mut sdk = loader.load().await;
+        let region = sdk
+            .region()
+            .map(|r| r.to_string())
+            .ok_or(AwsInitError::NoRegion)?;
+        if let Some(role) = config.global.role_arn.as_deref() {
+            let provider = aws_config::sts::AssumeRoleProvider::builder(role)
+                .session_name("stratus-cloud-controller-manager")
+                .configure(&sdk)
+                .build()
+                .await;
+            sdk = sdk
+                .into_builder()
+                .credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(
+                    provider,
+                ))
+                .build();
+        }
+        let mut ec2_config = aws_sdk_ec2::config::Builder::from(&sdk);
+        if let Some(o) = config.endpoint_override("ec2", &region) {
+            ec2_config = ec2_config
+                .endpoint_url(&o.url)
+                .region(Region::new(o.signing_region.clone()));
+        }
+        let metrics = Arc::new(AwsMetrics::register(registry));
+        let api = AwsApi::new("ec2", metrics.clone(), RetryPolicy::default());
+        let ec2 = Ec2::new(aws_sdk_ec2::Client::from_conf(ec2_config.build()), api);
+        let cache = InstanceCache::start(ec2.clone(), scope, options.cache);
+        let instances = Arc::new(AwsInstances::new(
+            cache.clone(),
+            ZoneIds::new(ec2),
+            region.clone(),
+            config.global.node_ip_families.clone(),
+        ));
+        tracing::info!(region = %region, "AWS provider started");
+        Ok(AwsCloud {
+            instances,
+            cache,
+            metrics,
+            region,
+        })
+    }
+
+    /// Whether the instance view has completed its first listing.
+    pub fn has_synced(&self) -> bool {
+        self.cache.has_synced()
+    }
+
+    /// The shared instance view.
+    pub fn instance_cache(&self) -> &Arc<InstanceCache> {
+        &self.cache
+    }
+
+    /// AWS API metrics.
+    pub fn metrics(&self) -> &Arc<AwsMetrics> {
+        &self.metrics
+    }
+
+    /// The region the provider works in.
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+}
+
+/// Which instances the cache lists, from the cluster ID or VPC.
+pub fn scope_for(config: &CloudConfig, allow_untagged: bool) -> Result<Scope, AwsInitError> {
+    if let Some(id) = config.cluster_id() {
+        return Ok(Scope::ClusterTag {
+            id: id.to_string(),
+            legacy: config.uses_legacy_cluster_tag(),
+        });
+    }
+    if !allow_untagged {
+        return Err(AwsInitError::NoClusterId);
+    }
+    Ok(match config.global.vpc.as_deref() {
+        Some(vpc) => Scope::Vpc(vpc.to_string()),
+        None => Scope::Unscoped,
+    })
+}
+
+impl Cloud for AwsCloud {
+    fn provider_name(&self) -> &'static str {
+        PROVIDER_NAME
+    }
+
+    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
+        Some(self.instances.clone())
+    }
+}

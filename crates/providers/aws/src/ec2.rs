@@ -1,0 +1,84 @@
+//! The narrow seam over the EC2 SDK: the few calls Stratus makes, paging inside.
+
+use std::collections::HashMap;
+
+use aws_sdk_ec2::types::Filter;
+use stratus_cloud::CloudError;
+
+use crate::api_call::AwsApi;
+use crate::instance::Instance;
+
+/// Largest page DescribeInstances returns.
+const PAGE_SIZE: i32 = 1000;
+
+/// EC2 access used by the instance cache and the zone table.
+#[derive(Debug, Clone)]
+pub struct Ec2 {
+    client: aws_sdk_ec2::Client,
+    api: AwsApi,
+}
+
+/// Builds one server-side filter.
+pub fn filter(name: &str, values: impl IntoIterator<Item = impl Into<String>>) -> Filter {
+    Filter::builder()
+        .name(name)
+        .set_values(Some(values.into_iter().map(Into::into).collect()))
+        .build()
+}
+
+impl Ec2 {
+    /// Wraps an SDK client.
+    pub fn new(client: aws_sdk_ec2::Client, api: AwsApi) -> Self {
+        Self { client, api }
+    }
+
+    /// All instances matching every filter, across pages.
+    pub async fn describe_instances(
+        &self,
+        filters: &[Filter],
+    ) -> Result<Vec<Instance>, CloudError> {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .api
+                .call("DescribeInstances", || {
+                    self.client
+                        .describe_instances()
+                        .set_filters(Some(filters.to_vec()))
+                        .max_results(PAGE_SIZE)
+                        .set_next_token(token.clone())
+                        .send()
+                })
+                .await?;
+            out.extend(
+                page.reservations()
+                    .iter()
+                    .flat_map(|r| r.instances())
+                    .filter_map(Instance::from_sdk),
+            );
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Zone name → zone ID for every zone of the region.
+    pub async fn zone_ids(&self) -> Result<HashMap<String, String>, CloudError> {
+        let out = self
+            .api
+            .call("DescribeAvailabilityZones", || {
+                self.client.describe_availability_zones().send()
+            })
+            .await?;
+        Ok(out
+            .availability_zones()
+            .iter()
+            .filter_map(|z| Some((z.zone_name()?.to_string(), z.zone_id()?.to_string())))
+            .collect())
+    }
+}

@@ -1,0 +1,454 @@
+//! One shared view of the cluster's EC2 instances: listed on the server side by the cluster tag,
+//! refreshed periodically, with lookups of unknown instances batched into few calls.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use aws_sdk_ec2::types::Filter;
+use futures::future::join_all;
+use stratus_cloud::{CloudError, NodeInfo};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::ec2::{filter, Ec2};
+use crate::instance::Instance;
+use crate::provider_id::{instance_id_from_node_name, InstanceId, ProviderId};
+
+/// Which instances the periodic listing covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Instances tagged `kubernetes.io/cluster/<id>` (and, when `legacy`, `KubernetesCluster=<id>`).
+    ClusterTag { id: String, legacy: bool },
+    /// Every instance of one VPC (untagged clusters with a configured VPC).
+    Vpc(String),
+    /// No listing: only batched lookups of the instances nodes name.
+    Unscoped,
+}
+
+impl Scope {
+    /// The server-side filter sets, one DescribeInstances listing each.
+    fn listings(&self) -> Vec<Vec<Filter>> {
+        match self {
+            Scope::ClusterTag { id, legacy } => {
+                let mut l = vec![vec![filter(
+                    "tag-key",
+                    [format!("kubernetes.io/cluster/{id}")],
+                )]];
+                if *legacy {
+                    l.push(vec![filter("tag:KubernetesCluster", [id.clone()])]);
+                }
+                l
+            }
+            Scope::Vpc(vpc) => vec![vec![filter("vpc-id", [vpc.clone()])]],
+            Scope::Unscoped => vec![],
+        }
+    }
+}
+
+/// A way to find one instance.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LookupKey {
+    Id(InstanceId),
+    PrivateDnsName(String),
+    PrivateIp(String),
+}
+
+impl LookupKey {
+    fn filter_name(&self) -> &'static str {
+        match self {
+            LookupKey::Id(_) => "instance-id",
+            LookupKey::PrivateDnsName(_) => "private-dns-name",
+            LookupKey::PrivateIp(_) => "private-ip-address",
+        }
+    }
+
+    fn value(&self) -> &str {
+        match self {
+            LookupKey::Id(id) => id.as_str(),
+            LookupKey::PrivateDnsName(s) | LookupKey::PrivateIp(s) => s,
+        }
+    }
+}
+
+/// The keys that may identify the instance behind a node, strongest first.
+///
+/// A provider ID is authoritative: when present, it is the only key.
+pub fn lookup_keys(node: &NodeInfo) -> Result<Vec<LookupKey>, CloudError> {
+    if let Some(pid) = node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+        let parsed = ProviderId::parse(pid).map_err(|e| CloudError::InvalidInput(e.to_string()))?;
+        return Ok(vec![LookupKey::Id(parsed.instance)]);
+    }
+    let mut keys = Vec::new();
+    if let Some(id) = instance_id_from_node_name(&node.name) {
+        keys.push(LookupKey::Id(id));
+        return Ok(keys);
+    }
+    keys.push(LookupKey::PrivateDnsName(node.name.clone()));
+    keys.extend(
+        node.known_ips()
+            .into_iter()
+            .map(|ip| LookupKey::PrivateIp(ip.to_string())),
+    );
+    Ok(keys)
+}
+
+struct Entry {
+    instance: Arc<Instance>,
+    listed: bool,
+    fetched_at: Instant,
+}
+
+/// Instances plus indexes by private DNS name and private IP.
+#[derive(Default)]
+struct Snapshot {
+    by_id: HashMap<InstanceId, Entry>,
+    by_dns: HashMap<String, InstanceId>,
+    by_ip: HashMap<String, InstanceId>,
+}
+
+impl Snapshot {
+    fn index(&mut self, i: &Instance) {
+        if !i.private_dns_name.is_empty() {
+            self.by_dns.insert(i.private_dns_name.clone(), i.id.clone());
+        }
+        for ip in i.private_ipv4s() {
+            self.by_ip.insert(ip.to_string(), i.id.clone());
+        }
+    }
+
+    fn insert(&mut self, instance: Instance, listed: bool) {
+        self.index(&instance);
+        self.by_id.insert(
+            instance.id.clone(),
+            Entry {
+                instance: Arc::new(instance),
+                listed,
+                fetched_at: Instant::now(),
+            },
+        );
+    }
+
+    /// Replaces the listed instances, keeping looked-up extras younger than `extra_ttl`.
+    fn replace_listed(&mut self, listed: Vec<Instance>, extra_ttl: Duration) {
+        let mut next = Snapshot::default();
+        for (_, e) in self.by_id.drain() {
+            if !e.listed && e.fetched_at.elapsed() < extra_ttl {
+                next.index(&e.instance);
+                next.by_id.insert(e.instance.id.clone(), e);
+            }
+        }
+        for i in listed {
+            next.insert(i, true);
+        }
+        *self = next;
+    }
+
+    fn get(&self, key: &LookupKey, extra_ttl: Duration) -> Option<Arc<Instance>> {
+        let id = match key {
+            LookupKey::Id(id) => id,
+            LookupKey::PrivateDnsName(n) => self.by_dns.get(n)?,
+            LookupKey::PrivateIp(ip) => self.by_ip.get(ip)?,
+        };
+        let e = self.by_id.get(id)?;
+        (e.listed || e.fetched_at.elapsed() < extra_ttl).then(|| e.instance.clone())
+    }
+}
+
+struct Lookup {
+    key: LookupKey,
+    reply: oneshot::Sender<Result<(), CloudError>>,
+}
+
+/// Tunables of the cache.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheOptions {
+    /// How often the scoped listing is refreshed.
+    pub refresh_period: Duration,
+    /// How long lookups wait to be batched together.
+    pub batch_window: Duration,
+    /// Most values in one DescribeInstances filter.
+    pub batch_size: usize,
+    /// How long callers wait for the first listing before answering "unavailable".
+    pub sync_timeout: Duration,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        Self {
+            refresh_period: Duration::from_secs(60),
+            batch_window: Duration::from_millis(50),
+            batch_size: 200,
+            sync_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The shared instance view. Clone the `Arc`, not the cache.
+pub struct InstanceCache {
+    ec2: Ec2,
+    scope: Scope,
+    options: CacheOptions,
+    snapshot: RwLock<Snapshot>,
+    synced: watch::Sender<bool>,
+    last_error: RwLock<Option<CloudError>>,
+    lookups: mpsc::UnboundedSender<Lookup>,
+}
+
+impl InstanceCache {
+    /// Creates the cache and starts its refresher and batcher tasks on the current runtime.
+    pub fn start(ec2: Ec2, scope: Scope, options: CacheOptions) -> Arc<InstanceCache> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (synced, _) = watch::channel(scope == Scope::Unscoped);
+        let cache = Arc::new(InstanceCache {
+            ec2,
+            scope,
+            options,
+            snapshot: RwLock::new(Snapshot::default()),
+            synced,
+            last_error: RwLock::new(None),
+            lookups: tx,
+        });
+        tokio::spawn(cache.clone().run_batcher(rx));
+        if cache.scope != Scope::Unscoped {
+            tokio::spawn(cache.clone().run_refresher());
+        }
+        cache
+    }
+
+    /// Whether the first listing has completed.
+    pub fn has_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Number of instances currently known.
+    pub fn len(&self) -> usize {
+        self.snapshot.read().expect("snapshot lock").by_id.len()
+    }
+
+    /// Whether no instance is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Finds the instance behind a node: from the view first, then by one batched lookup.
+    ///
+    /// `Ok(None)` means AWS answered that no such instance exists.
+    pub async fn find(&self, node: &NodeInfo) -> Result<Option<Arc<Instance>>, CloudError> {
+        self.wait_synced().await?;
+        let keys = lookup_keys(node)?;
+        if let Some(i) = self.get_local(&keys) {
+            return Ok(Some(i));
+        }
+        let replies = join_all(keys.iter().map(|k| self.fetch(k.clone()))).await;
+        for r in replies {
+            r?;
+        }
+        Ok(self.get_local(&keys))
+    }
+
+    fn get_local(&self, keys: &[LookupKey]) -> Option<Arc<Instance>> {
+        let snap = self.snapshot.read().expect("snapshot lock");
+        let ttl = self.options.refresh_period;
+        keys.iter().find_map(|k| snap.get(k, ttl))
+    }
+
+    async fn wait_synced(&self) -> Result<(), CloudError> {
+        let mut rx = self.synced.subscribe();
+        let waited = tokio::time::timeout(self.options.sync_timeout, rx.wait_for(|s| *s)).await;
+        match waited {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(self
+                .last_error
+                .read()
+                .expect("error lock")
+                .clone()
+                .unwrap_or_else(|| CloudError::Unavailable {
+                    operation: "DescribeInstances".into(),
+                    message: "the instance cache has not completed its first listing".into(),
+                })),
+        }
+    }
+
+    async fn fetch(&self, key: LookupKey) -> Result<(), CloudError> {
+        let (reply, rx) = oneshot::channel();
+        self.lookups
+            .send(Lookup { key, reply })
+            .map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+
+    /// Lists the scoped instances now and replaces the view.
+    pub async fn refresh(&self) -> Result<usize, CloudError> {
+        let mut all = Vec::new();
+        for filters in self.scope.listings() {
+            all.extend(self.ec2.describe_instances(&filters).await?);
+        }
+        let n = all.len();
+        self.snapshot
+            .write()
+            .expect("snapshot lock")
+            .replace_listed(all, self.options.refresh_period);
+        Ok(n)
+    }
+
+    async fn run_refresher(self: Arc<Self>) {
+        let mut failures = 0u32;
+        loop {
+            let wait = match self.refresh().await {
+                Ok(n) => {
+                    failures = 0;
+                    *self.last_error.write().expect("error lock") = None;
+                    self.synced.send_replace(true);
+                    tracing::debug!(instances = n, "instance cache refreshed");
+                    self.options.refresh_period
+                }
+                Err(e) => {
+                    failures += 1;
+                    tracing::warn!(error = %e, failures, "instance cache refresh failed");
+                    *self.last_error.write().expect("error lock") = Some(e);
+                    let backoff = Duration::from_secs(1u64 << failures.min(5));
+                    backoff.min(self.options.refresh_period)
+                }
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    async fn run_batcher(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Lookup>) {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            let deadline = tokio::time::sleep(self.options.batch_window);
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    _ = &mut deadline => break,
+                    more = rx.recv() => match more {
+                        Some(l) => batch.push(l),
+                        None => break,
+                    },
+                }
+            }
+            self.resolve_batch(batch).await;
+        }
+    }
+
+    /// One DescribeInstances per key kind (and per `batch_size` values) for the whole batch.
+    async fn resolve_batch(&self, batch: Vec<Lookup>) {
+        let mut by_kind: HashMap<&'static str, Vec<String>> = HashMap::new();
+        for l in &batch {
+            let values = by_kind.entry(l.key.filter_name()).or_default();
+            if !values.iter().any(|v| v == l.key.value()) {
+                values.push(l.key.value().to_string());
+            }
+        }
+        let mut failures: HashMap<&'static str, CloudError> = HashMap::new();
+        for (kind, values) in by_kind {
+            for chunk in values.chunks(self.options.batch_size) {
+                match self
+                    .ec2
+                    .describe_instances(&[filter(kind, chunk.to_vec())])
+                    .await
+                {
+                    Ok(found) => {
+                        let mut snap = self.snapshot.write().expect("snapshot lock");
+                        for i in found {
+                            let listed = snap.by_id.get(&i.id).is_some_and(|e| e.listed);
+                            snap.insert(i, listed);
+                        }
+                    }
+                    Err(e) => {
+                        failures.insert(kind, e);
+                    }
+                }
+            }
+        }
+        for l in batch {
+            let result = match failures.get(l.key.filter_name()) {
+                Some(e) => Err(e.clone()),
+                None => Ok(()),
+            };
+            let _ = l.reply.send(result);
+        }
+    }
+}
+
+fn stopped() -> CloudError {
+    CloudError::Unavailable {
+        operation: "DescribeInstances".into(),
+        message: "instance cache stopped".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instance::InstanceState;
+    use std::collections::BTreeMap;
+    use stratus_cloud::{NodeAddress, NodeAddressType};
+
+    fn inst(id: &str, dns: &str, ip: &str) -> Instance {
+        Instance {
+            id: InstanceId::parse(id).unwrap(),
+            state: InstanceState::Running,
+            zone: "us-east-1a".into(),
+            instance_type: "t3.small".into(),
+            private_dns_name: dns.into(),
+            public_dns_name: String::new(),
+            private_ip: ip.into(),
+            public_ip: String::new(),
+            interfaces: vec![],
+            tags: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn provider_id_is_the_only_key_when_present() {
+        let mut n = NodeInfo::named("ip-10-0-0-1.ec2.internal");
+        n.provider_id = Some("aws:///us-east-1a/i-0abc".into());
+        assert_eq!(
+            lookup_keys(&n).unwrap(),
+            vec![LookupKey::Id(InstanceId::parse("i-0abc").unwrap())]
+        );
+        n.provider_id = Some("gce://x/y/z".into());
+        assert!(matches!(lookup_keys(&n), Err(CloudError::InvalidInput(_))));
+    }
+
+    #[test]
+    fn names_and_ips_are_keys_for_unrelated_names() {
+        let mut n = NodeInfo::named("worker-7");
+        n.addresses = vec![NodeAddress::new(NodeAddressType::InternalIP, "10.1.2.3")];
+        n.provided_node_ip = Some("10.1.2.4".into());
+        assert_eq!(
+            lookup_keys(&n).unwrap(),
+            vec![
+                LookupKey::PrivateDnsName("worker-7".into()),
+                LookupKey::PrivateIp("10.1.2.4".into()),
+                LookupKey::PrivateIp("10.1.2.3".into()),
+            ]
+        );
+        let rbn = NodeInfo::named("i-0abc.us-east-1.compute.internal");
+        assert_eq!(
+            lookup_keys(&rbn).unwrap(),
+            vec![LookupKey::Id(InstanceId::parse("i-0abc").unwrap())]
+        );
+    }
+
+    #[test]
+    fn snapshot_indexes_and_expires_extras() {
+        let ttl = Duration::from_secs(60);
+        let mut s = Snapshot::default();
+        s.insert(inst("i-01", "ip-a", "10.0.0.1"), false);
+        s.replace_listed(vec![inst("i-02", "ip-b", "10.0.0.2")], ttl);
+        assert!(s
+            .get(&LookupKey::PrivateDnsName("ip-a".into()), ttl)
+            .is_some());
+        assert!(s
+            .get(&LookupKey::PrivateIp("10.0.0.2".into()), ttl)
+            .is_some());
+        assert!(s
+            .get(&LookupKey::PrivateDnsName("ip-a".into()), Duration::ZERO)
+            .is_none());
+        s.replace_listed(vec![], Duration::ZERO);
+        assert!(s.by_id.is_empty() && s.by_dns.is_empty() && s.by_ip.is_empty());
+    }
+}

@@ -1,0 +1,106 @@
+//! InstancesV2 for AWS, answered from the shared instance cache.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use stratus_cloud::{CloudError, InstanceMetadata, InstancesV2, NodeInfo};
+
+use crate::config::IpFamily;
+use crate::instance::Instance;
+use crate::instance_cache::InstanceCache;
+use crate::provider_id::ProviderId;
+use crate::zones::ZoneIds;
+
+/// Label carrying the AWS zone ID (stable across accounts, unlike zone names).
+pub const ZONE_ID_LABEL: &str = "topology.k8s.aws/zone-id";
+
+/// AWS answers to instance questions.
+pub struct AwsInstances {
+    cache: Arc<InstanceCache>,
+    zones: ZoneIds,
+    region: String,
+    families: Vec<IpFamily>,
+}
+
+impl AwsInstances {
+    /// Builds the capability over a running cache.
+    pub fn new(
+        cache: Arc<InstanceCache>,
+        zones: ZoneIds,
+        region: String,
+        families: Vec<IpFamily>,
+    ) -> Self {
+        Self {
+            cache,
+            zones,
+            region,
+            families,
+        }
+    }
+
+    async fn live_instance(&self, node: &NodeInfo) -> Result<Arc<Instance>, CloudError> {
+        match self.cache.find(node).await? {
+            Some(i) if !i.state.is_gone() => Ok(i),
+            Some(i) => Err(CloudError::InstanceNotFound(format!(
+                "instance {} of node {} is terminated",
+                i.id, node.name
+            ))),
+            None => Err(CloudError::InstanceNotFound(format!(
+                "no EC2 instance matches node {} (looked up by {})",
+                node.name,
+                describe_keys(node)
+            ))),
+        }
+    }
+}
+
+fn describe_keys(node: &NodeInfo) -> String {
+    match &node.provider_id {
+        Some(p) if !p.is_empty() => format!("provider ID {p}"),
+        _ => {
+            let mut s = "instance ID or private DNS name".to_string();
+            if !node.known_ips().is_empty() {
+                s.push_str(" and private IP");
+            }
+            s
+        }
+    }
+}
+
+#[async_trait]
+impl InstancesV2 for AwsInstances {
+    async fn instance_exists(&self, node: &NodeInfo) -> Result<bool, CloudError> {
+        match self.live_instance(node).await {
+            Ok(_) => Ok(true),
+            Err(CloudError::InstanceNotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn instance_shutdown(&self, node: &NodeInfo) -> Result<bool, CloudError> {
+        match self.live_instance(node).await {
+            Ok(i) => Ok(i.state.is_shutdown()),
+            Err(CloudError::InstanceNotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn instance_metadata(&self, node: &NodeInfo) -> Result<InstanceMetadata, CloudError> {
+        let i = self.live_instance(node).await?;
+        let mut additional_labels = BTreeMap::new();
+        if !i.zone.is_empty() {
+            if let Some(zone_id) = self.zones.zone_id(&i.zone).await? {
+                additional_labels.insert(ZONE_ID_LABEL.to_string(), zone_id);
+            }
+        }
+        Ok(InstanceMetadata {
+            provider_id: ProviderId::format(&i.zone, &i.id),
+            instance_type: i.instance_type.clone(),
+            node_addresses: i.node_addresses(&self.families),
+            zone: i.zone.clone(),
+            region: self.region.clone(),
+            additional_labels,
+        })
+    }
+}

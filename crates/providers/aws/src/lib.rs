@@ -1,0 +1,17 @@
+//! Stratus AWS provider: answers cloud questions about EC2 for the generic controllers.
+//!
+//! Reads EC2 (DescribeInstances filtered by the cluster tag, DescribeAvailabilityZones) through
+//! one shared, periodically refreshed instance cache; writes nothing to Kubernetes.
+
+pub mod api_call;
+pub mod cloud;
+pub mod config;
+pub mod ec2;
+pub mod instance;
+pub mod instance_cache;
+pub mod instances_v2;
+pub mod metrics;
+pub mod provider_id;
+pub mod zones;
+
+pub use cloud::{AwsCloud, AwsInitError, AwsOptions, PROVIDER_NAME};

@@ -1,0 +1,7 @@
+//! Process plumbing shared by Stratus binaries: logging, Go-style durations, shutdown signals.
+//!
+//! Watches and writes nothing in Kubernetes.
+
+pub mod duration;
+pub mod logging;
+pub mod shutdown;

@@ -1,0 +1,99 @@
+//! Running the cloud-controller-manager binary as the shipped identity, with its logs in a file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::Context;
+use stratus_testenv::{Identity, TestEnv};
+
+/// Writes a cloud config for `cluster_id` and returns its path.
+pub fn write_cloud_config(dir: &Path, cluster_id: &str) -> anyhow::Result<PathBuf> {
+    let path = dir.join(format!("cloud-{cluster_id}.conf"));
+    std::fs::write(
+        &path,
+        format!(
+            "[Global]\nRegion = {}\nKubernetesClusterID = {cluster_id}\n",
+            crate::ec2_fixture::REGION
+        ),
+    )?;
+    Ok(path)
+}
+
+/// The binary next to the running executable (same cargo target directory).
+pub fn sibling_binary(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().context("exe dir")?;
+    for candidate in [dir.join(name), dir.join("..").join(name)] {
+        if candidate.exists() {
+            return Ok(candidate);
+        }
+    }
+    anyhow::bail!(
+        "{name} not found next to {}; build it first (cargo build -p {name})",
+        exe.display()
+    )
+}
+
+/// A running cloud-controller-manager; killed on drop.
+pub struct CcmProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl CcmProcess {
+    /// Starts `bin` with `args`, authenticated as the cloud-controller-manager identity.
+    pub fn start(bin: &Path, env: &TestEnv, args: &[String]) -> anyhow::Result<CcmProcess> {
+        let n = std::fs::read_dir(env.dir())?.count();
+        let log = env.dir().join(format!("ccm-{n}.log"));
+        let out = std::fs::File::create(&log)?;
+        let mut cmd = Command::new(bin);
+        cmd.args(args)
+            .arg(format!(
+                "--kubeconfig={}",
+                env.kubeconfig(Identity::CloudControllerManager).display()
+            ))
+            .envs(env.env_vars(Identity::CloudControllerManager))
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("start {}", bin.display()))?;
+        Ok(CcmProcess { child, log })
+    }
+
+    /// The process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Peak resident set size in KiB (VmHWM), while running.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    }
+
+    /// Whether it has exited (and with what status).
+    pub fn try_exit(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+impl Drop for CcmProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,9 @@
+//! Fixtures shared by the integration tests, the demo and the benchmarks: EC2 instances in moto,
+//! uninitialised Nodes, the shipped RBAC, and a cloud-controller-manager process.
+
+pub mod ccm;
+pub mod ec2_fixture;
+pub mod kube_fixture;
+pub mod wait;
+
+pub use wait::wait_for;

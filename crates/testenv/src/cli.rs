@@ -1,0 +1,219 @@
+//! The `testenv` command line: `install`, `up --dir DIR`, `down --dir DIR` and the hidden
+//! `proxy` subcommand that `up` uses to run the counting proxy as its own process.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+use crate::env::{Identity, Launch, TestEnv};
+use crate::process::{alive, stop_detached};
+
+#[derive(Parser)]
+#[command(
+    name = "testenv",
+    about = "Stratus test environment: etcd + kube-apiserver + moto (AWS) behind a counting proxy"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build kube-apiserver and etcd and install moto into the cache (idempotent).
+    Install,
+    /// Start a detached environment with its files in DIR; prints the env file to source.
+    Up {
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Stop the environment that `up` started in DIR (idempotent).
+    Down {
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Run the counting AWS proxy in the foreground (used by `up`).
+    #[command(hide = true)]
+    Proxy {
+        #[arg(long)]
+        listen: SocketAddr,
+        #[arg(long)]
+        upstream: String,
+    },
+}
+
+/// Entry point of the `testenv` binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Install => install(),
+        Command::Up { dir } => runtime().and_then(|rt| rt.block_on(up(&dir))),
+        Command::Down { dir } => down(&dir),
+        Command::Proxy { listen, upstream } => {
+            runtime().and_then(|rt| rt.block_on(run_proxy(listen, upstream)))
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("testenv: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn install() -> Result<()> {
+    let paths = crate::ensure_installed()?;
+    println!("kube-apiserver: {}", paths.kube_apiserver.display());
+    println!("etcd:           {}", paths.etcd.display());
+    println!("moto_server:    {}", paths.moto_server.display());
+    Ok(())
+}
+
+async fn up(dir: &Path) -> Result<()> {
+    let pids_file = dir.join("pids");
+    if read_pids(&pids_file)?.iter().any(|&(_, pid)| alive(pid)) {
+        bail!(
+            "an environment is already running in {} (see {}); run `testenv down --dir {}` first",
+            dir.display(),
+            pids_file.display(),
+            dir.display()
+        );
+    }
+    let started = Instant::now();
+    let proxy_exe = std::env::current_exe().context("locating the testenv binary")?;
+    let env = TestEnv::launch(dir, Launch::Detached { proxy_exe }).await?;
+
+    let mut pids = String::new();
+    for (name, pid) in env.pids() {
+        writeln!(pids, "{name} {pid}")?;
+    }
+    std::fs::write(env.dir().join("pids"), pids)?;
+
+    let env_file = env.dir().join("env");
+    let mut exports = format!(
+        "# Written by `testenv up`; load with: . {}\n",
+        env_file.display()
+    );
+    let mut vars = env.env_vars(Identity::Admin);
+    vars.extend([
+        (
+            "STRATUS_CCM_KUBECONFIG".to_owned(),
+            env.kubeconfig(Identity::CloudControllerManager)
+                .display()
+                .to_string(),
+        ),
+        (
+            "STRATUS_APISERVER_URL".to_owned(),
+            env.apiserver_url().to_owned(),
+        ),
+        (
+            "STRATUS_MOTO_ENDPOINT".to_owned(),
+            env.moto_endpoint().to_owned(),
+        ),
+    ]);
+    for (key, value) in vars {
+        writeln!(exports, "export {key}={}", shell_quote(&value))?;
+    }
+    std::fs::write(&env_file, exports)?;
+
+    println!(
+        "testenv: up in {:.1}s: apiserver {}, AWS proxy {}, moto {}",
+        started.elapsed().as_secs_f64(),
+        env.apiserver_url(),
+        env.aws_endpoint(),
+        env.moto_endpoint()
+    );
+    println!("testenv: environment file: {}", env_file.display());
+    println!(
+        "testenv: load it with `. {}`; stop with `testenv down --dir {}`",
+        env_file.display(),
+        env.dir().display()
+    );
+    env.release();
+    Ok(())
+}
+
+fn down(dir: &Path) -> Result<()> {
+    let pids_file = dir.join("pids");
+    let procs = read_pids(&pids_file)?;
+    let running: Vec<(String, u32)> = procs.into_iter().filter(|&(_, pid)| alive(pid)).collect();
+    // etcd last, as in `TestEnv`'s drop: its graceful stop waits for the apiserver's watches.
+    let (etcd, others): (Vec<_>, Vec<_>) = running.iter().partition(|(name, _)| name == "etcd");
+    let pids =
+        |procs: Vec<&(String, u32)>| procs.into_iter().map(|&(_, pid)| pid).collect::<Vec<_>>();
+    stop_detached(&pids(others), Duration::from_secs(10));
+    stop_detached(&pids(etcd), Duration::from_secs(10));
+    for file in [&pids_file, &dir.join("env")] {
+        match std::fs::remove_file(file) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                return Err(err).with_context(|| format!("removing {}", file.display()))
+            }
+            _ => {}
+        }
+    }
+    if running.is_empty() {
+        println!("testenv: nothing running in {}", dir.display());
+    } else {
+        println!(
+            "testenv: stopped {} processes in {}",
+            running.len(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Reads `name pid` lines; a missing file means nothing was started.
+fn read_pids(path: &Path) -> Result<Vec<(String, u32)>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
+    };
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let (name, pid) = line
+                .split_once(' ')
+                .with_context(|| format!("bad line {line:?} in {}", path.display()))?;
+            let pid = pid
+                .trim()
+                .parse()
+                .with_context(|| format!("bad pid in {line:?} in {}", path.display()))?;
+            Ok((name.to_owned(), pid))
+        })
+        .collect()
+}
+
+async fn run_proxy(listen: SocketAddr, upstream: String) -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    eprintln!("testenv proxy: listening on {listen}, forwarding to {upstream}");
+    crate::proxy::serve(listener, upstream, Arc::new(crate::proxy::Counters::new())).await
+}
+
+/// Single-quotes a value for POSIX shells.
+fn shell_quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', r"'\''"))
+}

@@ -1,0 +1,23 @@
+//! Stratus test environment: a real etcd + kube-apiserver (RBAC, audit log) and the moto AWS
+//! emulator behind a request-counting proxy, for integration tests and for humans
+//! (`testenv up`).
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use stratus_testenv::{Identity, TestEnv};
+//! let env = TestEnv::start().await?;
+//! let client = env.kube_client(Identity::CloudControllerManager).await?;
+//! let aws_vars = env.env_vars(Identity::CloudControllerManager);
+//! # let _ = (client, aws_vars);
+//! # Ok(()) }
+//! ```
+
+pub mod cli;
+pub mod env;
+pub mod install;
+mod process;
+pub mod proxy;
+mod util;
+
+pub use env::{Identity, TestEnv};
+pub use install::{ensure_installed, Paths};

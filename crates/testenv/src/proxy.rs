@@ -1,0 +1,358 @@
+//! A counting HTTP/1 reverse proxy in front of moto.
+//!
+//! Every request is forwarded unchanged to the upstream and counted under `service:Action`:
+//! the service comes from the SigV4 credential scope of the `Authorization` header, the action
+//! from the `Action` parameter (query protocols: form body or URL query) or from the
+//! `X-Amz-Target` header (JSON protocols). Unknown parts are counted as `unknown`.
+//!
+//! Control endpoints served by the proxy itself:
+//! - `GET /__stratus/counts`: the counters as a JSON object, e.g. `{"ec2:DescribeInstances": 3}`
+//! - `POST /__stratus/reset`: zeroes the counters.
+//!
+//! Per-request behaviour is decided in one place ([`Proxy::decide`]), where fault injection
+//! (throttling errors, latency) per action can be added.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+
+/// Path of the counters endpoint.
+pub const COUNTS_PATH: &str = "/__stratus/counts";
+/// Path of the reset endpoint.
+pub const RESET_PATH: &str = "/__stratus/reset";
+
+/// Request counters keyed by `service:Action`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    counts: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Counters {
+    pub fn new() -> Counters {
+        Counters::default()
+    }
+
+    pub fn record(&self, key: &str) {
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        *counts.entry(key.to_owned()).or_default() += 1;
+    }
+
+    pub fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn reset(&self) {
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+}
+
+/// What the proxy understood about an AWS request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestInfo {
+    /// Signing name from the SigV4 credential scope (`ec2`, `elasticloadbalancing`, ...).
+    pub service: String,
+    /// API action (`DescribeInstances`, ...).
+    pub action: String,
+}
+
+impl RequestInfo {
+    /// Identifies an AWS request from its headers, URL query and (form) body.
+    pub fn classify(headers: &HeaderMap, uri: &Uri, body: &[u8]) -> RequestInfo {
+        let service = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(sigv4_service)
+            .unwrap_or("unknown");
+        let target_action = headers
+            .get("x-amz-target")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|target| target.rsplit_once('.'))
+            .map(|(_, action)| action);
+        let is_form = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
+        let form_action = is_form
+            .then(|| std::str::from_utf8(body).ok())
+            .flatten()
+            .and_then(action_param);
+        let action = target_action
+            .or(form_action)
+            .or_else(|| uri.query().and_then(action_param))
+            .unwrap_or("unknown");
+        RequestInfo {
+            service: service.to_owned(),
+            action: action.to_owned(),
+        }
+    }
+
+    /// The counter key, `service:Action`.
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.service, self.action)
+    }
+}
+
+/// `Credential=AKID/date/region/SERVICE/aws4_request` → `SERVICE`.
+fn sigv4_service(authorization: &str) -> Option<&str> {
+    let (_, rest) = authorization.split_once("Credential=")?;
+    let scope = rest.split([',', ' ']).next()?;
+    let parts: Vec<&str> = scope.split('/').collect();
+    match parts.as_slice() {
+        [_, _, _, service, "aws4_request"] if !service.is_empty() => Some(service),
+        _ => None,
+    }
+}
+
+/// The `Action` value of an `application/x-www-form-urlencoded` string.
+fn action_param(form: &str) -> Option<&str> {
+    form.split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(key, _)| *key == "Action")
+        .map(|(_, value)| value)
+        .filter(|value| !value.is_empty())
+}
+
+/// What to do with one request; the hook for future fault injection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Decision {
+    /// Pass the request to the upstream unchanged.
+    Forward,
+}
+
+type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+struct Proxy {
+    upstream: Uri,
+    client: Client<HttpConnector, Full<Bytes>>,
+    counters: Arc<Counters>,
+}
+
+/// Serves the proxy on `listener` until the task is dropped, forwarding to `upstream`
+/// (e.g. `http://127.0.0.1:5000`).
+pub async fn serve(listener: TcpListener, upstream: String, counters: Arc<Counters>) -> Result<()> {
+    let upstream: Uri = upstream
+        .parse()
+        .with_context(|| format!("invalid upstream URL {upstream:?}"))?;
+    anyhow::ensure!(
+        upstream.scheme().is_some() && upstream.authority().is_some(),
+        "upstream URL {upstream} needs a scheme and host"
+    );
+    let proxy = Arc::new(Proxy {
+        upstream,
+        client: Client::builder(TokioExecutor::new()).build_http(),
+        counters,
+    });
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(err) => {
+                // E.g. EMFILE: back off briefly instead of spinning.
+                tracing::warn!("aws proxy: accept failed: {err}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let proxy = proxy.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let proxy = proxy.clone();
+                async move { Ok::<_, Infallible>(proxy.handle(request).await) }
+            });
+            if let Err(err) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!("aws proxy: connection error: {err}");
+            }
+        });
+    }
+}
+
+impl Proxy {
+    async fn handle(&self, request: Request<Incoming>) -> Response<ProxyBody> {
+        match (request.method(), request.uri().path()) {
+            (&Method::GET, COUNTS_PATH) => {
+                let counts = self.counters.snapshot();
+                return json_response(
+                    StatusCode::OK,
+                    serde_json::to_vec(&counts).unwrap_or_default(),
+                );
+            }
+            (&Method::POST, RESET_PATH) => {
+                self.counters.reset();
+                return json_response(StatusCode::OK, b"{}".to_vec());
+            }
+            _ => {}
+        }
+
+        let (parts, body) = request.into_parts();
+        let body = match body.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(err) => {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    &format!("reading request body: {err}"),
+                )
+            }
+        };
+        let info = RequestInfo::classify(&parts.headers, &parts.uri, &body);
+        self.counters.record(&info.key());
+
+        match self.decide(&info) {
+            Decision::Forward => self.forward(parts, body).await,
+        }
+    }
+
+    /// Decides what to do with a request (see [`Decision`]).
+    fn decide(&self, _info: &RequestInfo) -> Decision {
+        Decision::Forward
+    }
+
+    async fn forward(&self, parts: http::request::Parts, body: Bytes) -> Response<ProxyBody> {
+        let mut uri = self.upstream.clone().into_parts();
+        uri.path_and_query = parts.uri.path_and_query().cloned();
+        let uri = match Uri::from_parts(uri) {
+            Ok(uri) => uri,
+            Err(err) => {
+                return error_response(StatusCode::BAD_GATEWAY, &format!("bad upstream URI: {err}"))
+            }
+        };
+        let mut upstream_request = Request::new(Full::new(body));
+        *upstream_request.method_mut() = parts.method;
+        *upstream_request.uri_mut() = uri;
+        *upstream_request.headers_mut() = without_hop_by_hop(parts.headers);
+        match self.client.request(upstream_request).await {
+            Ok(response) => {
+                let (mut parts, body) = response.into_parts();
+                parts.headers = without_hop_by_hop(parts.headers);
+                Response::from_parts(parts, body.boxed())
+            }
+            Err(err) => error_response(
+                StatusCode::BAD_GATEWAY,
+                &format!("upstream request failed: {err}"),
+            ),
+        }
+    }
+}
+
+/// Drops connection-scoped headers; the body is re-framed by hyper.
+fn without_hop_by_hop(mut headers: HeaderMap) -> HeaderMap {
+    for name in [
+        header::CONNECTION,
+        header::PROXY_AUTHENTICATE,
+        header::PROXY_AUTHORIZATION,
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+    headers.remove("keep-alive");
+    headers
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response<ProxyBody> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn error_response(status: StatusCode, message: &str) -> Response<ProxyBody> {
+    tracing::warn!("aws proxy: {message}");
+    let mut response = Response::new(full(format!("stratus aws proxy: {message}\n").into_bytes()));
+    *response.status_mut() = status;
+    response
+}
+
+fn full(body: Vec<u8>) -> ProxyBody {
+    Full::new(Bytes::from(body))
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                (
+                    header::HeaderName::from_static(k),
+                    HeaderValue::from_str(v).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    const AUTH_EC2: &str = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/ec2/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc";
+
+    #[test]
+    fn query_protocol_form_body() {
+        let h = headers(&[
+            ("authorization", AUTH_EC2),
+            (
+                "content-type",
+                "application/x-www-form-urlencoded; charset=utf-8",
+            ),
+        ]);
+        let info = RequestInfo::classify(
+            &h,
+            &"/".parse().unwrap(),
+            b"Action=DescribeRegions&Version=2016-11-15",
+        );
+        assert_eq!(info.key(), "ec2:DescribeRegions");
+    }
+
+    #[test]
+    fn query_protocol_url_query() {
+        let h = headers(&[("authorization", AUTH_EC2)]);
+        let uri = "/?Version=2016-11-15&Action=DescribeInstances"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            RequestInfo::classify(&h, &uri, b"").key(),
+            "ec2:DescribeInstances"
+        );
+    }
+
+    #[test]
+    fn json_protocol_target() {
+        let h = headers(&[
+            ("authorization", "AWS4-HMAC-SHA256 Credential=AKID/20260101/us-west-2/logs/aws4_request,SignedHeaders=host,Signature=x"),
+            ("x-amz-target", "Logs_20140328.PutLogEvents"),
+            ("content-type", "application/x-amz-json-1.1"),
+        ]);
+        let info = RequestInfo::classify(&h, &"/".parse().unwrap(), b"{\"Action\":\"nope\"}");
+        assert_eq!(info.key(), "logs:PutLogEvents");
+    }
+
+    #[test]
+    fn unknown_parts() {
+        let info = RequestInfo::classify(&HeaderMap::new(), &"/bucket/key".parse().unwrap(), b"");
+        assert_eq!(info.key(), "unknown:unknown");
+    }
+}
