@@ -8,6 +8,7 @@ use stratus_aws::config::CloudConfig;
 use stratus_aws::instance_cache::CacheOptions;
 use stratus_aws::{AwsCloud, AwsOptions};
 use stratus_cloud::Cloud;
+use stratus_controllers::informer::NodeInformer;
 use stratus_controllers::{node, node_lifecycle};
 
 use crate::options::{enabled_controllers, Options};
@@ -41,6 +42,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         .instances_v2()
         .context("provider has no instances support")?;
     let mut tasks = tokio::task::JoinSet::new();
+    let mut informer = NodeInformer::new(client.clone());
     for name in &controllers {
         match *name {
             "cloud-node" => {
@@ -49,7 +51,14 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                     status_update_frequency: opts.node_status_update_frequency,
                     ..node::NodeControllerConfig::default()
                 };
-                tasks.spawn(node::run(client.clone(), Arc::clone(&instances), cfg));
+                let events = informer.take_events().context("node events taken twice")?;
+                tasks.spawn(node::run(
+                    client.clone(),
+                    informer.store(),
+                    events,
+                    Arc::clone(&instances),
+                    cfg,
+                ));
             }
             "cloud-node-lifecycle" => {
                 let cfg = node_lifecycle::LifecycleConfig {
@@ -58,16 +67,23 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 };
                 tasks.spawn(node_lifecycle::run(
                     client.clone(),
+                    informer.store(),
                     Arc::clone(&instances),
                     cfg,
                 ));
             }
-            other => tracing::warn!(
-                controller = other,
-                "controller is not available in this build yet; skipping"
-            ),
+            other => {
+                tracing::warn!(
+                    controller = other,
+                    "controller is not available in this build yet; skipping"
+                );
+                continue;
+            }
         }
-        tracing::info!(controller = name, "controller enabled");
+        tracing::info!(controller = name, "controller started");
+    }
+    if let Some(watch) = informer.unclaimed_watch() {
+        tasks.spawn(watch);
     }
     tracing::info!(cluster = %opts.cluster_name, region = cloud.region(), "cloud-controller-manager running");
     tokio::select! {

@@ -105,7 +105,7 @@ async fn initializes_nodes_named_in_every_scheme() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_without_instance_gets_a_warning_then_initializes() {
     let s = setup("late", true).await;
-    let ip = "10.0.100.7";
+    let ip = "10.0.9.7";
     kube_fixture::create_uninitialized_node(&s.admin, "late-worker", &[ip], BTreeMap::new())
         .await
         .unwrap();

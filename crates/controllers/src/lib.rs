@@ -5,6 +5,7 @@
 //! cloud questions go through [`stratus_cloud::InstancesV2`].
 
 pub mod events;
+pub mod informer;
 pub mod node;
 pub mod node_lifecycle;
 pub mod node_view;

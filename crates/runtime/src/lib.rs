@@ -4,4 +4,5 @@
 
 pub mod duration;
 pub mod logging;
+pub mod memory;
 pub mod shutdown;

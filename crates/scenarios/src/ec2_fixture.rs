@@ -34,20 +34,31 @@ pub struct Launched {
 
 /// A VPC with one subnet in `zone`; returns the subnet ID.
 pub async fn subnet(ec2: &Client, zone: &str) -> anyhow::Result<String> {
+    Ok(subnets(ec2, &[zone]).await?.remove(0))
+}
+
+/// One VPC (10.0.0.0/16) with a /20 subnet in each zone; returns the subnet IDs in order.
+pub async fn subnets(ec2: &Client, zones: &[&str]) -> anyhow::Result<Vec<String>> {
     let vpc = ec2.create_vpc().cidr_block("10.0.0.0/16").send().await?;
     let vpc_id = vpc.vpc().and_then(|v| v.vpc_id()).context("vpc id")?;
-    let subnet = ec2
-        .create_subnet()
-        .vpc_id(vpc_id)
-        .cidr_block("10.0.0.0/17")
-        .availability_zone(zone)
-        .send()
-        .await?;
-    Ok(subnet
-        .subnet()
-        .and_then(|s| s.subnet_id())
-        .context("subnet id")?
-        .to_string())
+    let mut out = Vec::new();
+    for (n, zone) in zones.iter().enumerate() {
+        let subnet = ec2
+            .create_subnet()
+            .vpc_id(vpc_id)
+            .cidr_block(format!("10.0.{}.0/20", n * 16))
+            .availability_zone(*zone)
+            .send()
+            .await?;
+        out.push(
+            subnet
+                .subnet()
+                .and_then(|s| s.subnet_id())
+                .context("subnet id")?
+                .to_string(),
+        );
+    }
+    Ok(out)
 }
 
 /// An image ID moto knows.

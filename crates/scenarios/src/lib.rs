@@ -4,6 +4,7 @@
 pub mod ccm;
 pub mod ec2_fixture;
 pub mod kube_fixture;
+pub mod table;
 pub mod wait;
 
 pub use wait::wait_for;

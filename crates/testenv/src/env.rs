@@ -2,7 +2,7 @@
 //! counting proxy, each on a free 127.0.0.1 port, with a kubeconfig per [`Identity`].
 //!
 //! [`TestEnv::start`] owns its processes (killed on drop). The `testenv up` command starts the
-//! very same stack detached (see [`Launch`]) and leaves it running.
+//! very same stack detached (`Launch::Detached`) and leaves it running.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -81,7 +81,7 @@ enum ProxyRunner {
 }
 
 /// A running environment. Dropping it stops the processes and deletes its directory (unless
-/// `STRATUS_KEEP_ENV=1`, or it was started by `testenv up` and [released](Self::release)).
+/// `STRATUS_KEEP_ENV=1`, or it was started by `testenv up` and released).
 pub struct TestEnv {
     dir: PathBuf,
     remove_dir: bool,

@@ -9,7 +9,7 @@
 //! - `GET /__stratus/counts`: the counters as a JSON object, e.g. `{"ec2:DescribeInstances": 3}`
 //! - `POST /__stratus/reset`: zeroes the counters.
 //!
-//! Per-request behaviour is decided in one place ([`Proxy::decide`]), where fault injection
+//! Per-request behaviour is decided in one place (`Proxy::decide`), where fault injection
 //! (throttling errors, latency) per action can be added.
 
 use std::collections::BTreeMap;

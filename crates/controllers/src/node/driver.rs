@@ -8,12 +8,13 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::watcher;
+use kube::runtime::reflector::Store;
 use kube::Client;
 use stratus_cloud::{CloudError, InstancesV2};
 
 use super::plan::{desired_addresses, plan_address_update, plan_initialization, PlanError};
-use crate::events::NodeEvents;
+use crate::events::NodeEvents as EventPublisher;
+use crate::informer::NodeEvents;
 use crate::node_view::{has_taint, node_info, provider_id};
 use crate::TAINT_UNINITIALIZED;
 
@@ -68,7 +69,7 @@ impl NodeError {
 struct Ctx {
     nodes: Api<Node>,
     instances: Arc<dyn InstancesV2>,
-    events: NodeEvents,
+    events: EventPublisher,
     config: NodeControllerConfig,
     failures: Mutex<HashMap<String, u32>>,
     /// resourceVersion of the half-initialised node our own status write produced, per node:
@@ -76,18 +77,25 @@ struct Ctx {
     own_intermediate: Mutex<HashMap<String, String>>,
 }
 
-/// Runs the controller until the stream ends (it does not, short of shutdown).
-pub async fn run(client: Client, instances: Arc<dyn InstancesV2>, config: NodeControllerConfig) {
+/// Runs the controller, driving the shared Node watch, until the stream ends (it does not,
+/// short of shutdown).
+pub async fn run(
+    client: Client,
+    store: Store<Node>,
+    events: NodeEvents,
+    instances: Arc<dyn InstancesV2>,
+    config: NodeControllerConfig,
+) {
     let nodes: Api<Node> = Api::all(client.clone());
     let ctx = Arc::new(Ctx {
         nodes: nodes.clone(),
         instances,
-        events: NodeEvents::new(client, MANAGER),
+        events: EventPublisher::new(client, MANAGER),
         config: config.clone(),
         failures: Mutex::new(HashMap::new()),
         own_intermediate: Mutex::new(HashMap::new()),
     });
-    Controller::new(nodes, watcher::Config::default())
+    Controller::for_stream(events, store)
         .with_config(Config::default().concurrency(config.concurrency))
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})

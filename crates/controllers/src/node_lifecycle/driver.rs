@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::{reflector, watcher, WatchStreamExt};
+use kube::runtime::reflector::Store;
 use kube::Client;
 use stratus_cloud::{CloudError, InstancesV2};
 
@@ -32,17 +32,16 @@ impl Default for LifecycleConfig {
     }
 }
 
-/// Runs the controller forever.
-pub async fn run(client: Client, instances: Arc<dyn InstancesV2>, config: LifecycleConfig) {
+/// Runs the controller forever over the shared Node cache.
+pub async fn run(
+    client: Client,
+    store: Store<Node>,
+    instances: Arc<dyn InstancesV2>,
+    config: LifecycleConfig,
+) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let (store, writer) = reflector::store();
-    let watch = reflector(writer, watcher(nodes.clone(), watcher::Config::default()))
-        .default_backoff()
-        .touched_objects()
-        .for_each(|_| async {});
-    tokio::spawn(watch);
     let events = NodeEvents::new(client, "cloud-node-lifecycle-controller");
-    if store.wait_until_ready().await.is_err() {
+    if !wait_for_cache(&store, config.monitor_period).await {
         tracing::error!("node watch ended before its first list");
         return;
     }
@@ -55,6 +54,7 @@ pub async fn run(client: Client, instances: Arc<dyn InstancesV2>, config: Lifecy
             .into_iter()
             .filter(|n| is_managed(n))
             .collect();
+        tracing::trace!(nodes = managed.len(), "node lifecycle pass");
         let failures = futures::stream::iter(managed)
             .map(|node| check_node(node, &nodes, instances.as_ref(), &events))
             .buffer_unordered(config.concurrency)
@@ -63,6 +63,19 @@ pub async fn run(client: Client, instances: Arc<dyn InstancesV2>, config: Lifecy
             .await;
         if failures > 0 {
             tracing::warn!(failures, "node lifecycle pass could not check every node");
+        }
+    }
+}
+
+/// Waits until the shared cache has its first list; false when its writer is gone.
+///
+/// kube's readiness signal wakes only the latest of several waiters (the cloud-node controller
+/// waits on the same store), so the wait is re-polled every `period` instead of trusted once.
+async fn wait_for_cache(store: &Store<Node>, period: Duration) -> bool {
+    loop {
+        match tokio::time::timeout(period, store.wait_until_ready()).await {
+            Ok(result) => return result.is_ok(),
+            Err(_) => tracing::debug!("node cache not ready yet"),
         }
     }
 }

@@ -8,8 +8,9 @@ use stratus_cloud::CloudError;
 use crate::api_call::AwsApi;
 use crate::instance::Instance;
 
-/// Largest page DescribeInstances returns.
-const PAGE_SIZE: i32 = 1000;
+/// DescribeInstances page size: 4 calls list 1000 instances, and a page's XML (a few MB from
+/// moto) never has to be held whole next to its parsed form for more than 250 instances.
+const PAGE_SIZE: i32 = 250;
 
 /// EC2 access used by the instance cache and the zone table.
 #[derive(Debug, Clone)]

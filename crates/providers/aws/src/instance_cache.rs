@@ -98,21 +98,29 @@ struct Entry {
     fetched_at: Instant,
 }
 
-/// Instances plus indexes by private DNS name and private IP.
+/// Instances plus indexes by private DNS name and private IP. DNS names and IPs are unique only
+/// within a VPC, so an index key may name several instances.
 #[derive(Default)]
 struct Snapshot {
     by_id: HashMap<InstanceId, Entry>,
-    by_dns: HashMap<String, InstanceId>,
-    by_ip: HashMap<String, InstanceId>,
+    by_dns: HashMap<String, Vec<InstanceId>>,
+    by_ip: HashMap<String, Vec<InstanceId>>,
+}
+
+fn add_to_index(index: &mut HashMap<String, Vec<InstanceId>>, key: &str, id: &InstanceId) {
+    let ids = index.entry(key.to_string()).or_default();
+    if !ids.contains(id) {
+        ids.push(id.clone());
+    }
 }
 
 impl Snapshot {
     fn index(&mut self, i: &Instance) {
         if !i.private_dns_name.is_empty() {
-            self.by_dns.insert(i.private_dns_name.clone(), i.id.clone());
+            add_to_index(&mut self.by_dns, &i.private_dns_name, &i.id);
         }
         for ip in i.private_ipv4s() {
-            self.by_ip.insert(ip.to_string(), i.id.clone());
+            add_to_index(&mut self.by_ip, ip, &i.id);
         }
     }
 
@@ -143,14 +151,42 @@ impl Snapshot {
         *self = next;
     }
 
-    fn get(&self, key: &LookupKey, extra_ttl: Duration) -> Option<Arc<Instance>> {
-        let id = match key {
-            LookupKey::Id(id) => id,
-            LookupKey::PrivateDnsName(n) => self.by_dns.get(n)?,
-            LookupKey::PrivateIp(ip) => self.by_ip.get(ip)?,
-        };
+    fn fresh(&self, id: &InstanceId, extra_ttl: Duration) -> Option<Arc<Instance>> {
         let e = self.by_id.get(id)?;
         (e.listed || e.fetched_at.elapsed() < extra_ttl).then(|| e.instance.clone())
+    }
+
+    /// The instance a key names. A DNS name or IP shared by several live instances (e.g. in
+    /// two VPCs) is refused rather than guessed; gone instances give way to live ones.
+    fn get(
+        &self,
+        key: &LookupKey,
+        extra_ttl: Duration,
+    ) -> Result<Option<Arc<Instance>>, CloudError> {
+        let ids = match key {
+            LookupKey::Id(id) => return Ok(self.fresh(id, extra_ttl)),
+            LookupKey::PrivateDnsName(n) => self.by_dns.get(n),
+            LookupKey::PrivateIp(ip) => self.by_ip.get(ip),
+        };
+        let found: Vec<Arc<Instance>> = ids
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.fresh(id, extra_ttl))
+            .collect();
+        let live: Vec<&Arc<Instance>> = found.iter().filter(|i| !i.state.is_gone()).collect();
+        match (live.as_slice(), found.first()) {
+            ([one], _) => Ok(Some(Arc::clone(one))),
+            ([], first) => Ok(first.cloned()),
+            (many, _) => Err(CloudError::InvalidInput(format!(
+                "{} {:?} matches several instances ({}); set the node's providerID or scope the cluster to one VPC",
+                match key {
+                    LookupKey::PrivateIp(_) => "private IP",
+                    _ => "private DNS name",
+                },
+                key.value(),
+                many.iter().map(|i| i.id.to_string()).collect::<Vec<_>>().join(", ")
+            ))),
+        }
     }
 }
 
@@ -236,20 +272,26 @@ impl InstanceCache {
     pub async fn find(&self, node: &NodeInfo) -> Result<Option<Arc<Instance>>, CloudError> {
         self.wait_synced().await?;
         let keys = lookup_keys(node)?;
-        if let Some(i) = self.get_local(&keys) {
+        if let Some(i) = self.get_local(&keys)? {
             return Ok(Some(i));
         }
         let replies = join_all(keys.iter().map(|k| self.fetch(k.clone()))).await;
         for r in replies {
             r?;
         }
-        Ok(self.get_local(&keys))
+        self.get_local(&keys)
     }
 
-    fn get_local(&self, keys: &[LookupKey]) -> Option<Arc<Instance>> {
+    /// The first key, strongest first, that names an instance in the view.
+    fn get_local(&self, keys: &[LookupKey]) -> Result<Option<Arc<Instance>>, CloudError> {
         let snap = self.snapshot.read().expect("snapshot lock");
         let ttl = self.options.refresh_period;
-        keys.iter().find_map(|k| snap.get(k, ttl))
+        for k in keys {
+            if let Some(i) = snap.get(k, ttl)? {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
     }
 
     async fn wait_synced(&self) -> Result<(), CloudError> {
@@ -441,14 +483,38 @@ mod tests {
         s.replace_listed(vec![inst("i-02", "ip-b", "10.0.0.2")], ttl);
         assert!(s
             .get(&LookupKey::PrivateDnsName("ip-a".into()), ttl)
+            .unwrap()
             .is_some());
         assert!(s
             .get(&LookupKey::PrivateIp("10.0.0.2".into()), ttl)
+            .unwrap()
             .is_some());
         assert!(s
             .get(&LookupKey::PrivateDnsName("ip-a".into()), Duration::ZERO)
+            .unwrap()
             .is_none());
         s.replace_listed(vec![], Duration::ZERO);
         assert!(s.by_id.is_empty() && s.by_dns.is_empty() && s.by_ip.is_empty());
+    }
+
+    #[test]
+    fn shared_dns_names_are_refused_unless_only_one_instance_lives() {
+        let ttl = Duration::from_secs(60);
+        let mut s = Snapshot::default();
+        let mut gone = inst("i-01", "ip-10-0-0-4.ec2.internal", "10.0.0.4");
+        gone.state = InstanceState::Terminated;
+        s.replace_listed(
+            vec![gone, inst("i-02", "ip-10-0-0-4.ec2.internal", "10.0.0.4")],
+            ttl,
+        );
+        let key = LookupKey::PrivateDnsName("ip-10-0-0-4.ec2.internal".into());
+        assert_eq!(s.get(&key, ttl).unwrap().unwrap().id.as_str(), "i-02");
+        s.insert(inst("i-03", "ip-10-0-0-4.ec2.internal", "10.0.0.4"), true);
+        let err = s.get(&key, ttl).unwrap_err();
+        assert!(err.to_string().contains("i-02, i-03"), "{err}");
+        assert!(matches!(
+            s.get(&LookupKey::PrivateIp("10.0.0.4".into()), ttl),
+            Err(CloudError::InvalidInput(_))
+        ));
     }
 }

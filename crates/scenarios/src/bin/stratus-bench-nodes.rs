@@ -1,0 +1,141 @@
+//! `make bench-nodes`: N uninitialised Nodes backed by N moto instances; measures how long the
+//! cloud-controller-manager takes to initialise them all, what it costs in EC2 requests (counted
+//! at the emulator's proxy) and Kubernetes writes (counted from the apiserver audit log), its peak
+//! RSS, and the EC2 requests of a following idle period. Prints JSON.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use serde_json::json;
+use stratus_scenarios::ccm::{sibling_binary, write_cloud_config, CcmProcess};
+use stratus_scenarios::kube_fixture::{self, has_taint, UNINITIALIZED};
+use stratus_scenarios::{ec2_fixture, wait_for};
+use stratus_testenv::{Identity, TestEnv};
+
+const CLUSTER: &str = "bench";
+
+#[derive(Parser)]
+struct Args {
+    /// Nodes (and instances).
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    /// Seconds of idle time measured after initialisation.
+    #[arg(long, default_value_t = 60)]
+    idle_seconds: u64,
+    /// `--concurrent-node-syncs` of the CCM.
+    #[arg(long, default_value_t = 8)]
+    concurrent_node_syncs: u16,
+    /// `--instance-cache-refresh-period` of the CCM.
+    #[arg(long, default_value = "1m0s")]
+    cache_refresh: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let env = TestEnv::start().await?;
+    let admin = env.kube_client(Identity::Admin).await?;
+    kube_fixture::apply_rbac_manifest(&admin, &kube_fixture::repo_root().join("deploy/rbac.yaml"))
+        .await?;
+    let ec2 = ec2_fixture::client(env.moto_endpoint()).await;
+    let subnet = ec2_fixture::subnet(&ec2, "us-east-1a").await?;
+
+    eprintln!(
+        "launching {} instances and registering their nodes",
+        args.nodes
+    );
+    let mut launched = Vec::with_capacity(args.nodes);
+    while launched.len() < args.nodes {
+        let n = (args.nodes - launched.len()).min(250) as i32;
+        launched.extend(
+            ec2_fixture::launch(&ec2, &subnet, "us-east-1a", n, Some(CLUSTER), "m5.large").await?,
+        );
+    }
+    let created = futures::stream::iter(launched.iter())
+        .map(|i| {
+            kube_fixture::create_uninitialized_node(&admin, &i.private_dns, &[], BTreeMap::new())
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    for r in created {
+        r?;
+    }
+
+    env.reset_aws_request_counts().await?;
+    let config = write_cloud_config(env.dir(), CLUSTER)?;
+    let ccm_args = vec![
+        "--cloud-provider=aws".to_string(),
+        format!("--cloud-config={}", config.display()),
+        format!("--concurrent-node-syncs={}", args.concurrent_node_syncs),
+        format!("--instance-cache-refresh-period={}", args.cache_refresh),
+    ];
+    eprintln!("starting the cloud-controller-manager");
+    let started = Instant::now();
+    let mut ccm = CcmProcess::start(
+        &sibling_binary("cloud-controller-manager")?,
+        &env,
+        &ccm_args,
+    )?;
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let total = args.nodes;
+    let mut peak_rss_kib = 0;
+    wait_for("all nodes initialised", Duration::from_secs(600), || {
+        peak_rss_kib = peak_rss_kib.max(ccm.peak_rss_kib().unwrap_or(0));
+        let nodes = nodes.clone();
+        async move {
+            let list = nodes.list(&ListParams::default()).await?.items;
+            let done = list.iter().filter(|n| !has_taint(n, UNINITIALIZED)).count();
+            Ok((done == total).then_some(()))
+        }
+    })
+    .await
+    .with_context(|| ccm.log())?;
+    let init_seconds = started.elapsed().as_secs_f64();
+    let init_ec2 = env.aws_request_counts().await?;
+    let init_writes = env.kube_writes_by(Identity::CloudControllerManager.username())?;
+    anyhow::ensure!(
+        ccm.try_exit().is_none(),
+        "the CCM exited during the benchmark:\n{}",
+        ccm.log()
+    );
+
+    eprintln!("measuring {} idle seconds", args.idle_seconds);
+    env.reset_aws_request_counts().await?;
+    let idle_started = Instant::now();
+    let idle_end = idle_started + Duration::from_secs(args.idle_seconds);
+    // The idle window is the measurement itself: sample RSS while it passes.
+    while Instant::now() < idle_end {
+        peak_rss_kib = peak_rss_kib.max(ccm.peak_rss_kib().unwrap_or(0));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let idle_ec2 = env.aws_request_counts().await?;
+    let idle_writes =
+        env.kube_writes_by(Identity::CloudControllerManager.username())? - init_writes;
+    peak_rss_kib = peak_rss_kib.max(ccm.peak_rss_kib().unwrap_or(0));
+
+    let sum = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
+    let report = json!({
+        "benchmark": "bench-nodes",
+        "nodes": total,
+        "concurrent_node_syncs": args.concurrent_node_syncs,
+        "init_seconds": (init_seconds * 100.0).round() / 100.0,
+        "init_ec2_requests": sum(&init_ec2),
+        "init_ec2_requests_by_action": init_ec2,
+        "init_ec2_requests_per_100_nodes": (sum(&init_ec2) as f64 * 100.0 / total as f64 * 100.0).round() / 100.0,
+        "init_kube_writes": init_writes,
+        "init_kube_writes_per_node": (init_writes as f64 / total as f64 * 100.0).round() / 100.0,
+        "ccm_peak_rss_mib": (peak_rss_kib as f64 / 1024.0 * 10.0).round() / 10.0,
+        "idle_seconds": args.idle_seconds,
+        "idle_ec2_requests": sum(&idle_ec2),
+        "idle_ec2_requests_by_action": idle_ec2,
+        "idle_kube_writes": idle_writes,
+    });
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! `make demo`: a local control plane and emulated AWS, EC2 instances with matching uninitialised
+//! Nodes, the cloud-controller-manager initialising them, then one instance terminated.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use stratus_scenarios::ccm::{sibling_binary, write_cloud_config, CcmProcess};
+use stratus_scenarios::kube_fixture::{self, has_taint, UNINITIALIZED};
+use stratus_scenarios::table::node_table;
+use stratus_scenarios::{ec2_fixture, wait_for};
+use stratus_testenv::{Identity, TestEnv};
+
+const CLUSTER: &str = "demo";
+const WAIT: Duration = Duration::from_secs(120);
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    println!("==> starting etcd, kube-apiserver (RBAC on) and moto on loopback ports");
+    let started = Instant::now();
+    let env = TestEnv::start().await?;
+    println!(
+        "    ready in {:.1}s (state in {})",
+        started.elapsed().as_secs_f64(),
+        env.dir().display()
+    );
+    let admin = env.kube_client(Identity::Admin).await?;
+    kube_fixture::apply_rbac_manifest(&admin, &kube_fixture::repo_root().join("deploy/rbac.yaml"))
+        .await?;
+
+    println!("==> launching EC2 instances in moto, tagged kubernetes.io/cluster/{CLUSTER}");
+    let ec2 = ec2_fixture::client(env.moto_endpoint()).await;
+    let placement = [
+        ("us-east-1a", "m5.large"),
+        ("us-east-1b", "t3.medium"),
+        ("us-east-1c", "c5.xlarge"),
+    ];
+    let subnets = ec2_fixture::subnets(&ec2, &placement.map(|(zone, _)| zone)).await?;
+    let mut launched = Vec::new();
+    for ((zone, ty), subnet) in placement.iter().zip(&subnets) {
+        launched.extend(ec2_fixture::launch(&ec2, subnet, zone, 1, Some(CLUSTER), ty).await?);
+    }
+    println!("==> registering uninitialised Nodes named three ways: instance ID, private DNS name, unrelated name + IP");
+    let names = [
+        launched[0].id.clone(),
+        launched[1].private_dns.clone(),
+        "edge-worker-7".to_string(),
+    ];
+    kube_fixture::create_uninitialized_node(&admin, &names[0], &[], BTreeMap::new()).await?;
+    kube_fixture::create_uninitialized_node(&admin, &names[1], &[], BTreeMap::new()).await?;
+    kube_fixture::create_uninitialized_node(
+        &admin,
+        &names[2],
+        &[&launched[2].private_ip],
+        BTreeMap::new(),
+    )
+    .await?;
+
+    println!("==> running the cloud-controller-manager as system:serviceaccount:kube-system:cloud-controller-manager");
+    let config = write_cloud_config(env.dir(), CLUSTER)?;
+    let ccm_bin = sibling_binary("cloud-controller-manager")?;
+    let args = vec![
+        "--cloud-provider=aws".to_string(),
+        format!("--cloud-config={}", config.display()),
+        "--node-monitor-period=1s".to_string(),
+        "--instance-cache-refresh-period=2s".to_string(),
+    ];
+    let ccm = CcmProcess::start(&ccm_bin, &env, &args)?;
+    let t0 = Instant::now();
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let initialised = wait_for("all nodes initialised", WAIT, || async {
+        let list = nodes.list(&ListParams::default()).await?.items;
+        Ok((list.len() == 3 && list.iter().all(|n| !has_taint(n, UNINITIALIZED))).then_some(list))
+    })
+    .await
+    .with_context(|| ccm.log())?;
+    println!(
+        "    all 3 nodes initialised in {:.2}s\n",
+        t0.elapsed().as_secs_f64()
+    );
+    println!("{}\n", node_table(&initialised));
+
+    let victim = &launched[1];
+    println!("==> terminating {} (node {})", victim.id, names[1]);
+    ec2_fixture::terminate(&ec2, std::slice::from_ref(&victim.id)).await?;
+    let t1 = Instant::now();
+    let remaining = wait_for("terminated node deleted", WAIT, || async {
+        let list = nodes.list(&ListParams::default()).await?.items;
+        Ok((list.len() == 2).then_some(list))
+    })
+    .await
+    .with_context(|| ccm.log())?;
+    println!(
+        "    node {} deleted {:.2}s after its instance was terminated\n",
+        names[1],
+        t1.elapsed().as_secs_f64()
+    );
+    println!("{}\n", node_table(&remaining));
+
+    let counts = env.aws_request_counts().await?;
+    let writes = env.kube_writes_by(Identity::CloudControllerManager.username())?;
+    println!("==> cost: EC2 requests seen by the emulator {counts:?}; Kubernetes writes by the CCM: {writes}");
+    Ok(())
+}
