@@ -12,7 +12,7 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::from(2);
     }
     let opts = options::Options::parse_from(&args);
-    stratus_runtime::memory::limit_malloc_arenas();
+    stratus_runtime::memory::tune_allocator();
     stratus_runtime::logging::init(opts.verbosity, false);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -6,11 +6,11 @@ use kube::{Client, Resource};
 
 /// Publishes Events for one controller.
 #[derive(Clone)]
-pub struct NodeEvents {
+pub struct EventPublisher {
     recorder: Recorder,
 }
 
-impl NodeEvents {
+impl EventPublisher {
     /// A publisher reporting as `controller` (e.g. `cloud-node-controller`).
     pub fn new(client: Client, controller: &str) -> Self {
         let reporter = Reporter {

@@ -13,7 +13,7 @@ use kube::Client;
 use stratus_cloud::{CloudError, InstancesV2};
 
 use super::plan::{desired_addresses, plan_address_update, plan_initialization, PlanError};
-use crate::events::NodeEvents as EventPublisher;
+use crate::events::EventPublisher;
 use crate::informer::NodeEvents;
 use crate::node_view::{has_taint, node_info, provider_id};
 use crate::TAINT_UNINITIALIZED;

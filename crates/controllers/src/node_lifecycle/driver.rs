@@ -11,7 +11,7 @@ use kube::Client;
 use stratus_cloud::{CloudError, InstancesV2};
 
 use super::plan::{is_managed, plan_lifecycle, taint_patch, LifecycleAction};
-use crate::events::NodeEvents;
+use crate::events::EventPublisher;
 use crate::node_view::node_info;
 
 /// Settings of the node-lifecycle controller.
@@ -40,7 +40,7 @@ pub async fn run(
     config: LifecycleConfig,
 ) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let events = NodeEvents::new(client, "cloud-node-lifecycle-controller");
+    let events = EventPublisher::new(client, "cloud-node-lifecycle-controller");
     if !wait_for_cache(&store, config.monitor_period).await {
         tracing::error!("node watch ended before its first list");
         return;
@@ -85,7 +85,7 @@ async fn check_node(
     node: Arc<Node>,
     nodes: &Api<Node>,
     instances: &dyn InstancesV2,
-    events: &NodeEvents,
+    events: &EventPublisher,
 ) -> bool {
     let name = node.metadata.name.clone().unwrap_or_default();
     let info = node_info(&node);
