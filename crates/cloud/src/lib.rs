@@ -5,10 +5,14 @@
 
 pub mod error;
 pub mod instances;
+pub mod load_balancer;
 pub mod node;
 
 pub use error::CloudError;
 pub use instances::{InstanceMetadata, InstancesV2};
+pub use load_balancer::{
+    Ingress, LoadBalancer, LoadBalancerRequest, Protocol, ServicePort, ServiceRef, TargetNode,
+};
 pub use node::{NodeAddress, NodeAddressType, NodeInfo};
 
 use std::sync::Arc;
@@ -20,4 +24,9 @@ pub trait Cloud: Send + Sync {
 
     /// Instance lookups used by the node and node-lifecycle controllers, if supported.
     fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>>;
+
+    /// Load balancers for `type: LoadBalancer` Services, if supported.
+    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
+        None
+    }
 }

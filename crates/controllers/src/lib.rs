@@ -9,6 +9,7 @@ pub mod informer;
 pub mod node;
 pub mod node_lifecycle;
 pub mod node_view;
+pub mod service;
 
 /// Taint the kubelet sets on nodes waiting for the cloud-node controller.
 pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
