@@ -211,7 +211,7 @@ mod tests {
         s.metadata.uid = Some("1234-5678".into());
         s.metadata.finalizers = finalizer.then(|| vec![FINALIZER.to_string()]);
         s.metadata.deletion_timestamp =
-            deleting.then(|| Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+            deleting.then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         s.spec = Some(ServiceSpec {
             type_: Some(type_.into()),
             load_balancer_class: class.map(str::to_string),
