@@ -190,6 +190,42 @@ impl Snapshot {
     }
 }
 
+/// Keys AWS recently answered "no such instance" for: not asked again until `ttl` has passed,
+/// so a node whose instance is gone costs one lookup per refresh period, not one per pass.
+#[derive(Default)]
+struct Misses {
+    at: HashMap<LookupKey, Instant>,
+}
+
+impl Misses {
+    /// Keys worth asking AWS about now.
+    fn due(&self, keys: &[LookupKey], now: Instant, ttl: Duration) -> Vec<LookupKey> {
+        keys.iter()
+            .filter(|k| {
+                self.at
+                    .get(*k)
+                    .is_none_or(|t| now.duration_since(*t) >= ttl)
+            })
+            .cloned()
+            .collect()
+    }
+
+    fn record(&mut self, keys: &[LookupKey], now: Instant, ttl: Duration) {
+        if self.at.len() > 10_000 {
+            self.at.retain(|_, t| now.duration_since(*t) < ttl);
+        }
+        for k in keys {
+            self.at.insert(k.clone(), now);
+        }
+    }
+
+    fn clear(&mut self, keys: &[LookupKey]) {
+        for k in keys {
+            self.at.remove(k);
+        }
+    }
+}
+
 struct Lookup {
     key: LookupKey,
     reply: oneshot::Sender<Result<(), CloudError>>,
@@ -228,6 +264,7 @@ pub struct InstanceCache {
     synced: watch::Sender<bool>,
     last_error: RwLock<Option<CloudError>>,
     lookups: mpsc::UnboundedSender<Lookup>,
+    misses: std::sync::Mutex<Misses>,
 }
 
 impl InstanceCache {
@@ -243,6 +280,7 @@ impl InstanceCache {
             synced,
             last_error: RwLock::new(None),
             lookups: tx,
+            misses: std::sync::Mutex::new(Misses::default()),
         });
         tokio::spawn(cache.clone().run_batcher(rx));
         if cache.scope != Scope::Unscoped {
@@ -275,11 +313,26 @@ impl InstanceCache {
         if let Some(i) = self.get_local(&keys)? {
             return Ok(Some(i));
         }
-        let replies = join_all(keys.iter().map(|k| self.fetch(k.clone()))).await;
+        let ttl = self.options.refresh_period;
+        let due = self
+            .misses
+            .lock()
+            .expect("misses lock")
+            .due(&keys, Instant::now(), ttl);
+        if due.is_empty() {
+            return Ok(None);
+        }
+        let replies = join_all(due.iter().map(|k| self.fetch(k.clone()))).await;
         for r in replies {
             r?;
         }
-        self.get_local(&keys)
+        let found = self.get_local(&keys)?;
+        let mut misses = self.misses.lock().expect("misses lock");
+        match found {
+            Some(_) => misses.clear(&keys),
+            None => misses.record(&due, Instant::now(), ttl),
+        }
+        Ok(found)
     }
 
     /// The first key, strongest first, that names an instance in the view.
@@ -495,6 +548,27 @@ mod tests {
             .is_none());
         s.replace_listed(vec![], Duration::ZERO);
         assert!(s.by_id.is_empty() && s.by_dns.is_empty() && s.by_ip.is_empty());
+    }
+
+    #[test]
+    fn misses_are_not_asked_again_within_the_ttl() {
+        let ttl = Duration::from_secs(60);
+        let t0 = Instant::now();
+        let a = LookupKey::PrivateIp("10.0.0.9".into());
+        let b = LookupKey::PrivateDnsName("worker".into());
+        let mut m = Misses::default();
+        assert_eq!(m.due(&[a.clone(), b.clone()], t0, ttl).len(), 2);
+        m.record(std::slice::from_ref(&a), t0, ttl);
+        assert_eq!(
+            m.due(&[a.clone(), b.clone()], t0 + Duration::from_secs(1), ttl),
+            vec![b.clone()]
+        );
+        assert_eq!(
+            m.due(std::slice::from_ref(&a), t0 + ttl, ttl),
+            vec![a.clone()]
+        );
+        m.clear(std::slice::from_ref(&a));
+        assert_eq!(m.due(std::slice::from_ref(&a), t0, ttl), vec![a]);
     }
 
     #[test]
