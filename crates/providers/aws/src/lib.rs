@@ -12,6 +12,7 @@ pub mod instance_cache;
 pub mod instances_v2;
 pub mod metrics;
 pub mod provider_id;
+pub mod subnet_selection;
 pub mod zones;
 
 pub use cloud::{AwsCloud, AwsInitError, AwsOptions, PROVIDER_NAME};
