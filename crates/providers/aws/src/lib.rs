@@ -10,6 +10,7 @@ pub mod ec2;
 pub mod instance;
 pub mod instance_cache;
 pub mod instances_v2;
+pub mod lb;
 pub mod metrics;
 pub mod provider_id;
 pub mod subnet_selection;

@@ -1,0 +1,999 @@
+//! Parsing and validation of the `service.beta.kubernetes.io/aws-load-balancer-*` annotations.
+//!
+//! Pure: no I/O and no AWS calls. [`parse`] turns a Service's annotations into a typed
+//! [`LbAnnotations`] or reports every problem it found at once in [`AnnotationErrors`].
+//! Keys outside [`PREFIX`] are ignored; unknown keys under it are problems.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::Ipv4Addr;
+
+/// Common prefix of every annotation handled here.
+pub const PREFIX: &str = "service.beta.kubernetes.io/aws-load-balancer-";
+
+/// Values longer than this (in characters) are rejected without further parsing.
+pub const MAX_VALUE_CHARS: usize = 10_000;
+
+/// Connection-draining timeout used when draining is enabled without an explicit timeout.
+pub const DEFAULT_CONNECTION_DRAINING_TIMEOUT: u32 = 300;
+
+/// Longest value or key excerpt echoed back in a problem message.
+const EXCERPT_CHARS: usize = 100;
+const MAX_TAGS: usize = 50;
+const MAX_TAG_KEY_CHARS: usize = 128;
+const MAX_TAG_VALUE_CHARS: usize = 256;
+const MAX_HEALTHCHECK_PATH_CHARS: usize = 1024;
+
+/// Annotation suffixes (the part after [`PREFIX`]).
+pub mod key {
+    pub const TYPE: &str = "type";
+    pub const INTERNAL: &str = "internal";
+    pub const SSL_CERT: &str = "ssl-cert";
+    pub const SSL_PORTS: &str = "ssl-ports";
+    pub const SSL_NEGOTIATION_POLICY: &str = "ssl-negotiation-policy";
+    pub const BACKEND_PROTOCOL: &str = "backend-protocol";
+    pub const PROXY_PROTOCOL: &str = "proxy-protocol";
+    pub const ACCESS_LOG_ENABLED: &str = "access-log-enabled";
+    pub const ACCESS_LOG_EMIT_INTERVAL: &str = "access-log-emit-interval";
+    pub const ACCESS_LOG_S3_BUCKET_NAME: &str = "access-log-s3-bucket-name";
+    pub const ACCESS_LOG_S3_BUCKET_PREFIX: &str = "access-log-s3-bucket-prefix";
+    pub const CONNECTION_DRAINING_ENABLED: &str = "connection-draining-enabled";
+    pub const CONNECTION_DRAINING_TIMEOUT: &str = "connection-draining-timeout";
+    pub const CONNECTION_IDLE_TIMEOUT: &str = "connection-idle-timeout";
+    pub const CROSS_ZONE: &str = "cross-zone-load-balancing-enabled";
+    pub const EXTRA_SECURITY_GROUPS: &str = "extra-security-groups";
+    pub const SECURITY_GROUPS: &str = "security-groups";
+    pub const HC_PROTOCOL: &str = "healthcheck-protocol";
+    pub const HC_PORT: &str = "healthcheck-port";
+    pub const HC_PATH: &str = "healthcheck-path";
+    pub const HC_HEALTHY_THRESHOLD: &str = "healthcheck-healthy-threshold";
+    pub const HC_UNHEALTHY_THRESHOLD: &str = "healthcheck-unhealthy-threshold";
+    pub const HC_TIMEOUT: &str = "healthcheck-timeout";
+    pub const HC_INTERVAL: &str = "healthcheck-interval";
+    pub const TARGET_GROUP_ATTRIBUTES: &str = "target-group-attributes";
+    pub const EIP_ALLOCATIONS: &str = "eip-allocations";
+    pub const PRIVATE_IPV4_ADDRESSES: &str = "private-ipv4-addresses";
+    pub const ADDITIONAL_RESOURCE_TAGS: &str = "additional-resource-tags";
+    pub const SUBNETS: &str = "subnets";
+    pub const TARGET_NODE_LABELS: &str = "target-node-labels";
+}
+
+/// Every suffix understood by [`parse`].
+pub const KNOWN_SUFFIXES: &[&str] = &[
+    key::TYPE,
+    key::INTERNAL,
+    key::SSL_CERT,
+    key::SSL_PORTS,
+    key::SSL_NEGOTIATION_POLICY,
+    key::BACKEND_PROTOCOL,
+    key::PROXY_PROTOCOL,
+    key::ACCESS_LOG_ENABLED,
+    key::ACCESS_LOG_EMIT_INTERVAL,
+    key::ACCESS_LOG_S3_BUCKET_NAME,
+    key::ACCESS_LOG_S3_BUCKET_PREFIX,
+    key::CONNECTION_DRAINING_ENABLED,
+    key::CONNECTION_DRAINING_TIMEOUT,
+    key::CONNECTION_IDLE_TIMEOUT,
+    key::CROSS_ZONE,
+    key::EXTRA_SECURITY_GROUPS,
+    key::SECURITY_GROUPS,
+    key::HC_PROTOCOL,
+    key::HC_PORT,
+    key::HC_PATH,
+    key::HC_HEALTHY_THRESHOLD,
+    key::HC_UNHEALTHY_THRESHOLD,
+    key::HC_TIMEOUT,
+    key::HC_INTERVAL,
+    key::TARGET_GROUP_ATTRIBUTES,
+    key::EIP_ALLOCATIONS,
+    key::PRIVATE_IPV4_ADDRESSES,
+    key::ADDITIONAL_RESOURCE_TAGS,
+    key::SUBNETS,
+    key::TARGET_NODE_LABELS,
+];
+
+/// Suffixes that only make sense for a Classic ELB.
+pub const CLASSIC_ONLY_SUFFIXES: &[&str] = &[
+    key::ACCESS_LOG_ENABLED,
+    key::ACCESS_LOG_EMIT_INTERVAL,
+    key::ACCESS_LOG_S3_BUCKET_NAME,
+    key::ACCESS_LOG_S3_BUCKET_PREFIX,
+    key::CONNECTION_DRAINING_ENABLED,
+    key::CONNECTION_DRAINING_TIMEOUT,
+    key::CONNECTION_IDLE_TIMEOUT,
+    key::CROSS_ZONE,
+    key::EXTRA_SECURITY_GROUPS,
+];
+
+/// Suffixes that only make sense for a Network Load Balancer.
+pub const NETWORK_ONLY_SUFFIXES: &[&str] = &[
+    key::TARGET_GROUP_ATTRIBUTES,
+    key::EIP_ALLOCATIONS,
+    key::PRIVATE_IPV4_ADDRESSES,
+];
+
+/// Target-group attributes accepted in `target-group-attributes`.
+pub const TARGET_GROUP_ATTRIBUTE_KEYS: &[&str] =
+    &["preserve_client_ip.enabled", "proxy_protocol_v2.enabled"];
+
+/// Which load balancer the Service asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LbKind {
+    /// No `type` annotation: a Classic ELB.
+    Classic,
+    /// `type: nlb`.
+    Network,
+    /// `type: nlb-ip` or `external`: owned by another controller, not by us.
+    Elsewhere,
+}
+
+/// Protocol spoken between the load balancer and the backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendProtocol {
+    Http,
+    Https,
+    Ssl,
+    Tcp,
+}
+
+/// Health-check protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthCheckProtocol {
+    Tcp,
+    Http,
+    Https,
+}
+
+/// Health-check port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthCheckPort {
+    /// `traffic-port`: the port traffic is sent to.
+    TrafficPort,
+    Port(u16),
+}
+
+/// One entry of `ssl-ports`: a Service port number or name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortRef {
+    Number(u16),
+    Name(String),
+}
+
+/// Which Service ports get the certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SslPorts {
+    /// `*` (also the default).
+    All,
+    Only(Vec<PortRef>),
+}
+
+impl SslPorts {
+    /// Whether a Service port (number and optional name) is listed.
+    pub fn matches(&self, port: u16, name: Option<&str>) -> bool {
+        match self {
+            SslPorts::All => true,
+            SslPorts::Only(refs) => refs.iter().any(|r| match r {
+                PortRef::Number(n) => *n == port,
+                PortRef::Name(n) => Some(n.as_str()) == name,
+            }),
+        }
+    }
+}
+
+/// TLS termination settings; present only when `ssl-cert` is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SslConfig {
+    pub certificate_arn: String,
+    pub ports: SslPorts,
+    pub negotiation_policy: Option<String>,
+}
+
+/// Classic ELB access-log settings; present when any `access-log-*` annotation is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessLog {
+    pub enabled: bool,
+    pub emit_interval_minutes: Option<u32>,
+    pub s3_bucket_name: Option<String>,
+    pub s3_bucket_prefix: Option<String>,
+}
+
+/// Health-check settings overridden by annotations; `None` keeps the default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HealthCheckOverrides {
+    pub protocol: Option<HealthCheckProtocol>,
+    pub port: Option<HealthCheckPort>,
+    pub path: Option<String>,
+    pub healthy_threshold: Option<u32>,
+    pub unhealthy_threshold: Option<u32>,
+    pub timeout_seconds: Option<u32>,
+    pub interval_seconds: Option<u32>,
+}
+
+/// The validated load-balancer annotations of one Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LbAnnotations {
+    pub kind: LbKind,
+    pub internal: bool,
+    pub ssl: Option<SslConfig>,
+    pub backend_protocol: Option<BackendProtocol>,
+    pub proxy_protocol: bool,
+    pub access_log: Option<AccessLog>,
+    /// Connection-draining timeout in seconds when draining is enabled.
+    pub connection_draining: Option<u32>,
+    pub idle_timeout: Option<u32>,
+    pub cross_zone: Option<bool>,
+    pub security_groups: Vec<String>,
+    pub extra_security_groups: Vec<String>,
+    pub health_check: HealthCheckOverrides,
+    pub target_group_attributes: Vec<(String, bool)>,
+    pub eip_allocations: Vec<String>,
+    pub private_ipv4_addresses: Vec<Ipv4Addr>,
+    pub additional_tags: BTreeMap<String, String>,
+    pub subnets: Vec<String>,
+    pub target_node_labels: BTreeMap<String, String>,
+}
+
+impl LbAnnotations {
+    fn empty(kind: LbKind, internal: bool) -> Self {
+        LbAnnotations {
+            kind,
+            internal,
+            ssl: None,
+            backend_protocol: None,
+            proxy_protocol: false,
+            access_log: None,
+            connection_draining: None,
+            idle_timeout: None,
+            cross_zone: None,
+            security_groups: Vec::new(),
+            extra_security_groups: Vec::new(),
+            health_check: HealthCheckOverrides::default(),
+            target_group_attributes: Vec::new(),
+            eip_allocations: Vec::new(),
+            private_ipv4_addresses: Vec::new(),
+            additional_tags: BTreeMap::new(),
+            subnets: Vec::new(),
+            target_node_labels: BTreeMap::new(),
+        }
+    }
+}
+
+/// The class of an [`AnnotationProblem`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// A key under [`PREFIX`] that is not understood.
+    UnknownKey,
+    /// A value longer than [`MAX_VALUE_CHARS`].
+    ValueTooLong,
+    /// A value that does not parse or is out of range.
+    InvalidValue,
+    /// A Classic-ELB-only annotation on a Network Load Balancer.
+    ClassicOnly,
+    /// A Network-Load-Balancer-only annotation on a Classic ELB.
+    NetworkOnly,
+    /// Individually valid annotations that contradict each other.
+    Inconsistent,
+}
+
+/// One problem with one annotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotationProblem {
+    /// Full annotation key (truncated to 100 characters if longer).
+    pub key: String,
+    pub kind: ProblemKind,
+    /// The offending value, truncated to 100 characters.
+    pub value: Option<String>,
+    pub reason: String,
+}
+
+impl fmt::Display for AnnotationProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key.escape_debug(), self.reason)?;
+        if let Some(value) = &self.value {
+            write!(f, " (value \"{}\")", value.escape_debug())?;
+        }
+        Ok(())
+    }
+}
+
+/// Every problem found in a Service's annotations (never empty when returned by [`parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotationErrors(pub Vec<AnnotationProblem>);
+
+impl fmt::Display for AnnotationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, problem) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for AnnotationErrors {}
+
+/// Shortens `s` to [`EXCERPT_CHARS`] characters, marking the cut.
+fn excerpt(s: &str) -> String {
+    match s.char_indices().nth(EXCERPT_CHARS) {
+        None => s.to_owned(),
+        Some((cut, _)) => format!("{}… ({} chars)", &s[..cut], s.chars().count()),
+    }
+}
+
+/// Go's `strconv.ParseBool`, which upstream uses for boolean annotations.
+fn parse_go_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// `prefix` followed by at least one ASCII alphanumeric and nothing else.
+fn is_aws_id(s: &str, prefix: &str) -> bool {
+    s.strip_prefix(prefix)
+        .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// A Service port name (DNS label).
+fn is_port_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+struct Parser<'a> {
+    annotations: &'a BTreeMap<String, String>,
+    oversized: BTreeSet<&'static str>,
+    problems: Vec<AnnotationProblem>,
+}
+
+impl<'a> Parser<'a> {
+    fn full_key(suffix: &str) -> String {
+        format!("{PREFIX}{suffix}")
+    }
+
+    fn present(&self, suffix: &str) -> bool {
+        self.annotations.contains_key(&Self::full_key(suffix))
+    }
+
+    /// The value, unless absent or already rejected as too long.
+    fn raw(&self, suffix: &'static str) -> Option<&'a str> {
+        if self.oversized.contains(suffix) {
+            return None;
+        }
+        self.annotations
+            .get(&Self::full_key(suffix))
+            .map(String::as_str)
+    }
+
+    fn report(&mut self, suffix: &str, kind: ProblemKind, value: Option<&str>, reason: String) {
+        self.problems.push(AnnotationProblem {
+            key: excerpt(&Self::full_key(suffix)),
+            kind,
+            value: value.map(excerpt),
+            reason,
+        });
+    }
+
+    fn invalid(&mut self, suffix: &str, value: &str, reason: impl Into<String>) {
+        self.report(
+            suffix,
+            ProblemKind::InvalidValue,
+            Some(value),
+            reason.into(),
+        );
+    }
+
+    fn bool(&mut self, suffix: &'static str) -> Option<bool> {
+        let value = self.raw(suffix)?;
+        let parsed = parse_go_bool(value);
+        if parsed.is_none() {
+            self.invalid(suffix, value, "must be a boolean (true or false)");
+        }
+        parsed
+    }
+
+    fn int_in(&mut self, suffix: &'static str, min: u32, max: u32) -> Option<u32> {
+        let value = self.raw(suffix)?;
+        match value.parse::<i64>() {
+            Ok(n) if (i64::from(min)..=i64::from(max)).contains(&n) => u32::try_from(n).ok(),
+            Ok(_) => {
+                self.invalid(suffix, value, format!("must be between {min} and {max}"));
+                None
+            }
+            Err(_) => {
+                self.invalid(
+                    suffix,
+                    value,
+                    format!("must be an integer between {min} and {max}"),
+                );
+                None
+            }
+        }
+    }
+
+    fn string(&mut self, suffix: &'static str) -> Option<String> {
+        let value = self.raw(suffix)?;
+        if value.trim().is_empty() {
+            self.invalid(suffix, value, "must not be empty");
+            return None;
+        }
+        Some(value.to_owned())
+    }
+
+    /// Comma-separated items, trimmed, empty items skipped.
+    fn list(&self, suffix: &'static str) -> Option<(&'a str, Vec<&'a str>)> {
+        let value = self.raw(suffix)?;
+        let items = value
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        Some((value, items))
+    }
+
+    fn ids(&mut self, suffix: &'static str, prefix: &str) -> Vec<String> {
+        let Some((value, items)) = self.list(suffix) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in items {
+            if is_aws_id(item, prefix) {
+                out.push(item.to_owned());
+            } else {
+                self.invalid(
+                    suffix,
+                    value,
+                    format!("\"{}\" is not a {prefix}… ID", excerpt(item).escape_debug()),
+                );
+            }
+        }
+        out
+    }
+
+    /// `k=v` items; an item without `=` is a key with an empty value (as upstream).
+    fn key_values(&mut self, suffix: &'static str) -> Option<(&'a str, Vec<(&'a str, &'a str)>)> {
+        let (value, items) = self.list(suffix)?;
+        let mut out = Vec::new();
+        for item in items {
+            let (k, v) = item.split_once('=').unwrap_or((item, ""));
+            let k = k.trim();
+            if k.is_empty() {
+                self.invalid(
+                    suffix,
+                    value,
+                    format!("\"{}\" has an empty key", excerpt(item).escape_debug()),
+                );
+            } else {
+                out.push((k, v.trim()));
+            }
+        }
+        Some((value, out))
+    }
+
+    fn ssl_ports(&mut self) -> SslPorts {
+        let Some((value, items)) = self.list(key::SSL_PORTS) else {
+            return SslPorts::All;
+        };
+        if value.trim() == "*" {
+            return SslPorts::All;
+        }
+        if items.is_empty() {
+            self.invalid(key::SSL_PORTS, value, "lists no port");
+        }
+        let mut refs = Vec::new();
+        for item in items {
+            if item.bytes().all(|b| b.is_ascii_digit()) {
+                match item.parse::<u16>() {
+                    Ok(n) if n > 0 => refs.push(PortRef::Number(n)),
+                    _ => self.invalid(
+                        key::SSL_PORTS,
+                        value,
+                        format!("port \"{}\" is not in 1..=65535", excerpt(item)),
+                    ),
+                }
+            } else if is_port_name(item) {
+                refs.push(PortRef::Name(item.to_owned()));
+            } else {
+                self.invalid(
+                    key::SSL_PORTS,
+                    value,
+                    format!(
+                        "\"{}\" is neither a port number nor a port name (use \"*\" alone for all ports)",
+                        excerpt(item).escape_debug()
+                    ),
+                );
+            }
+        }
+        SslPorts::Only(refs)
+    }
+
+    fn ssl(&mut self) -> Option<SslConfig> {
+        let ports = self.ssl_ports();
+        let negotiation_policy = self.string(key::SSL_NEGOTIATION_POLICY);
+        let cert = self.raw(key::SSL_CERT)?;
+        if !cert.starts_with("arn:") || cert.chars().any(char::is_whitespace) {
+            self.invalid(key::SSL_CERT, cert, "must be a certificate ARN (arn:…)");
+            return None;
+        }
+        Some(SslConfig {
+            certificate_arn: cert.to_owned(),
+            ports,
+            negotiation_policy,
+        })
+    }
+
+    fn backend_protocol(&mut self) -> Option<BackendProtocol> {
+        let value = self.raw(key::BACKEND_PROTOCOL)?;
+        let parsed = match value {
+            "http" => Some(BackendProtocol::Http),
+            "https" => Some(BackendProtocol::Https),
+            "ssl" => Some(BackendProtocol::Ssl),
+            "tcp" => Some(BackendProtocol::Tcp),
+            _ => None,
+        };
+        if parsed.is_none() {
+            self.invalid(
+                key::BACKEND_PROTOCOL,
+                value,
+                "must be one of http, https, ssl, tcp",
+            );
+        }
+        parsed
+    }
+
+    fn proxy_protocol(&mut self) -> bool {
+        match self.raw(key::PROXY_PROTOCOL) {
+            None => false,
+            Some("*") => true,
+            Some(value) => {
+                self.invalid(key::PROXY_PROTOCOL, value, "only \"*\" is supported");
+                false
+            }
+        }
+    }
+
+    fn access_log(&mut self) -> Option<AccessLog> {
+        let enabled = self.bool(key::ACCESS_LOG_ENABLED);
+        let emit_interval_minutes = self
+            .raw(key::ACCESS_LOG_EMIT_INTERVAL)
+            .and_then(|v| match v {
+                "5" => Some(5),
+                "60" => Some(60),
+                _ => {
+                    self.invalid(
+                        key::ACCESS_LOG_EMIT_INTERVAL,
+                        v,
+                        "must be 5 or 60 (minutes)",
+                    );
+                    None
+                }
+            });
+        let s3_bucket_name = self.string(key::ACCESS_LOG_S3_BUCKET_NAME);
+        let s3_bucket_prefix = self
+            .raw(key::ACCESS_LOG_S3_BUCKET_PREFIX)
+            .map(str::to_owned);
+        let any = [
+            key::ACCESS_LOG_ENABLED,
+            key::ACCESS_LOG_EMIT_INTERVAL,
+            key::ACCESS_LOG_S3_BUCKET_NAME,
+            key::ACCESS_LOG_S3_BUCKET_PREFIX,
+        ]
+        .iter()
+        .any(|s| self.present(s));
+        if !any {
+            return None;
+        }
+        let enabled = enabled.unwrap_or(false);
+        if enabled && s3_bucket_name.is_none() && !self.present(key::ACCESS_LOG_S3_BUCKET_NAME) {
+            self.report(
+                key::ACCESS_LOG_ENABLED,
+                ProblemKind::Inconsistent,
+                None,
+                format!(
+                    "access logs need {PREFIX}{}",
+                    key::ACCESS_LOG_S3_BUCKET_NAME
+                ),
+            );
+        }
+        Some(AccessLog {
+            enabled,
+            emit_interval_minutes,
+            s3_bucket_name,
+            s3_bucket_prefix,
+        })
+    }
+
+    fn connection_draining(&mut self) -> Option<u32> {
+        let enabled = self.bool(key::CONNECTION_DRAINING_ENABLED);
+        let timeout = self.int_in(key::CONNECTION_DRAINING_TIMEOUT, 1, 3600);
+        match enabled {
+            Some(true) => Some(timeout.unwrap_or(DEFAULT_CONNECTION_DRAINING_TIMEOUT)),
+            _ => None,
+        }
+    }
+
+    fn health_check(&mut self) -> HealthCheckOverrides {
+        let protocol = self.raw(key::HC_PROTOCOL).and_then(|v| {
+            let parsed = match v.to_ascii_uppercase().as_str() {
+                "TCP" => Some(HealthCheckProtocol::Tcp),
+                "HTTP" => Some(HealthCheckProtocol::Http),
+                "HTTPS" => Some(HealthCheckProtocol::Https),
+                _ => None,
+            };
+            if parsed.is_none() {
+                self.invalid(key::HC_PROTOCOL, v, "must be TCP, HTTP or HTTPS");
+            }
+            parsed
+        });
+        let port = self.raw(key::HC_PORT).and_then(|v| {
+            if v == "traffic-port" {
+                return Some(HealthCheckPort::TrafficPort);
+            }
+            match v.parse::<u16>() {
+                Ok(n) if n > 0 => Some(HealthCheckPort::Port(n)),
+                _ => {
+                    self.invalid(
+                        key::HC_PORT,
+                        v,
+                        "must be traffic-port or a port in 1..=65535",
+                    );
+                    None
+                }
+            }
+        });
+        let path = self.raw(key::HC_PATH).and_then(|v| {
+            if !v.starts_with('/') {
+                self.invalid(key::HC_PATH, v, "must start with /");
+                None
+            } else if v.chars().count() > MAX_HEALTHCHECK_PATH_CHARS
+                || v.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                self.invalid(
+                    key::HC_PATH,
+                    v,
+                    format!(
+                        "must be at most {MAX_HEALTHCHECK_PATH_CHARS} characters without whitespace"
+                    ),
+                );
+                None
+            } else {
+                Some(v.to_owned())
+            }
+        });
+        let healthy_threshold = self.int_in(key::HC_HEALTHY_THRESHOLD, 2, 10);
+        let unhealthy_threshold = self.int_in(key::HC_UNHEALTHY_THRESHOLD, 2, 10);
+        let timeout_seconds = self.int_in(key::HC_TIMEOUT, 2, 60);
+        let interval_seconds = self.int_in(key::HC_INTERVAL, 5, 300);
+        if let (Some(t), Some(i)) = (timeout_seconds, interval_seconds) {
+            if t >= i {
+                self.report(
+                    key::HC_TIMEOUT,
+                    ProblemKind::Inconsistent,
+                    None,
+                    format!("timeout ({t}s) must be shorter than the interval ({i}s)"),
+                );
+            }
+        }
+        HealthCheckOverrides {
+            protocol,
+            port,
+            path,
+            healthy_threshold,
+            unhealthy_threshold,
+            timeout_seconds,
+            interval_seconds,
+        }
+    }
+
+    fn target_group_attributes(&mut self) -> Vec<(String, bool)> {
+        let Some((value, items)) = self.list(key::TARGET_GROUP_ATTRIBUTES) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(String, bool)> = Vec::new();
+        for item in items {
+            let Some((k, v)) = item.split_once('=') else {
+                self.invalid(
+                    key::TARGET_GROUP_ATTRIBUTES,
+                    value,
+                    format!("\"{}\" is not key=value", excerpt(item).escape_debug()),
+                );
+                continue;
+            };
+            let (k, v) = (k.trim(), v.trim());
+            if !TARGET_GROUP_ATTRIBUTE_KEYS.contains(&k) {
+                self.invalid(
+                    key::TARGET_GROUP_ATTRIBUTES,
+                    value,
+                    format!(
+                        "unsupported attribute \"{}\" (supported: {})",
+                        excerpt(k).escape_debug(),
+                        TARGET_GROUP_ATTRIBUTE_KEYS.join(", ")
+                    ),
+                );
+                continue;
+            }
+            let flag = match v {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    self.invalid(
+                        key::TARGET_GROUP_ATTRIBUTES,
+                        value,
+                        format!("{k} must be true or false"),
+                    );
+                    continue;
+                }
+            };
+            if out.iter().any(|(existing, _)| existing == k) {
+                self.invalid(
+                    key::TARGET_GROUP_ATTRIBUTES,
+                    value,
+                    format!("{k} is given more than once"),
+                );
+                continue;
+            }
+            out.push((k.to_owned(), flag));
+        }
+        out
+    }
+
+    fn private_ipv4_addresses(&mut self) -> Vec<Ipv4Addr> {
+        let Some((value, items)) = self.list(key::PRIVATE_IPV4_ADDRESSES) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in items {
+            match item.parse::<Ipv4Addr>() {
+                Ok(ip) => out.push(ip),
+                Err(_) => self.invalid(
+                    key::PRIVATE_IPV4_ADDRESSES,
+                    value,
+                    format!(
+                        "\"{}\" is not an IPv4 address",
+                        excerpt(item).escape_debug()
+                    ),
+                ),
+            }
+        }
+        out
+    }
+
+    fn additional_tags(&mut self) -> BTreeMap<String, String> {
+        let Some((value, pairs)) = self.key_values(key::ADDITIONAL_RESOURCE_TAGS) else {
+            return BTreeMap::new();
+        };
+        let mut out = BTreeMap::new();
+        for (k, v) in pairs {
+            let reason = if k.chars().count() > MAX_TAG_KEY_CHARS {
+                Some(format!(
+                    "tag key \"{}\" is longer than {MAX_TAG_KEY_CHARS} characters",
+                    excerpt(k)
+                ))
+            } else if v.chars().count() > MAX_TAG_VALUE_CHARS {
+                Some(format!(
+                    "value of tag \"{k}\" is longer than {MAX_TAG_VALUE_CHARS} characters"
+                ))
+            } else if k.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("aws:")) {
+                Some(format!("tag key \"{k}\" uses the reserved aws: prefix"))
+            } else {
+                None
+            };
+            match reason {
+                Some(reason) => self.invalid(key::ADDITIONAL_RESOURCE_TAGS, value, reason),
+                None => {
+                    out.insert(k.to_owned(), v.to_owned());
+                }
+            }
+        }
+        if out.len() > MAX_TAGS {
+            self.invalid(
+                key::ADDITIONAL_RESOURCE_TAGS,
+                value,
+                format!("{} tags given, at most {MAX_TAGS} allowed", out.len()),
+            );
+        }
+        out
+    }
+
+    fn subnets(&mut self) -> Vec<String> {
+        let Some((value, items)) = self.list(key::SUBNETS) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut bad = false;
+        for item in items {
+            if item.starts_with("subnet-") && !is_aws_id(item, "subnet-") {
+                bad = true;
+                self.invalid(
+                    key::SUBNETS,
+                    value,
+                    format!(
+                        "\"{}\" is not a valid subnet ID",
+                        excerpt(item).escape_debug()
+                    ),
+                );
+            } else {
+                out.push(item.to_owned());
+            }
+        }
+        if out.is_empty() && !bad {
+            self.invalid(key::SUBNETS, value, "lists no subnet");
+        }
+        out
+    }
+
+    fn target_node_labels(&mut self) -> BTreeMap<String, String> {
+        let Some((value, pairs)) = self.key_values(key::TARGET_NODE_LABELS) else {
+            return BTreeMap::new();
+        };
+        let mut out = BTreeMap::new();
+        for (k, v) in pairs {
+            if k.chars().any(char::is_whitespace) || v.chars().any(char::is_whitespace) {
+                self.invalid(
+                    key::TARGET_NODE_LABELS,
+                    value,
+                    format!(
+                        "label \"{}\" contains whitespace",
+                        excerpt(k).escape_debug()
+                    ),
+                );
+            } else {
+                out.insert(k.to_owned(), v.to_owned());
+            }
+        }
+        out
+    }
+}
+
+/// Internal scheme unless the annotation is absent, empty or exactly `false` (upstream rule).
+fn parse_internal(annotations: &BTreeMap<String, String>) -> bool {
+    annotations
+        .get(&Parser::full_key(key::INTERNAL))
+        .is_some_and(|v| !v.is_empty() && v != "false")
+}
+
+/// Parses and validates the load-balancer annotations of a Service.
+///
+/// Services of `type` `nlb-ip` or `external` belong to another controller: they yield
+/// [`LbKind::Elsewhere`] with every other field at its default, and nothing is validated.
+pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, AnnotationErrors> {
+    let internal = parse_internal(annotations);
+    let type_value = annotations.get(&Parser::full_key(key::TYPE));
+    if matches!(type_value.map(String::as_str), Some("nlb-ip" | "external")) {
+        return Ok(LbAnnotations::empty(LbKind::Elsewhere, internal));
+    }
+
+    let mut p = Parser {
+        annotations,
+        oversized: BTreeSet::new(),
+        problems: Vec::new(),
+    };
+
+    // Unknown keys and hostile sizes first, so nothing oversized is parsed further.
+    for (full, value) in annotations {
+        let Some(suffix) = full.strip_prefix(PREFIX) else {
+            continue;
+        };
+        match KNOWN_SUFFIXES.iter().find(|k| **k == suffix) {
+            None => p.report(
+                suffix,
+                ProblemKind::UnknownKey,
+                None,
+                format!("unknown annotation (known: {})", KNOWN_SUFFIXES.join(", ")),
+            ),
+            Some(known) => {
+                if value.len() > MAX_VALUE_CHARS && value.chars().count() > MAX_VALUE_CHARS {
+                    p.oversized.insert(known);
+                    p.report(
+                        suffix,
+                        ProblemKind::ValueTooLong,
+                        Some(value),
+                        format!("value longer than {MAX_VALUE_CHARS} characters"),
+                    );
+                }
+            }
+        }
+    }
+
+    let kind = match p.raw(key::TYPE) {
+        None => Some(LbKind::Classic),
+        Some("nlb") => Some(LbKind::Network),
+        Some(other) => {
+            p.invalid(
+                key::TYPE,
+                other,
+                "must be nlb, nlb-ip or external (or absent for a Classic ELB)",
+            );
+            None
+        }
+    };
+    // An oversized `type` leaves the kind unknown too.
+    let kind = if p.oversized.contains(key::TYPE) {
+        None
+    } else {
+        kind
+    };
+
+    let mut out = LbAnnotations::empty(kind.unwrap_or(LbKind::Classic), internal);
+    out.ssl = p.ssl();
+    out.backend_protocol = p.backend_protocol();
+    out.proxy_protocol = p.proxy_protocol();
+    out.access_log = p.access_log();
+    out.connection_draining = p.connection_draining();
+    out.idle_timeout = p.int_in(key::CONNECTION_IDLE_TIMEOUT, 1, 4000);
+    out.cross_zone = p.bool(key::CROSS_ZONE);
+    out.security_groups = p.ids(key::SECURITY_GROUPS, "sg-");
+    out.extra_security_groups = p.ids(key::EXTRA_SECURITY_GROUPS, "sg-");
+    out.health_check = p.health_check();
+    out.target_group_attributes = p.target_group_attributes();
+    out.eip_allocations = p.ids(key::EIP_ALLOCATIONS, "eipalloc-");
+    out.private_ipv4_addresses = p.private_ipv4_addresses();
+    out.additional_tags = p.additional_tags();
+    out.subnets = p.subnets();
+    out.target_node_labels = p.target_node_labels();
+
+    match kind {
+        Some(LbKind::Network) => {
+            let used: Vec<&str> = CLASSIC_ONLY_SUFFIXES
+                .iter()
+                .copied()
+                .filter(|s| p.present(s))
+                .collect();
+            for suffix in used {
+                p.report(
+                    suffix,
+                    ProblemKind::ClassicOnly,
+                    None,
+                    "only applies to a Classic ELB, not to type nlb".to_owned(),
+                );
+            }
+        }
+        Some(LbKind::Classic) => {
+            let used: Vec<&str> = NETWORK_ONLY_SUFFIXES
+                .iter()
+                .copied()
+                .filter(|s| p.present(s))
+                .collect();
+            for suffix in used {
+                p.report(
+                    suffix,
+                    ProblemKind::NetworkOnly,
+                    None,
+                    "only applies to type nlb, not to a Classic ELB".to_owned(),
+                );
+            }
+        }
+        Some(LbKind::Elsewhere) | None => {}
+    }
+
+    let eips_given = p.present(key::EIP_ALLOCATIONS) && !p.oversized.contains(key::EIP_ALLOCATIONS);
+    let subnets_given = p.present(key::SUBNETS) && !p.oversized.contains(key::SUBNETS);
+    if eips_given && subnets_given && out.eip_allocations.len() != out.subnets.len() {
+        p.report(
+            key::EIP_ALLOCATIONS,
+            ProblemKind::Inconsistent,
+            None,
+            format!(
+                "{} allocation(s) for {} subnet(s): give exactly one per subnet",
+                out.eip_allocations.len(),
+                out.subnets.len()
+            ),
+        );
+    }
+
+    if p.problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(AnnotationErrors(p.problems))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,3 @@
+//! AWS load balancers for LoadBalancer Services.
+
+pub mod annotations;
