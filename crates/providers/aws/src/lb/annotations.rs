@@ -939,38 +939,25 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, An
     out.subnets = p.subnets();
     out.target_node_labels = p.target_node_labels();
 
-    match kind {
-        Some(LbKind::Network) => {
-            let used: Vec<&str> = CLASSIC_ONLY_SUFFIXES
-                .iter()
-                .copied()
-                .filter(|s| p.present(s))
-                .collect();
-            for suffix in used {
-                p.report(
-                    suffix,
-                    ProblemKind::ClassicOnly,
-                    None,
-                    "only applies to a Classic ELB, not to type nlb".to_owned(),
-                );
-            }
+    // Annotations that belong to the other kind of load balancer.
+    let foreign = match kind {
+        Some(LbKind::Network) => Some((
+            CLASSIC_ONLY_SUFFIXES,
+            ProblemKind::ClassicOnly,
+            "only applies to a Classic ELB, not to type nlb",
+        )),
+        Some(LbKind::Classic) => Some((
+            NETWORK_ONLY_SUFFIXES,
+            ProblemKind::NetworkOnly,
+            "only applies to type nlb, not to a Classic ELB",
+        )),
+        Some(LbKind::Elsewhere) | None => None,
+    };
+    if let Some((suffixes, problem, reason)) = foreign {
+        let used: Vec<&str> = suffixes.iter().copied().filter(|s| p.present(s)).collect();
+        for suffix in used {
+            p.report(suffix, problem, None, reason.to_owned());
         }
-        Some(LbKind::Classic) => {
-            let used: Vec<&str> = NETWORK_ONLY_SUFFIXES
-                .iter()
-                .copied()
-                .filter(|s| p.present(s))
-                .collect();
-            for suffix in used {
-                p.report(
-                    suffix,
-                    ProblemKind::NetworkOnly,
-                    None,
-                    "only applies to type nlb, not to a Classic ELB".to_owned(),
-                );
-            }
-        }
-        Some(LbKind::Elsewhere) | None => {}
     }
 
     let eips_given = p.present(key::EIP_ALLOCATIONS) && !p.oversized.contains(key::EIP_ALLOCATIONS);
