@@ -46,6 +46,10 @@ pub struct AwsCloud {
     cache: Arc<InstanceCache>,
     metrics: Arc<AwsMetrics>,
     region: String,
+    /// The EC2 seam, shared by every capability.
+    ec2: Ec2,
+    /// Cluster ID from the config (`None` only with `--allow-untagged-cloud`).
+    cluster_id: Option<String>,
 }
 
 impl AwsCloud {
@@ -98,7 +102,7 @@ impl AwsCloud {
         let cache = InstanceCache::start(ec2.clone(), scope, options.cache);
         let instances = Arc::new(AwsInstances::new(
             cache.clone(),
-            ZoneIds::new(ec2),
+            ZoneIds::new(ec2.clone()),
             region.clone(),
             config.global.node_ip_families.clone(),
         ));
@@ -108,6 +112,8 @@ impl AwsCloud {
             cache,
             metrics,
             region,
+            ec2,
+            cluster_id: config.cluster_id().map(str::to_string),
         })
     }
 
@@ -124,6 +130,16 @@ impl AwsCloud {
     /// AWS API metrics.
     pub fn metrics(&self) -> &Arc<AwsMetrics> {
         &self.metrics
+    }
+
+    /// The EC2 seam.
+    pub fn ec2(&self) -> &Ec2 {
+        &self.ec2
+    }
+
+    /// The cluster ID resources are tagged with, if configured.
+    pub fn cluster_id(&self) -> Option<&str> {
+        self.cluster_id.as_deref()
     }
 
     /// The region the provider works in.

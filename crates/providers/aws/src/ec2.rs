@@ -15,8 +15,8 @@ const PAGE_SIZE: i32 = 250;
 /// EC2 access used by the instance cache and the zone table.
 #[derive(Debug, Clone)]
 pub struct Ec2 {
-    client: aws_sdk_ec2::Client,
-    api: AwsApi,
+    pub(crate) client: aws_sdk_ec2::Client,
+    pub(crate) api: AwsApi,
 }
 
 /// Builds one server-side filter.
