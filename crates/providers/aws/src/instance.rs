@@ -57,6 +57,9 @@ pub struct Instance {
     pub public_ip: String,
     pub interfaces: Vec<NetworkInterface>,
     pub tags: BTreeMap<String, String>,
+    pub vpc_id: String,
+    /// IDs of the security groups of the instance (all interfaces), as EC2 lists them.
+    pub security_groups: Vec<String>,
 }
 
 impl Instance {
@@ -107,6 +110,12 @@ impl Instance {
             public_ip: text(i.public_ip_address()),
             interfaces,
             tags,
+            vpc_id: text(i.vpc_id()),
+            security_groups: i
+                .security_groups()
+                .iter()
+                .filter_map(|g| g.group_id().map(str::to_string))
+                .collect(),
         })
     }
 
@@ -193,6 +202,8 @@ mod tests {
                 },
             ],
             tags: BTreeMap::new(),
+            vpc_id: String::new(),
+            security_groups: vec![],
         }
     }
 

@@ -493,6 +493,8 @@ mod tests {
             public_ip: String::new(),
             interfaces: vec![],
             tags: BTreeMap::new(),
+            vpc_id: String::new(),
+            security_groups: vec![],
         }
     }
 

@@ -2,7 +2,8 @@
 //!
 //! Pure: no I/O and no AWS calls. [`parse`] turns a Service's annotations into a typed
 //! [`LbAnnotations`] or reports every problem it found at once in [`AnnotationErrors`].
-//! Keys outside [`PREFIX`] are ignored; unknown keys under it are problems.
+//! Keys outside [`PREFIX`] are ignored; unknown keys under it and keys of the other load-balancer
+//! kind are ignored too, as upstream does, but listed in [`LbAnnotations::ignored`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -231,6 +232,9 @@ pub struct LbAnnotations {
     pub additional_tags: BTreeMap<String, String>,
     pub subnets: Vec<String>,
     pub target_node_labels: BTreeMap<String, String>,
+    /// Annotations that were ignored, as upstream ignores them (unknown keys under the prefix,
+    /// keys of the other load-balancer kind): reported as warnings, never fatal.
+    pub ignored: Vec<AnnotationProblem>,
 }
 
 impl LbAnnotations {
@@ -254,6 +258,7 @@ impl LbAnnotations {
             additional_tags: BTreeMap::new(),
             subnets: Vec::new(),
             target_node_labels: BTreeMap::new(),
+            ignored: Vec::new(),
         }
     }
 }
@@ -351,6 +356,7 @@ struct Parser<'a> {
     annotations: &'a BTreeMap<String, String>,
     oversized: BTreeSet<&'static str>,
     problems: Vec<AnnotationProblem>,
+    ignored: Vec<AnnotationProblem>,
 }
 
 impl<'a> Parser<'a> {
@@ -373,12 +379,17 @@ impl<'a> Parser<'a> {
     }
 
     fn report(&mut self, suffix: &str, kind: ProblemKind, value: Option<&str>, reason: String) {
-        self.problems.push(AnnotationProblem {
+        let problem = AnnotationProblem {
             key: excerpt(&Self::full_key(suffix)),
             kind,
             value: value.map(excerpt),
             reason,
-        });
+        };
+        if is_ignorable(suffix, kind) {
+            self.ignored.push(problem);
+        } else {
+            self.problems.push(problem);
+        }
     }
 
     fn invalid(&mut self, suffix: &str, value: &str, reason: impl Into<String>) {
@@ -852,6 +863,17 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// Whether a problem is only a warning: upstream ignores unknown keys (the AWS Load Balancer
+/// Controller shares the prefix) and keys of the other kind — except extra security groups on
+/// an NLB, which it rejects.
+fn is_ignorable(suffix: &str, kind: ProblemKind) -> bool {
+    match kind {
+        ProblemKind::UnknownKey | ProblemKind::NetworkOnly => true,
+        ProblemKind::ClassicOnly => suffix != key::EXTRA_SECURITY_GROUPS,
+        _ => false,
+    }
+}
+
 /// Internal scheme unless the annotation is absent, empty or exactly `false` (upstream rule).
 fn parse_internal(annotations: &BTreeMap<String, String>) -> bool {
     annotations
@@ -874,6 +896,7 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, An
         annotations,
         oversized: BTreeSet::new(),
         problems: Vec::new(),
+        ignored: Vec::new(),
     };
 
     // Unknown keys and hostile sizes first, so nothing oversized is parsed further.
@@ -976,6 +999,7 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, An
     }
 
     if p.problems.is_empty() {
+        out.ignored = p.ignored;
         Ok(out)
     } else {
         Err(AnnotationErrors(p.problems))

@@ -30,7 +30,6 @@ fn one_problem_per_class() {
     use ProblemKind::*;
     #[rustfmt::skip]
     let cases: Vec<Case> = vec![
-        (vec![("bogus", "1")], "bogus", UnknownKey),
         (vec![(key::SSL_CERT, long.as_str())], key::SSL_CERT, ValueTooLong),
         (vec![(key::TYPE, "alb")], key::TYPE, InvalidValue),
         (vec![(key::SSL_CERT, "not-an-arn")], key::SSL_CERT, InvalidValue),
@@ -71,8 +70,7 @@ fn one_problem_per_class() {
         (vec![(key::SUBNETS, "subnet-!")], key::SUBNETS, InvalidValue),
         (vec![(key::SUBNETS, " , ")], key::SUBNETS, InvalidValue),
         (vec![(key::TARGET_NODE_LABELS, "=x")], key::TARGET_NODE_LABELS, InvalidValue),
-        (vec![(key::TYPE, "nlb"), (key::CROSS_ZONE, "true")], key::CROSS_ZONE, ClassicOnly),
-        (vec![(key::PRIVATE_IPV4_ADDRESSES, "10.0.0.1")], key::PRIVATE_IPV4_ADDRESSES, NetworkOnly),
+        (vec![(key::TYPE, "nlb"), (key::EXTRA_SECURITY_GROUPS, "sg-1")], key::EXTRA_SECURITY_GROUPS, ClassicOnly),
         (vec![(key::TYPE, "nlb"), (key::EIP_ALLOCATIONS, "eipalloc-1,eipalloc-2"), (key::SUBNETS, "subnet-1")], key::EIP_ALLOCATIONS, Inconsistent),
         (vec![(key::ACCESS_LOG_ENABLED, "true")], key::ACCESS_LOG_ENABLED, Inconsistent),
         (vec![(key::HC_TIMEOUT, "10"), (key::HC_INTERVAL, "10")], key::HC_TIMEOUT, Inconsistent),
@@ -165,6 +163,7 @@ fn full_classic_set() {
             .collect(),
         subnets: vec!["subnet-abc".into(), "public-a".into()],
         target_node_labels: [("role".to_owned(), "edge".to_owned())].into(),
+        ignored: vec![],
     };
     assert_eq!(parsed, expected);
     let ssl = parsed.ssl.unwrap();
@@ -336,10 +335,16 @@ fn extra_and_plain_security_groups_together_are_fine() {
 }
 
 #[test]
-fn unknown_key_lists_known_ones() {
-    let found = problems(&[("helthcheck-path", "/")]);
-    assert_eq!(found[0].kind, ProblemKind::UnknownKey);
-    assert!(found[0].reason.contains("healthcheck-path"));
+fn unknown_and_foreign_keys_are_ignored_with_a_warning() {
+    let parsed = parse(&ann(&[("helthcheck-path", "/")])).unwrap();
+    assert_eq!(parsed.ignored.len(), 1);
+    assert_eq!(parsed.ignored[0].kind, ProblemKind::UnknownKey);
+    assert!(parsed.ignored[0].reason.contains("healthcheck-path"));
+    let parsed = parse(&ann(&[(key::TYPE, "nlb"), (key::CROSS_ZONE, "true")])).unwrap();
+    assert_eq!(parsed.ignored[0].kind, ProblemKind::ClassicOnly);
+    assert_eq!(parsed.cross_zone, Some(true), "parsed, then unused by the NLB code");
+    let parsed = parse(&ann(&[(key::PRIVATE_IPV4_ADDRESSES, "10.0.0.1")])).unwrap();
+    assert_eq!(parsed.ignored[0].kind, ProblemKind::NetworkOnly);
 }
 
 fn arbitrary_annotations() -> impl Strategy<Value = BTreeMap<String, String>> {
