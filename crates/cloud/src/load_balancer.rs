@@ -96,13 +96,19 @@ pub trait LoadBalancer: Send + Sync {
     /// Creates or updates the load balancer and returns its ingress.
     async fn ensure(&self, request: &LoadBalancerRequest) -> Result<Vec<Ingress>, CloudError>;
     /// Brings the targets up to `request.nodes`, registering and deregistering only the change.
-    async fn update_targets(&self, request: &LoadBalancerRequest) -> Result<(), CloudError>;
+    /// Returns whether anything changed.
+    async fn update_targets(&self, request: &LoadBalancerRequest) -> Result<bool, CloudError>;
     /// Deletes everything made for the Service.
     async fn ensure_deleted(
         &self,
         cluster_name: &str,
         service: &ServiceRef,
     ) -> Result<(), CloudError>;
+    /// Deletes what was made for Services that no longer exist: everything this cluster owns
+    /// whose Service is not in `live`. Returns how many load balancers were removed.
+    async fn reap(&self, _cluster_name: &str, _live: &[ServiceRef]) -> Result<usize, CloudError> {
+        Ok(0)
+    }
 }
 
 #[cfg(test)]

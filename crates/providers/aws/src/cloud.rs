@@ -7,13 +7,15 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
 use prometheus_client::registry::Registry;
-use stratus_cloud::{Cloud, InstancesV2};
+use stratus_cloud::{Cloud, InstancesV2, LoadBalancer};
 
 use crate::api_call::{AwsApi, RetryPolicy};
 use crate::config::CloudConfig;
 use crate::ec2::Ec2;
 use crate::instance_cache::{CacheOptions, InstanceCache, Scope};
 use crate::instances_v2::AwsInstances;
+use crate::lb::elb_api::ElbApi;
+use crate::lb::{AwsLoadBalancers, LbSettings};
 use crate::metrics::AwsMetrics;
 use crate::zones::ZoneIds;
 
@@ -50,6 +52,8 @@ pub struct AwsCloud {
     ec2: Ec2,
     /// Cluster ID from the config (`None` only with `--allow-untagged-cloud`).
     cluster_id: Option<String>,
+    /// Load balancers; `None` without a cluster ID (nothing could be tagged or reaped).
+    load_balancers: Option<Arc<AwsLoadBalancers>>,
 }
 
 impl AwsCloud {
@@ -97,6 +101,16 @@ impl AwsCloud {
                 .region(Region::new(o.signing_region.clone()));
         }
         let metrics = Arc::new(AwsMetrics::register(registry));
+        let mut elb_config = aws_sdk_elasticloadbalancing::config::Builder::from(&sdk);
+        if let Some(o) = config.endpoint_override("elasticloadbalancing", &region) {
+            elb_config = elb_config
+                .endpoint_url(&o.url)
+                .region(Region::new(o.signing_region.clone()));
+        }
+        let elb = ElbApi::new(
+            aws_sdk_elasticloadbalancing::Client::from_conf(elb_config.build()),
+            AwsApi::new("elasticloadbalancing", metrics.clone(), RetryPolicy::default()),
+        );
         let api = AwsApi::new("ec2", metrics.clone(), RetryPolicy::default());
         let ec2 = Ec2::new(aws_sdk_ec2::Client::from_conf(ec2_config.build()), api);
         let cache = InstanceCache::start(ec2.clone(), scope, options.cache);
@@ -106,6 +120,19 @@ impl AwsCloud {
             region.clone(),
             config.global.node_ip_families.clone(),
         ));
+        let load_balancers = config.cluster_id().map(|id| {
+            Arc::new(AwsLoadBalancers::new(
+                ec2.clone(),
+                elb,
+                cache.clone(),
+                id.to_string(),
+                LbSettings {
+                    vpc: config.global.vpc.clone(),
+                    elb_security_group: config.global.elb_security_group.clone(),
+                    disable_security_group_ingress: config.global.disable_security_group_ingress,
+                },
+            ))
+        });
         tracing::info!(region = %region, "AWS provider started");
         Ok(AwsCloud {
             instances,
@@ -114,6 +141,7 @@ impl AwsCloud {
             region,
             ec2,
             cluster_id: config.cluster_id().map(str::to_string),
+            load_balancers,
         })
     }
 
@@ -172,5 +200,11 @@ impl Cloud for AwsCloud {
 
     fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
         Some(self.instances.clone())
+    }
+
+    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
+        self.load_balancers
+            .clone()
+            .map(|lb| lb as Arc<dyn LoadBalancer>)
     }
 }

@@ -1,3 +1,217 @@
-//! AWS load balancers for LoadBalancer Services.
+//! AWS load balancers for `type: LoadBalancer` Services: Classic ELB (default) and NLB.
+//!
+//! [`AwsLoadBalancers`] implements [`stratus_cloud::LoadBalancer`]. Every resource is found
+//! again by a deterministic name (so an interrupted create resumes without duplicates), tagged
+//! for the cluster and the Service, and reaped when its Service is gone.
 
 pub mod annotations;
+mod classic;
+pub mod classic_spec;
+pub mod ec2_network;
+pub mod elb_api;
+pub mod node_rules;
+mod reaper;
+pub mod rules;
+pub mod subnets;
+pub mod tags;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use async_trait::async_trait;
+use stratus_cloud::{CloudError, Ingress, LoadBalancer, LoadBalancerRequest, NodeInfo, ServiceRef};
+
+use crate::ec2::Ec2;
+use crate::instance::Instance;
+use crate::instance_cache::InstanceCache;
+use crate::lb::annotations::{LbAnnotations, LbKind};
+use crate::lb::elb_api::ElbApi;
+use crate::lb::subnets::SubnetCache;
+
+/// Cloud-config settings that shape load balancers.
+#[derive(Debug, Clone, Default)]
+pub struct LbSettings {
+    /// `[Global] VPC`; otherwise the VPC of the nodes.
+    pub vpc: Option<String>,
+    /// `[Global] ElbSecurityGroup`: one group for every Classic ELB instead of one each.
+    pub elb_security_group: Option<String>,
+    /// `[Global] DisableSecurityGroupIngress`: leave node groups alone.
+    pub disable_security_group_ingress: bool,
+}
+
+/// What Stratus remembers of one load balancer between reconciles.
+#[derive(Debug, Clone, Default)]
+struct Known {
+    /// Registered instance IDs.
+    targets: BTreeSet<String>,
+    /// Node security groups that already carry this load balancer's rule.
+    node_groups: BTreeSet<String>,
+    /// Every security group of the registered instances (to spot a node in a new group).
+    instance_groups: BTreeSet<String>,
+    /// The group the node rules point at, and whether Stratus made it.
+    source_group: Option<(String, bool)>,
+}
+
+/// AWS implementation of the load-balancer capability.
+pub struct AwsLoadBalancers {
+    ec2: Ec2,
+    elb: ElbApi,
+    cache: Arc<InstanceCache>,
+    cluster_id: String,
+    settings: LbSettings,
+    subnets: SubnetCache,
+    vpc: OnceLock<String>,
+    known: Mutex<HashMap<String, Known>>,
+}
+
+fn invalid(e: impl std::fmt::Display) -> CloudError {
+    CloudError::InvalidInput(e.to_string())
+}
+
+/// Parses annotations into the typed form, as an input error listing every problem.
+pub fn parse_annotations(request: &LoadBalancerRequest) -> Result<LbAnnotations, CloudError> {
+    annotations::parse(&request.annotations)
+        .map_err(|e| invalid(format!("invalid annotations: {}", e.to_string().replace('\n', "; "))))
+}
+
+impl AwsLoadBalancers {
+    /// Load balancers for the cluster `cluster_id`.
+    pub fn new(
+        ec2: Ec2,
+        elb: ElbApi,
+        cache: Arc<InstanceCache>,
+        cluster_id: String,
+        settings: LbSettings,
+    ) -> Self {
+        Self {
+            subnets: SubnetCache::new(ec2.clone()),
+            ec2,
+            elb,
+            cache,
+            cluster_id,
+            settings,
+            vpc: OnceLock::new(),
+            known: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Instances behind the target nodes (nodes filtered by `target-node-labels`).
+    async fn target_instances(
+        &self,
+        request: &LoadBalancerRequest,
+        ann: &LbAnnotations,
+    ) -> Result<Vec<Arc<Instance>>, CloudError> {
+        let mut out = Vec::new();
+        for node in request.nodes.iter().filter(|n| {
+            ann.target_node_labels
+                .iter()
+                .all(|(k, v)| n.labels.get(k) == Some(v))
+        }) {
+            let info = NodeInfo {
+                name: node.name.clone(),
+                provider_id: Some(node.provider_id.clone()),
+                addresses: Vec::new(),
+                provided_node_ip: None,
+            };
+            match self.cache.find(&info).await? {
+                Some(i) if !i.state.is_gone() => out.push(i),
+                _ => tracing::debug!(node = %node.name, "target node has no live instance; skipped"),
+            }
+        }
+        out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+        Ok(out)
+    }
+
+    /// The cluster VPC: configured, or the one of the nodes.
+    fn vpc(&self, instances: &[Arc<Instance>]) -> Result<String, CloudError> {
+        if let Some(v) = &self.settings.vpc {
+            return Ok(v.clone());
+        }
+        if let Some(v) = self.vpc.get() {
+            return Ok(v.clone());
+        }
+        let found = instances
+            .iter()
+            .map(|i| i.vpc_id.clone())
+            .find(|v| !v.is_empty())
+            .ok_or_else(|| {
+                invalid("cannot tell the cluster VPC: set VPC in [Global] of the cloud config, or wait for a Ready node")
+            })?;
+        Ok(self.vpc.get_or_init(|| found).clone())
+    }
+
+    fn remember(&self, name: &str, f: impl FnOnce(&mut Known)) {
+        let mut known = self.known.lock().expect("known lock");
+        f(known.entry(name.to_string()).or_default());
+    }
+
+    fn recall(&self, name: &str) -> Option<Known> {
+        self.known.lock().expect("known lock").get(name).cloned()
+    }
+
+    fn forget(&self, name: &str) {
+        self.known.lock().expect("known lock").remove(name);
+    }
+}
+
+#[async_trait]
+impl LoadBalancer for AwsLoadBalancers {
+    async fn get(&self, request: &LoadBalancerRequest) -> Result<Option<Vec<Ingress>>, CloudError> {
+        let name = request.service.default_load_balancer_name();
+        Ok(self.elb.describe(&name).await?.map(|lb| {
+            vec![Ingress {
+                hostname: Some(lb.dns_name),
+                ip: None,
+            }]
+        }))
+    }
+
+    async fn ensure(&self, request: &LoadBalancerRequest) -> Result<Vec<Ingress>, CloudError> {
+        let ann = parse_annotations(request)?;
+        match ann.kind {
+            LbKind::Classic => self.ensure_classic(request, &ann).await,
+            LbKind::Network => Err(invalid(
+                "type nlb is not supported by this build yet",
+            )),
+            LbKind::Elsewhere => Err(CloudError::InvalidInput(
+                "implemented elsewhere: this load-balancer type belongs to the AWS Load Balancer Controller".into(),
+            )),
+        }
+    }
+
+    async fn update_targets(&self, request: &LoadBalancerRequest) -> Result<bool, CloudError> {
+        let ann = parse_annotations(request)?;
+        match ann.kind {
+            LbKind::Classic => self.update_classic_targets(request, &ann).await,
+            _ => Ok(false),
+        }
+    }
+
+    async fn ensure_deleted(
+        &self,
+        _cluster_name: &str,
+        service: &ServiceRef,
+    ) -> Result<(), CloudError> {
+        let name = service.default_load_balancer_name();
+        self.delete_classic(&name).await?;
+        self.forget(&name);
+        Ok(())
+    }
+
+    async fn reap(&self, _cluster_name: &str, live: &[ServiceRef]) -> Result<usize, CloudError> {
+        let live: BTreeSet<String> = live.iter().map(|s| s.default_load_balancer_name()).collect();
+        self.reap_orphans(&live).await
+    }
+}
+
+/// Tags by name, fetched [`elb_api::TAG_BATCH`] names per call.
+async fn tags_in_batches(
+    elb: &ElbApi,
+    names: &[String],
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, CloudError> {
+    let mut out = BTreeMap::new();
+    for chunk in names.chunks(elb_api::TAG_BATCH) {
+        out.extend(elb.tags(chunk).await?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,341 @@
+//! Classic ELB reconcile: create or converge one load balancer, its security group, its targets
+//! and the node rules; delete them all again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use stratus_cloud::{CloudError, Ingress, LoadBalancerRequest};
+
+use crate::instance::Instance;
+use crate::lb::annotations::LbAnnotations;
+use crate::lb::classic_spec::{classic_spec, ClassicSpec, PROXY_PROTOCOL_POLICY};
+use crate::lb::elb_api::ClassicLb;
+use crate::lb::node_rules::{allow_all_from, classic_rule_description, has_rule, node_groups};
+use crate::lb::rules::{check_source_ranges, diff, listener_rules, source_ranges};
+use crate::lb::subnets::choose_subnets;
+use crate::lb::tags::{cluster_tag_key, missing_tags, OWNED};
+use crate::lb::{invalid, AwsLoadBalancers};
+
+/// Name of the security group made for one Classic ELB (as upstream).
+pub fn managed_group_name(lb_name: &str) -> String {
+    format!("k8s-elb-{lb_name}")
+}
+
+fn ids(instances: &[Arc<Instance>]) -> BTreeSet<String> {
+    instances.iter().map(|i| i.id.as_str().to_string()).collect()
+}
+
+impl AwsLoadBalancers {
+    pub(super) async fn ensure_classic(
+        &self,
+        request: &LoadBalancerRequest,
+        ann: &LbAnnotations,
+    ) -> Result<Vec<Ingress>, CloudError> {
+        let spec = classic_spec(request, ann, &self.cluster_id).map_err(invalid)?;
+        check_source_ranges(&request.source_ranges).map_err(invalid)?;
+        let instances = self.target_instances(request, ann).await?;
+        let vpc = self.vpc(&instances)?;
+        let all_subnets = self.subnets.subnets(&vpc).await?;
+        let subnets = match choose_subnets(&all_subnets, &ann.subnets, &self.cluster_id, ann.internal)
+        {
+            Ok(s) => s,
+            Err(e) => {
+                self.subnets.invalidate().await;
+                return Err(invalid(e));
+            }
+        };
+        let managed = ann.security_groups.is_empty() && self.settings.elb_security_group.is_none();
+        let mut groups = if !ann.security_groups.is_empty() {
+            ann.security_groups.clone()
+        } else if let Some(g) = &self.settings.elb_security_group {
+            vec![g.clone()]
+        } else {
+            vec![self.ensure_managed_group(&vpc, request, &spec).await?]
+        };
+        for g in &ann.extra_security_groups {
+            if !groups.contains(g) {
+                groups.push(g.clone());
+            }
+        }
+        let existing = match self.elb.describe(&spec.name).await? {
+            Some(lb) if (lb.scheme == "internal") != spec.internal => {
+                tracing::info!(lb = %spec.name, "scheme changed; recreating the load balancer");
+                self.elb.delete(&spec.name).await?;
+                None
+            }
+            other => other,
+        };
+        let wanted = ids(&instances);
+        let dns = match existing {
+            None => {
+                let dns = self
+                    .elb
+                    .create(
+                        &spec.name,
+                        spec.internal,
+                        &spec.listeners,
+                        &subnets,
+                        &groups,
+                        &spec.tags,
+                    )
+                    .await?;
+                self.elb
+                    .configure_health_check(&spec.name, &spec.health_check)
+                    .await?;
+                if spec.attributes != crate::lb::classic_spec::default_attributes() {
+                    self.elb.set_attributes(&spec.name, &spec.attributes).await?;
+                }
+                self.converge_proxy(&spec, &BTreeSet::new()).await?;
+                let add: Vec<String> = wanted.iter().cloned().collect();
+                self.elb.register(&spec.name, &add).await?;
+                dns
+            }
+            Some(lb) => {
+                self.converge_classic(&spec, &lb, &subnets, &groups, &wanted)
+                    .await?;
+                lb.dns_name
+            }
+        };
+        self.remember(&spec.name, |k| k.targets = wanted.clone());
+        if !self.settings.disable_security_group_ingress {
+            self.ensure_node_rules(&spec.name, &groups[0], managed, &instances)
+                .await?;
+        }
+        Ok(vec![Ingress {
+            hostname: Some(dns),
+            ip: None,
+        }])
+    }
+
+    /// Brings an existing load balancer to the spec, one call per difference.
+    async fn converge_classic(
+        &self,
+        spec: &ClassicSpec,
+        lb: &ClassicLb,
+        subnets: &[String],
+        groups: &[String],
+        wanted: &BTreeSet<String>,
+    ) -> Result<(), CloudError> {
+        let name = &spec.name;
+        let (add, remove) = diff(&lb.listeners, &spec.listeners);
+        if !remove.is_empty() {
+            let ports: BTreeSet<i32> = remove.iter().map(|l| l.port).collect();
+            self.elb
+                .delete_listeners(name, &ports.into_iter().collect::<Vec<_>>())
+                .await?;
+        }
+        if !add.is_empty() {
+            self.elb.create_listeners(name, &add).await?;
+        }
+        let want_subnets: BTreeSet<String> = subnets.iter().cloned().collect();
+        let (attach, detach) = diff(&lb.subnets, &want_subnets);
+        self.elb.update_subnets(name, &attach, &detach).await?;
+        let have_groups: BTreeSet<&String> = lb.security_groups.iter().collect();
+        if have_groups != groups.iter().collect() {
+            self.elb.apply_security_groups(name, groups).await?;
+        }
+        let tags = self.elb.tags(std::slice::from_ref(name)).await?;
+        let missing = missing_tags(&tags.get(name).cloned().unwrap_or_default(), &spec.tags);
+        if !missing.is_empty() {
+            self.elb.add_tags(name, &missing).await?;
+        }
+        if lb.health_check.as_ref() != Some(&spec.health_check) {
+            self.elb
+                .configure_health_check(name, &spec.health_check)
+                .await?;
+        }
+        if self.elb.attributes(name).await? != spec.attributes {
+            self.elb.set_attributes(name, &spec.attributes).await?;
+        }
+        self.converge_proxy(spec, &lb.proxy_ports).await?;
+        let (register, deregister) = diff(&lb.instances, wanted);
+        self.elb.register(name, &register).await?;
+        self.elb.deregister(name, &deregister).await?;
+        Ok(())
+    }
+
+    async fn converge_proxy(
+        &self,
+        spec: &ClassicSpec,
+        current: &BTreeSet<i32>,
+    ) -> Result<(), CloudError> {
+        let (on, off) = diff(current, &spec.proxy_ports);
+        if !on.is_empty() {
+            self.elb.ensure_proxy_policy(&spec.name).await?;
+        }
+        for port in on {
+            self.elb
+                .set_backend_policies(&spec.name, port, &[PROXY_PROTOCOL_POLICY.to_string()])
+                .await?;
+        }
+        for port in off {
+            self.elb.set_backend_policies(&spec.name, port, &[]).await?;
+        }
+        Ok(())
+    }
+
+    /// The load balancer's own group with exactly the listener rules; found by name first, so
+    /// a create interrupted after AWS made the group never makes a second one.
+    async fn ensure_managed_group(
+        &self,
+        vpc: &str,
+        request: &LoadBalancerRequest,
+        spec: &ClassicSpec,
+    ) -> Result<String, CloudError> {
+        let group_name = managed_group_name(&spec.name);
+        let ports: Vec<u16> = request.ports.iter().map(|p| p.port).collect();
+        let desired = listener_rules(&ports, &source_ranges(&request.source_ranges));
+        let (id, current) = match self.ec2.security_group_by_name(vpc, &group_name).await? {
+            Some(g) => (g.id, g.cidr_rules),
+            None => {
+                let description = format!(
+                    "Security group for Kubernetes ELB {} ({}/{})",
+                    spec.name, request.service.namespace, request.service.name
+                );
+                let tags = BTreeMap::from([
+                    (cluster_tag_key(&self.cluster_id), OWNED.to_string()),
+                    (
+                        crate::lb::tags::SERVICE_NAME_TAG.to_string(),
+                        format!("{}/{}", request.service.namespace, request.service.name),
+                    ),
+                ]);
+                let id = self
+                    .ec2
+                    .create_security_group(vpc, &group_name, &description, &tags)
+                    .await?;
+                (id, BTreeSet::new())
+            }
+        };
+        let (add, remove) = diff(&current, &desired);
+        self.ec2.update_cidr_rules(&id, &add, &remove).await?;
+        Ok(id)
+    }
+
+    /// Adds this load balancer's rule to every node group that lacks it, and removes it from
+    /// groups no target uses any more.
+    async fn ensure_node_rules(
+        &self,
+        lb_name: &str,
+        source_group: &str,
+        source_is_ours: bool,
+        instances: &[Arc<Instance>],
+    ) -> Result<(), CloudError> {
+        let instance_groups: BTreeSet<String> = instances
+            .iter()
+            .flat_map(|i| i.security_groups.iter().cloned())
+            .collect();
+        let known: BTreeMap<String, _> = self
+            .ec2
+            .security_groups_by_id(&instance_groups)
+            .await?
+            .into_iter()
+            .map(|g| (g.id.clone(), g))
+            .collect();
+        let per_instance: Vec<Vec<String>> =
+            instances.iter().map(|i| i.security_groups.clone()).collect();
+        let wanted = node_groups(&per_instance, &known, &self.cluster_id).map_err(invalid)?;
+        let rule = allow_all_from(source_group, lb_name);
+        for g in &wanted {
+            if !known.get(g).is_some_and(|sg| has_rule(sg, &rule)) {
+                self.ec2.authorize_group_rule(g, &rule).await?;
+            }
+        }
+        for g in self
+            .ec2
+            .security_groups_referencing(None, source_group)
+            .await?
+        {
+            if wanted.contains(&g.id) {
+                continue;
+            }
+            for r in g.group_rules.iter().filter(|r| {
+                r.source_group == source_group
+                    && (source_is_ours || r.description == classic_rule_description(lb_name))
+            }) {
+                self.ec2.revoke_group_rule(&g.id, r).await?;
+            }
+        }
+        self.remember(lb_name, |k| {
+            k.node_groups = wanted;
+            k.instance_groups = instance_groups;
+            k.source_group = Some((source_group.to_string(), source_is_ours));
+        });
+        Ok(())
+    }
+
+    /// Registers and deregisters only the change; the node groups are touched only when a
+    /// target sits in a group not seen before. Two ELB calls at most in steady state.
+    pub(super) async fn update_classic_targets(
+        &self,
+        request: &LoadBalancerRequest,
+        ann: &LbAnnotations,
+    ) -> Result<bool, CloudError> {
+        let name = request.service.default_load_balancer_name();
+        let instances = self.target_instances(request, ann).await?;
+        let wanted = ids(&instances);
+        let known = match self.recall(&name) {
+            Some(k) => k,
+            None => match self.elb.describe(&name).await? {
+                Some(lb) => crate::lb::Known {
+                    targets: lb.instances,
+                    ..Default::default()
+                },
+                None => return Ok(false),
+            },
+        };
+        let (register, deregister) = diff(&known.targets, &wanted);
+        self.elb.register(&name, &register).await?;
+        self.elb.deregister(&name, &deregister).await?;
+        self.remember(&name, |k| k.targets = wanted.clone());
+        let new_group = instances
+            .iter()
+            .flat_map(|i| i.security_groups.iter())
+            .any(|g| !known.instance_groups.contains(g));
+        if new_group && !self.settings.disable_security_group_ingress {
+            if let Some((source, ours)) = &known.source_group {
+                self.ensure_node_rules(&name, source, *ours, &instances)
+                    .await?;
+            }
+        }
+        Ok(!register.is_empty() || !deregister.is_empty())
+    }
+
+    /// Deletes the load balancer, the node rules pointing at its group, and the group.
+    pub(super) async fn delete_classic(&self, name: &str) -> Result<(), CloudError> {
+        let lb = self.elb.describe(name).await?;
+        let managed = self
+            .ec2
+            .security_groups_named(&managed_group_name(name))
+            .await?;
+        // Rules from our own group are all ours; rules from a user's group only when described
+        // as this load balancer's.
+        let mut sources: BTreeMap<String, bool> =
+            managed.iter().map(|g| (g.id.clone(), true)).collect();
+        if let Some(lb) = &lb {
+            for g in &lb.security_groups {
+                sources.entry(g.clone()).or_insert(false);
+            }
+        }
+        let description = classic_rule_description(name);
+        for (source, ours) in &sources {
+            for g in self.ec2.security_groups_referencing(None, source).await? {
+                for r in g
+                    .group_rules
+                    .iter()
+                    .filter(|r| &r.source_group == source && (*ours || r.description == description))
+                {
+                    self.ec2.revoke_group_rule(&g.id, r).await?;
+                }
+            }
+        }
+        if lb.is_some() {
+            self.elb.delete(name).await?;
+        }
+        for g in managed {
+            if g.tags.get(&cluster_tag_key(&self.cluster_id)).map(String::as_str) == Some(OWNED) {
+                self.ec2.delete_security_group(&g.id).await?;
+            }
+        }
+        Ok(())
+    }
+}
