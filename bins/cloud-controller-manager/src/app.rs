@@ -9,7 +9,7 @@ use stratus_aws::instance_cache::CacheOptions;
 use stratus_aws::{AwsCloud, AwsOptions};
 use stratus_cloud::Cloud;
 use stratus_controllers::informer::NodeInformer;
-use stratus_controllers::{node, node_lifecycle};
+use stratus_controllers::{node, node_lifecycle, service};
 
 use crate::options::{enabled_controllers, Options};
 
@@ -71,6 +71,22 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                     Arc::clone(&instances),
                     cfg,
                 ));
+            }
+            "service" => {
+                let Some(lb) = cloud.load_balancer() else {
+                    tracing::warn!(
+                        "service controller needs KubernetesClusterID in the cloud config (load balancers are tagged with it); skipping"
+                    );
+                    continue;
+                };
+                let cfg = service::ServiceControllerConfig {
+                    cluster_name: opts.cluster_name.clone(),
+                    concurrency: opts.concurrent_service_syncs,
+                    reaper_period: opts.load_balancer_reaper_period,
+                    node_quiet: opts.node_churn_quiet_period,
+                    ..service::ServiceControllerConfig::default()
+                };
+                tasks.spawn(service::run(client.clone(), informer.store(), lb, cfg));
             }
             other => {
                 tracing::warn!(

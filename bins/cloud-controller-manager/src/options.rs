@@ -30,7 +30,6 @@ const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
     "cluster-cidr",
     "cidr-allocator-type",
     "node-cidr-mask-size",
-    "concurrent-service-syncs",
     "route-reconciliation-period",
     "concurrent-node-status-updates",
     "external-cloud-volume-plugin",
@@ -94,6 +93,15 @@ pub struct Options {
     /// Log verbosity (klog-style).
     #[arg(long = "v", short = 'v', default_value_t = 0)]
     pub verbosity: u8,
+    /// Services whose load balancers are synced concurrently.
+    #[arg(long = "concurrent-service-syncs", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_service_syncs: u16,
+    /// Stratus: how often load balancers of deleted Services are looked for and removed.
+    #[arg(long = "load-balancer-reaper-period", default_value = "10m0s", value_parser = parse_go_duration)]
+    pub load_balancer_reaper_period: Duration,
+    /// Stratus: how long a changed node set must hold still before targets are updated.
+    #[arg(long = "node-churn-quiet-period", default_value = "1s", value_parser = parse_go_duration)]
+    pub node_churn_quiet_period: Duration,
     /// Stratus: how often the shared EC2 instance view is listed again.
     #[arg(long = "instance-cache-refresh-period", default_value = "1m0s", value_parser = parse_go_duration)]
     pub instance_cache_refresh_period: Duration,

@@ -28,6 +28,9 @@ pub enum CloudError {
     /// The input (node, provider ID, annotation…) cannot be used.
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// Another controller handles this object (e.g. an AWS Load Balancer Controller type).
+    #[error("implemented elsewhere: {0}")]
+    ImplementedElsewhere(String),
 }
 
 impl CloudError {
@@ -40,6 +43,7 @@ impl CloudError {
             CloudError::Unauthorized { .. } => "Unauthorized",
             CloudError::Rejected { .. } => "CloudRejected",
             CloudError::InvalidInput(_) => "InvalidInput",
+            CloudError::ImplementedElsewhere(_) => "ImplementedElsewhere",
         }
     }
 
@@ -47,7 +51,9 @@ impl CloudError {
     pub fn is_transient(&self) -> bool {
         !matches!(
             self,
-            CloudError::InvalidInput(_) | CloudError::Rejected { .. }
+            CloudError::InvalidInput(_)
+                | CloudError::Rejected { .. }
+                | CloudError::ImplementedElsewhere(_)
         )
     }
 }

@@ -1,6 +1,6 @@
-//! Publishing Kubernetes Events about Nodes (events.k8s.io/v1, aggregated by kube's Recorder).
+//! Publishing Kubernetes Events about Nodes and Services (events.k8s.io/v1, aggregated by kube's
+//! Recorder).
 
-use k8s_openapi::api::core::v1::Node;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 
@@ -23,9 +23,9 @@ impl EventPublisher {
     }
 
     /// Publishes an Event; failures are logged, never fatal.
-    pub async fn publish(
+    pub async fn publish<K: Resource<DynamicType = ()>>(
         &self,
-        node: &Node,
+        object: &K,
         warning: bool,
         reason: &str,
         action: &str,
@@ -42,9 +42,9 @@ impl EventPublisher {
             action: action.to_string(),
             secondary: None,
         };
-        let reference = node.object_ref(&());
+        let reference = object.object_ref(&());
         if let Err(e) = self.recorder.publish(&event, &reference).await {
-            tracing::warn!(node = node.metadata.name.as_deref().unwrap_or(""), reason, error = %e, "could not publish event");
+            tracing::warn!(object = object.meta().name.as_deref().unwrap_or(""), reason, error = %e, "could not publish event");
         }
     }
 }

@@ -1,8 +1,10 @@
-//! Generic cloud controllers of Stratus: node initialisation and node lifecycle.
+//! Generic cloud controllers of Stratus: node initialisation, node lifecycle, service load
+//! balancers.
 //!
-//! Watches Nodes; writes Node spec/labels/taints, `nodes/status` addresses, Node deletions and
-//! Events (events.k8s.io). Each controller is a pure `plan` module plus a thin kube-rs driver;
-//! cloud questions go through [`stratus_cloud::InstancesV2`].
+//! Watches Nodes and Services; writes Node spec/labels/taints, `nodes/status` addresses, Node
+//! deletions, Service finalizers and `services/status` ingress, and Events (events.k8s.io).
+//! Each controller is a pure `plan` module plus a thin kube-rs driver; cloud questions go
+//! through the [`stratus_cloud`] traits.
 
 pub mod events;
 pub mod informer;
@@ -10,6 +12,7 @@ pub mod node;
 pub mod node_lifecycle;
 pub mod node_view;
 pub mod service;
+pub mod store_ready;
 
 /// Taint the kubelet sets on nodes waiting for the cloud-node controller.
 pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";

@@ -85,6 +85,12 @@ impl CcmProcess {
             .ok()
     }
 
+    /// SIGKILLs the process (a crash: no clean-up, no goodbye) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Whether it has exited (and with what status).
     pub fn try_exit(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()

@@ -161,3 +161,140 @@ pub async fn state(ec2: &Client, id: &str) -> anyhow::Result<Option<InstanceStat
         .flat_map(|r| r.instances())
         .find_map(|i| i.state().and_then(|s| s.name()).cloned()))
 }
+
+/// Makes every subnet of the subnet's VPC public: an internet gateway and a default route in the
+/// main route table (what internet-facing load balancers need).
+pub async fn make_public(ec2: &Client, subnet: &str) -> anyhow::Result<String> {
+    let out = ec2.describe_subnets().subnet_ids(subnet).send().await?;
+    let vpc = out
+        .subnets()
+        .first()
+        .and_then(|s| s.vpc_id())
+        .context("subnet vpc")?
+        .to_string();
+    let igw = ec2.create_internet_gateway().send().await?;
+    let igw_id = igw
+        .internet_gateway()
+        .and_then(|g| g.internet_gateway_id())
+        .context("igw id")?
+        .to_string();
+    ec2.attach_internet_gateway()
+        .internet_gateway_id(&igw_id)
+        .vpc_id(&vpc)
+        .send()
+        .await?;
+    let tables = ec2
+        .describe_route_tables()
+        .filters(Filter::builder().name("vpc-id").values(&vpc).build())
+        .filters(
+            Filter::builder()
+                .name("association.main")
+                .values("true")
+                .build(),
+        )
+        .send()
+        .await?;
+    let main = tables
+        .route_tables()
+        .first()
+        .and_then(|t| t.route_table_id())
+        .context("main route table")?
+        .to_string();
+    ec2.create_route()
+        .route_table_id(&main)
+        .destination_cidr_block("0.0.0.0/0")
+        .gateway_id(&igw_id)
+        .send()
+        .await?;
+    Ok(vpc)
+}
+
+/// Every security group whose name starts with `prefix`.
+pub async fn security_groups_named(ec2: &Client, prefix: &str) -> anyhow::Result<Vec<String>> {
+    let out = ec2.describe_security_groups().send().await?;
+    Ok(out
+        .security_groups()
+        .iter()
+        .filter_map(|g| g.group_name())
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_string)
+        .collect())
+}
+
+/// Ingress rules of a group that have another group as their source: (source, description).
+pub async fn group_sources(ec2: &Client, group: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let out = ec2
+        .describe_security_groups()
+        .group_ids(group)
+        .send()
+        .await?;
+    Ok(out
+        .security_groups()
+        .iter()
+        .flat_map(|g| g.ip_permissions())
+        .flat_map(|p| p.user_id_group_pairs())
+        .filter_map(|p| {
+            Some((
+                p.group_id()?.to_string(),
+                p.description().unwrap_or("").to_string(),
+            ))
+        })
+        .collect())
+}
+
+/// The security groups of an instance.
+pub async fn instance_groups(ec2: &Client, id: &str) -> anyhow::Result<Vec<String>> {
+    let out = ec2.describe_instances().instance_ids(id).send().await?;
+    Ok(out
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .flat_map(|i| i.security_groups())
+        .filter_map(|g| g.group_id().map(str::to_string))
+        .collect())
+}
+
+/// A security group for nodes in the subnet's VPC, tagged for the cluster (the one that gets
+/// load-balancer rules).
+pub async fn node_security_group(
+    ec2: &Client,
+    subnet: &str,
+    cluster: &str,
+) -> anyhow::Result<String> {
+    let out = ec2.describe_subnets().subnet_ids(subnet).send().await?;
+    let vpc = out
+        .subnets()
+        .first()
+        .and_then(|s| s.vpc_id())
+        .context("subnet vpc")?
+        .to_string();
+    let group = ec2
+        .create_security_group()
+        .vpc_id(vpc)
+        .group_name(format!("nodes-{cluster}"))
+        .description("cluster nodes")
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::SecurityGroup)
+                .tags(
+                    Tag::builder()
+                        .key(format!("kubernetes.io/cluster/{cluster}"))
+                        .value("owned")
+                        .build(),
+                )
+                .build(),
+        )
+        .send()
+        .await?;
+    Ok(group.group_id().context("group id")?.to_string())
+}
+
+/// Puts an instance in exactly these security groups.
+pub async fn set_instance_groups(ec2: &Client, id: &str, groups: &[String]) -> anyhow::Result<()> {
+    ec2.modify_instance_attribute()
+        .instance_id(id)
+        .set_groups(Some(groups.to_vec()))
+        .send()
+        .await?;
+    Ok(())
+}

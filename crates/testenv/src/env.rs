@@ -349,6 +349,18 @@ impl TestEnv {
         serde_json::from_slice(&body).with_context(|| format!("parsing {url}"))
     }
 
+    /// Holds matching AWS requests without an answer from now on (see [`proxy::Hold`]);
+    /// an empty list stops holding.
+    pub async fn hold_aws_requests(&self, holds: &[proxy::Hold]) -> Result<()> {
+        let url = format!("{}{}", self.aws_endpoint, proxy::HOLD_PATH);
+        let body = serde_json::to_vec(holds)?;
+        let (status, _) = HttpClient::new()
+            .send_body(http::Method::POST, &url, body)
+            .await?;
+        anyhow::ensure!(status.is_success(), "POST {url}: {status}");
+        Ok(())
+    }
+
     /// Zeroes the proxy's request counters.
     pub async fn reset_aws_request_counts(&self) -> Result<()> {
         let url = format!("{}{}", self.aws_endpoint, proxy::RESET_PATH);

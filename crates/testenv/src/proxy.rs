@@ -8,6 +8,10 @@
 //! Control endpoints served by the proxy itself:
 //! - `GET /__stratus/counts`: the counters as a JSON object, e.g. `{"ec2:DescribeInstances": 3}`
 //! - `POST /__stratus/reset`: zeroes the counters.
+//! - `POST /__stratus/hold`: a JSON list of `{"action": "CreateLoadBalancer", "after_forward":
+//!   false}`; matching requests are then held without an answer (before reaching moto, or after
+//!   moto acted) until the client gives up or dies — a crash in the middle of a call. An empty
+//!   list releases nothing already held but stops holding new requests.
 //!
 //! Per-request behaviour is decided in one place (`Proxy::decide`), where fault injection
 //! (throttling errors, latency) per action can be added.
@@ -31,11 +35,24 @@ use tokio::net::TcpListener;
 pub const COUNTS_PATH: &str = "/__stratus/counts";
 /// Path of the reset endpoint.
 pub const RESET_PATH: &str = "/__stratus/reset";
+/// Path of the hold endpoint.
+pub const HOLD_PATH: &str = "/__stratus/hold";
 
-/// Request counters keyed by `service:Action`.
+/// Requests to hold without an answer.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Hold {
+    /// API action, e.g. `CreateLoadBalancer`.
+    pub action: String,
+    /// Forward first (the cloud acts) and hold the answer, instead of holding the request.
+    #[serde(default)]
+    pub after_forward: bool,
+}
+
+/// Request counters keyed by `service:Action`, and the holds in force.
 #[derive(Debug, Default)]
 pub struct Counters {
     counts: Mutex<BTreeMap<String, u64>>,
+    holds: Mutex<Vec<Hold>>,
 }
 
 impl Counters {
@@ -60,6 +77,19 @@ impl Counters {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+    }
+
+    pub fn set_holds(&self, holds: Vec<Hold>) {
+        *self.holds.lock().unwrap_or_else(|e| e.into_inner()) = holds;
+    }
+
+    fn hold_for(&self, action: &str) -> Option<Hold> {
+        self.holds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|h| h.action == action)
+            .cloned()
     }
 }
 
@@ -129,11 +159,15 @@ fn action_param(form: &str) -> Option<&str> {
         .filter(|value| !value.is_empty())
 }
 
-/// What to do with one request; the hook for future fault injection.
+/// What to do with one request; the hook for fault injection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Decision {
     /// Pass the request to the upstream unchanged.
     Forward,
+    /// Never answer (the request does not reach the upstream).
+    HoldRequest,
+    /// Forward, then never answer.
+    HoldResponse,
 }
 
 type ProxyBody = BoxBody<Bytes, hyper::Error>;
@@ -199,6 +233,17 @@ impl Proxy {
                 self.counters.reset();
                 return json_response(StatusCode::OK, b"{}".to_vec());
             }
+            (&Method::POST, HOLD_PATH) => {
+                let body = request.into_body().collect().await.map(|c| c.to_bytes());
+                return match body.map(|b| serde_json::from_slice::<Vec<Hold>>(&b)) {
+                    Ok(Ok(holds)) => {
+                        self.counters.set_holds(holds);
+                        json_response(StatusCode::OK, b"{}".to_vec())
+                    }
+                    Ok(Err(e)) => error_response(StatusCode::BAD_REQUEST, &format!("holds: {e}")),
+                    Err(e) => error_response(StatusCode::BAD_REQUEST, &format!("body: {e}")),
+                };
+            }
             _ => {}
         }
 
@@ -217,12 +262,21 @@ impl Proxy {
 
         match self.decide(&info) {
             Decision::Forward => self.forward(parts, body).await,
+            Decision::HoldRequest => futures::future::pending().await,
+            Decision::HoldResponse => {
+                let _ = self.forward(parts, body).await;
+                futures::future::pending().await
+            }
         }
     }
 
     /// Decides what to do with a request (see [`Decision`]).
-    fn decide(&self, _info: &RequestInfo) -> Decision {
-        Decision::Forward
+    fn decide(&self, info: &RequestInfo) -> Decision {
+        match self.counters.hold_for(&info.action) {
+            None => Decision::Forward,
+            Some(h) if h.after_forward => Decision::HoldResponse,
+            Some(_) => Decision::HoldRequest,
+        }
     }
 
     async fn forward(&self, parts: http::request::Parts, body: Bytes) -> Response<ProxyBody> {

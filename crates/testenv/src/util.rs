@@ -59,10 +59,20 @@ impl HttpClient {
         method: http::Method,
         url: &str,
     ) -> Result<(http::StatusCode, Bytes)> {
+        self.send_body(method, url, Vec::new()).await
+    }
+
+    /// Sends a request with `body` and returns the status and the whole response body.
+    pub(crate) async fn send_body(
+        &self,
+        method: http::Method,
+        url: &str,
+        body: Vec<u8>,
+    ) -> Result<(http::StatusCode, Bytes)> {
         let request = http::Request::builder()
             .method(method)
             .uri(url)
-            .body(Full::new(Bytes::new()))?;
+            .body(Full::new(Bytes::from(body)))?;
         let exchange = async {
             let response = self.client.request(request).await?;
             let status = response.status();

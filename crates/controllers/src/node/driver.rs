@@ -134,7 +134,7 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, NodeError> 
                 };
                 ctx.events
                     .publish(
-                        &node,
+                        node.as_ref(),
                         true,
                         &reason,
                         if initialising {

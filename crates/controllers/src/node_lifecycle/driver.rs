@@ -108,7 +108,7 @@ async fn check_node(
         LifecycleAction::Nothing => return true,
         LifecycleAction::Delete => {
             events
-                .publish(&node, false, "DeletingNode", "DeleteNode", format!("Deleting node {name} because its instance does not exist in the cloud provider"))
+                .publish(node.as_ref(), false, "DeletingNode", "DeleteNode", format!("Deleting node {name} because its instance does not exist in the cloud provider"))
                 .await;
             let dp = DeleteParams {
                 preconditions: Some(Preconditions {

@@ -1,5 +1,10 @@
 //! The service controller: cloud load balancers for `type: LoadBalancer` Services.
 //!
-//! This build has the pure decisions only; the driver and the AWS load balancers come next.
+//! `plan` holds the pure decisions, `node_trigger` turns node churn into one settled signal,
+//! `driver` does the Kubernetes and cloud I/O.
 
+pub mod driver;
+pub mod node_trigger;
 pub mod plan;
+
+pub use driver::{run, ServiceControllerConfig};

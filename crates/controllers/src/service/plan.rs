@@ -69,9 +69,9 @@ pub fn plan_service(svc: &Service, our_class: Option<&str>) -> ServiceAction {
 
 /// Nodes that receive traffic: initialised, with a providerID, Ready, not excluded by label,
 /// not about to be removed by the autoscaler. Sorted by name for stable diffs.
-pub fn target_nodes(nodes: &[Node]) -> Vec<TargetNode> {
+pub fn target_nodes<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Vec<TargetNode> {
     let mut out: Vec<TargetNode> = nodes
-        .iter()
+        .into_iter()
         .filter(|n| is_ready(n))
         .filter(|n| !has_taint(n, TAINT_UNINITIALIZED) && !has_taint(n, TAINT_TO_BE_DELETED))
         .filter(|n| {

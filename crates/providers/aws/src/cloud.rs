@@ -109,7 +109,11 @@ impl AwsCloud {
         }
         let elb = ElbApi::new(
             aws_sdk_elasticloadbalancing::Client::from_conf(elb_config.build()),
-            AwsApi::new("elasticloadbalancing", metrics.clone(), RetryPolicy::default()),
+            AwsApi::new(
+                "elasticloadbalancing",
+                metrics.clone(),
+                RetryPolicy::default(),
+            ),
         );
         let api = AwsApi::new("ec2", metrics.clone(), RetryPolicy::default());
         let ec2 = Ec2::new(aws_sdk_ec2::Client::from_conf(ec2_config.build()), api);

@@ -22,7 +22,10 @@ pub fn managed_group_name(lb_name: &str) -> String {
 }
 
 fn ids(instances: &[Arc<Instance>]) -> BTreeSet<String> {
-    instances.iter().map(|i| i.id.as_str().to_string()).collect()
+    instances
+        .iter()
+        .map(|i| i.id.as_str().to_string())
+        .collect()
 }
 
 impl AwsLoadBalancers {
@@ -36,14 +39,14 @@ impl AwsLoadBalancers {
         let instances = self.target_instances(request, ann).await?;
         let vpc = self.vpc(&instances)?;
         let all_subnets = self.subnets.subnets(&vpc).await?;
-        let subnets = match choose_subnets(&all_subnets, &ann.subnets, &self.cluster_id, ann.internal)
-        {
-            Ok(s) => s,
-            Err(e) => {
-                self.subnets.invalidate().await;
-                return Err(invalid(e));
-            }
-        };
+        let subnets =
+            match choose_subnets(&all_subnets, &ann.subnets, &self.cluster_id, ann.internal) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.subnets.invalidate().await;
+                    return Err(invalid(e));
+                }
+            };
         let managed = ann.security_groups.is_empty() && self.settings.elb_security_group.is_none();
         let mut groups = if !ann.security_groups.is_empty() {
             ann.security_groups.clone()
@@ -83,7 +86,9 @@ impl AwsLoadBalancers {
                     .configure_health_check(&spec.name, &spec.health_check)
                     .await?;
                 if spec.attributes != crate::lb::classic_spec::default_attributes() {
-                    self.elb.set_attributes(&spec.name, &spec.attributes).await?;
+                    self.elb
+                        .set_attributes(&spec.name, &spec.attributes)
+                        .await?;
                 }
                 self.converge_proxy(&spec, &BTreeSet::new()).await?;
                 let add: Vec<String> = wanted.iter().cloned().collect();
@@ -231,8 +236,10 @@ impl AwsLoadBalancers {
             .into_iter()
             .map(|g| (g.id.clone(), g))
             .collect();
-        let per_instance: Vec<Vec<String>> =
-            instances.iter().map(|i| i.security_groups.clone()).collect();
+        let per_instance: Vec<Vec<String>> = instances
+            .iter()
+            .map(|i| i.security_groups.clone())
+            .collect();
         let wanted = node_groups(&per_instance, &known, &self.cluster_id).map_err(invalid)?;
         let rule = allow_all_from(source_group, lb_name);
         for g in &wanted {
@@ -319,11 +326,9 @@ impl AwsLoadBalancers {
         let description = classic_rule_description(name);
         for (source, ours) in &sources {
             for g in self.ec2.security_groups_referencing(None, source).await? {
-                for r in g
-                    .group_rules
-                    .iter()
-                    .filter(|r| &r.source_group == source && (*ours || r.description == description))
-                {
+                for r in g.group_rules.iter().filter(|r| {
+                    &r.source_group == source && (*ours || r.description == description)
+                }) {
                     self.ec2.revoke_group_rule(&g.id, r).await?;
                 }
             }
@@ -332,7 +337,11 @@ impl AwsLoadBalancers {
             self.elb.delete(name).await?;
         }
         for g in managed {
-            if g.tags.get(&cluster_tag_key(&self.cluster_id)).map(String::as_str) == Some(OWNED) {
+            if g.tags
+                .get(&cluster_tag_key(&self.cluster_id))
+                .map(String::as_str)
+                == Some(OWNED)
+            {
                 self.ec2.delete_security_group(&g.id).await?;
             }
         }

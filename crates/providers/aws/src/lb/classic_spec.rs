@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use stratus_cloud::{LoadBalancerRequest, Protocol};
 
-use crate::lb::annotations::{BackendProtocol, HealthCheckPort, HealthCheckProtocol, LbAnnotations};
+use crate::lb::annotations::{
+    BackendProtocol, HealthCheckPort, HealthCheckProtocol, LbAnnotations,
+};
 use crate::lb::tags::ownership_tags;
 
 /// Upstream defaults of a Classic ELB health check.
@@ -123,7 +125,11 @@ pub fn classic_spec(
             .filter(|s| s.ports.matches(p.port, Some(p.name.as_str())));
         let (protocol, instance_protocol, certificate) = match (ssl, ann.backend_protocol) {
             (Some(s), None) => ("SSL", "TCP", Some(s.certificate_arn.clone())),
-            (Some(s), Some(b)) => (tls_frontend(b), backend_name(b), Some(s.certificate_arn.clone())),
+            (Some(s), Some(b)) => (
+                tls_frontend(b),
+                backend_name(b),
+                Some(s.certificate_arn.clone()),
+            ),
             (None, Some(BackendProtocol::Http)) => ("HTTP", "HTTP", None),
             (None, _) => ("TCP", "TCP", None),
         };
@@ -171,19 +177,23 @@ pub fn classic_spec(
             .unhealthy_threshold
             .map_or(DEFAULT_UNHEALTHY_THRESHOLD, |v| v as i32),
         timeout: hc.timeout_seconds.map_or(DEFAULT_HC_TIMEOUT, |v| v as i32),
-        interval: hc.interval_seconds.map_or(DEFAULT_HC_INTERVAL, |v| v as i32),
+        interval: hc
+            .interval_seconds
+            .map_or(DEFAULT_HC_INTERVAL, |v| v as i32),
     };
     let attributes = ClassicAttributes {
         cross_zone: ann.cross_zone.unwrap_or(false),
         draining: ann.connection_draining.map(|t| t as i32),
         idle_timeout: ann.idle_timeout.map_or(DEFAULT_IDLE_TIMEOUT, |t| t as i32),
-        access_log: ann.access_log.as_ref().filter(|a| a.enabled).map(|a| {
-            AccessLogSettings {
+        access_log: ann
+            .access_log
+            .as_ref()
+            .filter(|a| a.enabled)
+            .map(|a| AccessLogSettings {
                 interval: a.emit_interval_minutes.unwrap_or(60) as i32,
                 bucket: a.s3_bucket_name.clone().unwrap_or_default(),
                 prefix: a.s3_bucket_prefix.clone().unwrap_or_default(),
-            }
-        }),
+            }),
     };
     let proxy_ports = if ann.proxy_protocol {
         listeners.iter().map(|l| l.instance_port).collect()
@@ -246,15 +256,24 @@ mod tests {
         let s = spec(&request(&[(80, 30080)]), &[]).unwrap();
         assert_eq!(s.name, "a11111111222233334444555555555555"[..32]);
         let l = s.listeners.iter().next().unwrap();
-        assert_eq!((l.protocol.as_str(), l.instance_protocol.as_str()), ("TCP", "TCP"));
+        assert_eq!(
+            (l.protocol.as_str(), l.instance_protocol.as_str()),
+            ("TCP", "TCP")
+        );
         assert_eq!(s.health_check.target, "TCP:30080");
         assert_eq!(
-            (s.health_check.healthy_threshold, s.health_check.unhealthy_threshold),
+            (
+                s.health_check.healthy_threshold,
+                s.health_check.unhealthy_threshold
+            ),
             (2, 6)
         );
         assert_eq!(s.attributes.draining, None);
         assert_eq!(s.tags.get("kubernetes.io/cluster/c1").unwrap(), "owned");
-        assert_eq!(s.tags.get("kubernetes.io/service-name").unwrap(), "shop/web");
+        assert_eq!(
+            s.tags.get("kubernetes.io/service-name").unwrap(),
+            "shop/web"
+        );
     }
 
     #[test]
@@ -262,7 +281,11 @@ mod tests {
         let req = request(&[(443, 30443), (80, 30080)]);
         let s = spec(
             &req,
-            &[("ssl-cert", "arn:aws:acm:x"), ("ssl-ports", "443"), ("backend-protocol", "http")],
+            &[
+                ("ssl-cert", "arn:aws:acm:x"),
+                ("ssl-ports", "443"),
+                ("backend-protocol", "http"),
+            ],
         )
         .unwrap();
         let by_port: BTreeMap<i32, &ClassicListener> =
@@ -273,7 +296,10 @@ mod tests {
         assert_eq!(by_port[&80].protocol, "HTTP");
         assert_eq!(by_port[&80].certificate, None);
         let s = spec(&req, &[("ssl-cert", "arn:aws:acm:x")]).unwrap();
-        assert!(s.listeners.iter().all(|l| l.protocol == "SSL" && l.instance_protocol == "TCP"));
+        assert!(s
+            .listeners
+            .iter()
+            .all(|l| l.protocol == "SSL" && l.instance_protocol == "TCP"));
     }
 
     #[test]
@@ -283,8 +309,14 @@ mod tests {
         req.health_check_node_port = Some(32000);
         let s = spec(&req, &[]).unwrap();
         assert_eq!(s.health_check.target, "HTTP:32000/healthz");
-        let s = spec(&req, &[("healthcheck-protocol", "TCP"), ("healthcheck-port", "traffic-port")])
-            .unwrap();
+        let s = spec(
+            &req,
+            &[
+                ("healthcheck-protocol", "TCP"),
+                ("healthcheck-port", "traffic-port"),
+            ],
+        )
+        .unwrap();
         assert_eq!(s.health_check.target, "TCP:30080");
     }
 

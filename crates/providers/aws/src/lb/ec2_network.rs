@@ -215,7 +215,10 @@ impl Ec2 {
     }
 
     /// Groups of that name in any VPC (deletion, when the load balancer and its VPC are gone).
-    pub async fn security_groups_named(&self, name: &str) -> Result<Vec<SecurityGroup>, CloudError> {
+    pub async fn security_groups_named(
+        &self,
+        name: &str,
+    ) -> Result<Vec<SecurityGroup>, CloudError> {
         let out = self
             .api
             .call("DescribeSecurityGroups", || {

@@ -70,8 +70,12 @@ fn invalid(e: impl std::fmt::Display) -> CloudError {
 
 /// Parses annotations into the typed form, as an input error listing every problem.
 pub fn parse_annotations(request: &LoadBalancerRequest) -> Result<LbAnnotations, CloudError> {
-    annotations::parse(&request.annotations)
-        .map_err(|e| invalid(format!("invalid annotations: {}", e.to_string().replace('\n', "; "))))
+    annotations::parse(&request.annotations).map_err(|e| {
+        invalid(format!(
+            "invalid annotations: {}",
+            e.to_string().replace('\n', "; ")
+        ))
+    })
 }
 
 impl AwsLoadBalancers {
@@ -115,7 +119,9 @@ impl AwsLoadBalancers {
             };
             match self.cache.find(&info).await? {
                 Some(i) if !i.state.is_gone() => out.push(i),
-                _ => tracing::debug!(node = %node.name, "target node has no live instance; skipped"),
+                _ => {
+                    tracing::debug!(node = %node.name, "target node has no live instance; skipped")
+                }
             }
         }
         out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
@@ -170,11 +176,9 @@ impl LoadBalancer for AwsLoadBalancers {
         let ann = parse_annotations(request)?;
         match ann.kind {
             LbKind::Classic => self.ensure_classic(request, &ann).await,
-            LbKind::Network => Err(invalid(
-                "type nlb is not supported by this build yet",
-            )),
-            LbKind::Elsewhere => Err(CloudError::InvalidInput(
-                "implemented elsewhere: this load-balancer type belongs to the AWS Load Balancer Controller".into(),
+            LbKind::Network => Err(invalid("type nlb is not supported by this build yet")),
+            LbKind::Elsewhere => Err(CloudError::ImplementedElsewhere(
+                "this load-balancer type belongs to the AWS Load Balancer Controller".into(),
             )),
         }
     }
@@ -199,7 +203,10 @@ impl LoadBalancer for AwsLoadBalancers {
     }
 
     async fn reap(&self, _cluster_name: &str, live: &[ServiceRef]) -> Result<usize, CloudError> {
-        let live: BTreeSet<String> = live.iter().map(|s| s.default_load_balancer_name()).collect();
+        let live: BTreeSet<String> = live
+            .iter()
+            .map(|s| s.default_load_balancer_name())
+            .collect();
         self.reap_orphans(&live).await
     }
 }

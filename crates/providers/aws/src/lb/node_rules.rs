@@ -116,7 +116,9 @@ mod tests {
         assert_eq!(pick(&["sg-b", "sg-a"]).unwrap().as_deref(), Some("sg-a"));
         assert_eq!(pick(&["sg-b"]).unwrap().as_deref(), Some("sg-b"));
         assert_eq!(pick(&[]).unwrap(), None);
-        assert!(pick(&["sg-b", "sg-c"]).unwrap_err().contains("none is tagged"));
+        assert!(pick(&["sg-b", "sg-c"])
+            .unwrap_err()
+            .contains("none is tagged"));
     }
 
     #[test]

@@ -108,7 +108,10 @@ mod tests {
 
     #[test]
     fn annotated_subnets_resolve_by_id_or_name() {
-        let all = [subnet("subnet-1", "a", "one", true), subnet("subnet-2", "b", "two", false)];
+        let all = [
+            subnet("subnet-1", "a", "one", true),
+            subnet("subnet-2", "b", "two", false),
+        ];
         assert_eq!(
             choose_subnets(&all, &["two".into(), "subnet-1".into()], "c", false).unwrap(),
             vec!["subnet-1", "subnet-2"]
@@ -123,6 +126,9 @@ mod tests {
         let all = [subnet("subnet-2", "b", "two", false)];
         let e = choose_subnets(&all, &[], "c", false).unwrap_err();
         assert!(e.contains("kubernetes.io/role/elb"), "{e}");
-        assert_eq!(choose_subnets(&all, &[], "c", true).unwrap(), vec!["subnet-2"]);
+        assert_eq!(
+            choose_subnets(&all, &[], "c", true).unwrap(),
+            vec!["subnet-2"]
+        );
     }
 }

@@ -342,7 +342,11 @@ fn unknown_and_foreign_keys_are_ignored_with_a_warning() {
     assert!(parsed.ignored[0].reason.contains("healthcheck-path"));
     let parsed = parse(&ann(&[(key::TYPE, "nlb"), (key::CROSS_ZONE, "true")])).unwrap();
     assert_eq!(parsed.ignored[0].kind, ProblemKind::ClassicOnly);
-    assert_eq!(parsed.cross_zone, Some(true), "parsed, then unused by the NLB code");
+    assert_eq!(
+        parsed.cross_zone,
+        Some(true),
+        "parsed, then unused by the NLB code"
+    );
     let parsed = parse(&ann(&[(key::PRIVATE_IPV4_ADDRESSES, "10.0.0.1")])).unwrap();
     assert_eq!(parsed.ignored[0].kind, ProblemKind::NetworkOnly);
 }

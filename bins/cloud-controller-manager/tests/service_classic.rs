@@ -1,0 +1,543 @@
+//! The service controller with Classic ELBs against a real kube-apiserver and moto, the CCM
+//! running as the shipped RBAC identity: create, update, delete with nothing left behind.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{setup, Setup, WAIT, ZONE};
+use serde_json::json;
+use stratus_scenarios::lb_fixture::LbClients;
+use stratus_scenarios::service_fixture::{
+    create_lb_service, create_ready_node, delete_node, delete_service, events_about, get_service,
+    ingress_hostname, load_balancer_name, patch_service, set_label, set_ready,
+};
+use stratus_scenarios::{ec2_fixture, wait_for};
+use stratus_testenv::proxy::Hold;
+
+const NS: &str = "default";
+const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+const P: &str = "service.beta.kubernetes.io/aws-load-balancer-";
+
+struct Lb {
+    s: Setup,
+    lbs: LbClients,
+    /// Instance IDs behind the ready nodes, by node name.
+    nodes: BTreeMap<String, String>,
+    /// The nodes' security group.
+    node_group: String,
+}
+
+/// Environment, public VPC, `n` ready nodes backed by instances.
+async fn lb_setup(cluster: &str, n: i32) -> Lb {
+    let s = setup(cluster, true).await;
+    ec2_fixture::make_public(&s.ec2, &s.subnet).await.unwrap();
+    let lbs = LbClients::new(s.env.moto_endpoint()).await;
+    let node_group = ec2_fixture::node_security_group(&s.ec2, &s.subnet, cluster)
+        .await
+        .unwrap();
+    let mut lb = Lb {
+        s,
+        lbs,
+        nodes: BTreeMap::new(),
+        node_group,
+    };
+    lb.add_nodes(n).await;
+    lb
+}
+
+impl Lb {
+    async fn add_nodes(&mut self, n: i32) -> Vec<String> {
+        if n == 0 {
+            return vec![];
+        }
+        let launched = self.s.launch(n).await;
+        let mut names = vec![];
+        for i in launched {
+            ec2_fixture::set_instance_groups(
+                &self.s.ec2,
+                &i.id,
+                std::slice::from_ref(&self.node_group),
+            )
+            .await
+            .unwrap();
+            let pid = format!("aws:///{ZONE}/{}", i.id);
+            create_ready_node(&self.s.admin, &i.private_dns, &pid, BTreeMap::new())
+                .await
+                .unwrap();
+            self.nodes.insert(i.private_dns.clone(), i.id.clone());
+            names.push(i.private_dns);
+        }
+        names
+    }
+
+    fn ccm(&self, extra: &[&str]) -> stratus_scenarios::ccm::CcmProcess {
+        let mut args = vec!["--controllers=service"];
+        args.extend_from_slice(extra);
+        self.s.start_ccm(&args)
+    }
+
+    async fn wait_ingress(&self, name: &str) -> k8s_openapi::api::core::v1::Service {
+        wait_for(&format!("ingress of {name}"), WAIT, || async {
+            Ok(get_service(&self.s.admin, NS, name)
+                .await?
+                .filter(|s| ingress_hostname(s).is_some()))
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn registered(&self, lb: &str) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .lbs
+            .classic(lb)
+            .await
+            .unwrap()
+            .map(|d| {
+                d.instances()
+                    .iter()
+                    .filter_map(|i| i.instance_id().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort();
+        ids
+    }
+
+    async fn wait_registered(&self, lb: &str, want: &[&String]) {
+        let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        wait_for(&format!("targets of {lb} = {want:?}"), WAIT, || async {
+            Ok((self.registered(lb).await == want).then_some(()))
+        })
+        .await
+        .unwrap();
+    }
+
+    /// Everything this test's CCM could have made: ELBs, NLBs, target groups, k8s-* groups.
+    async fn leftovers(&self) -> Vec<String> {
+        let mut out = self.lbs.classic_names().await.unwrap();
+        out.extend(self.lbs.v2_names().await.unwrap());
+        out.extend(self.lbs.target_group_names().await.unwrap());
+        out.extend(
+            ec2_fixture::security_groups_named(&self.s.ec2, "k8s-")
+                .await
+                .unwrap(),
+        );
+        out
+    }
+
+    async fn node_group_sources(&self) -> Vec<(String, String)> {
+        let id = self.nodes.values().next().unwrap();
+        let groups = ec2_fixture::instance_groups(&self.s.ec2, id).await.unwrap();
+        assert_eq!(groups, vec![self.node_group.clone()]);
+        ec2_fixture::group_sources(&self.s.ec2, &self.node_group)
+            .await
+            .unwrap()
+    }
+}
+
+fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (format!("{P}{k}"), v.to_string()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classic_elb_is_created_updated_and_deleted_without_leaks() {
+    let lb = lb_setup("clb", 2).await;
+    let _ccm = lb.ccm(&[]);
+    let ann = annotations(&[
+        ("cross-zone-load-balancing-enabled", "true"),
+        ("connection-draining-enabled", "true"),
+        ("connection-draining-timeout", "42"),
+        ("connection-idle-timeout", "120"),
+        ("healthcheck-interval", "15"),
+        ("additional-resource-tags", "team=web,env=test"),
+    ]);
+    create_lb_service(&lb.s.admin, NS, "web", &[80], ann)
+        .await
+        .unwrap();
+    let svc = lb.wait_ingress("web").await;
+    let name = load_balancer_name(&svc);
+    let node_port = svc.spec.as_ref().unwrap().ports.as_ref().unwrap()[0]
+        .node_port
+        .unwrap();
+    assert!(svc
+        .metadata
+        .finalizers
+        .as_ref()
+        .unwrap()
+        .contains(&FINALIZER.to_string()));
+
+    let d = lb.lbs.classic(&name).await.unwrap().expect("the ELB");
+    assert_eq!(ingress_hostname(&svc).as_deref(), d.dns_name());
+    let listeners: Vec<(i32, String, i32)> = d
+        .listener_descriptions()
+        .iter()
+        .filter_map(|l| l.listener())
+        .map(|l| {
+            (
+                l.load_balancer_port(),
+                l.protocol().to_ascii_uppercase(),
+                l.instance_port(),
+            )
+        })
+        .collect();
+    assert_eq!(listeners, vec![(80, "TCP".to_string(), node_port)]);
+    let hc = d.health_check().unwrap();
+    assert_eq!(hc.target(), format!("TCP:{node_port}"));
+    assert_eq!(
+        (
+            hc.healthy_threshold(),
+            hc.unhealthy_threshold(),
+            hc.interval(),
+            hc.timeout()
+        ),
+        (2, 6, 15, 5)
+    );
+    let attrs = lb.lbs.classic_attributes(&name).await.unwrap();
+    assert!(attrs.cross_zone_load_balancing().unwrap().enabled());
+    let draining = attrs.connection_draining().unwrap();
+    assert!(draining.enabled());
+    assert_eq!(draining.timeout(), Some(42));
+    assert_eq!(attrs.connection_settings().unwrap().idle_timeout(), 120);
+    let tags = lb.lbs.classic_tags(&name).await.unwrap();
+    assert_eq!(tags["kubernetes.io/cluster/clb"], "owned");
+    assert_eq!(tags["kubernetes.io/service-name"], "default/web");
+    assert_eq!(tags["team"], "web");
+    let all: Vec<&String> = lb.nodes.values().collect();
+    lb.wait_registered(&name, &all).await;
+    let groups = ec2_fixture::security_groups_named(&lb.s.ec2, &format!("k8s-elb-{name}"))
+        .await
+        .unwrap();
+    assert_eq!(groups.len(), 1, "one managed group");
+    assert_eq!(d.security_groups().len(), 1);
+    let lb_group = d.security_groups()[0].clone();
+    assert!(
+        lb.node_group_sources()
+            .await
+            .iter()
+            .any(|(src, _)| src == &lb_group),
+        "node group lets the ELB in"
+    );
+    let events = events_about(&lb.s.admin, "Service", "web").await.unwrap();
+    assert!(events
+        .iter()
+        .any(|e| e.reason.as_deref() == Some("EnsuredLoadBalancer")));
+
+    // A second port: a listener is added, nothing else is recreated.
+    patch_service(
+        &lb.s.admin,
+        NS,
+        "web",
+        json!({"spec": {"ports": [
+            {"name": "p80", "port": 80, "protocol": "TCP", "nodePort": node_port},
+            {"name": "p8080", "port": 8080, "protocol": "TCP"}]}}),
+    )
+    .await
+    .unwrap();
+    wait_for("second listener", WAIT, || async {
+        let d = lb.lbs.classic(&name).await?.unwrap();
+        Ok((d.listener_descriptions().len() == 2).then_some(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        lb.lbs.classic(&name).await.unwrap().unwrap().dns_name(),
+        d.dns_name()
+    );
+
+    // LoadBalancer → ClusterIP: the ELB and everything made for it go, the finalizer too.
+    patch_service(
+        &lb.s.admin,
+        NS,
+        "web",
+        json!({"spec": {"type": "ClusterIP", "ports": [
+            {"name": "p80", "port": 80, "protocol": "TCP", "nodePort": null},
+            {"name": "p8080", "port": 8080, "protocol": "TCP", "nodePort": null}]}}),
+    )
+    .await
+    .unwrap();
+    wait_for("finalizer released", WAIT, || async {
+        let s = get_service(&lb.s.admin, NS, "web").await?.unwrap();
+        let done = !s
+            .metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .contains(&FINALIZER.to_string());
+        Ok(done.then_some(s))
+    })
+    .await
+    .unwrap();
+    assert_eq!(lb.leftovers().await, Vec::<String>::new());
+    assert!(!lb
+        .node_group_sources()
+        .await
+        .iter()
+        .any(|(src, _)| src == &lb_group));
+    let svc = get_service(&lb.s.admin, NS, "web").await.unwrap().unwrap();
+    assert_eq!(ingress_hostname(&svc), None, "status cleared");
+
+    // A deleted Service leaves nothing either.
+    create_lb_service(&lb.s.admin, NS, "api", &[443], BTreeMap::new())
+        .await
+        .unwrap();
+    lb.wait_ingress("api").await;
+    assert!(!lb.leftovers().await.is_empty());
+    delete_service(&lb.s.admin, NS, "api").await.unwrap();
+    wait_for("api gone", WAIT, || async {
+        Ok(get_service(&lb.s.admin, NS, "api")
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(lb.leftovers().await, Vec::<String>::new());
+    let events = events_about(&lb.s.admin, "Service", "api").await.unwrap();
+    assert!(events
+        .iter()
+        .any(|e| e.reason.as_deref() == Some("DeletedLoadBalancer")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targets_follow_nodes_and_a_burst_costs_one_update() {
+    let mut lb = lb_setup("churn", 3).await;
+    let _ccm = lb.ccm(&[]);
+    create_lb_service(&lb.s.admin, NS, "web", &[80], BTreeMap::new())
+        .await
+        .unwrap();
+    let svc = lb.wait_ingress("web").await;
+    let name = load_balancer_name(&svc);
+    let names: Vec<String> = lb.nodes.keys().cloned().collect();
+    let ids = lb.nodes.clone();
+    let id = |n: &str| ids[n].clone();
+    let all: Vec<String> = names.iter().map(|n| id(n)).collect();
+    lb.wait_registered(&name, &all.iter().collect::<Vec<_>>())
+        .await;
+
+    // NotReady → out; back → in.
+    set_ready(&lb.s.admin, &names[0], false).await.unwrap();
+    lb.wait_registered(&name, &[&id(&names[1]), &id(&names[2])])
+        .await;
+    set_ready(&lb.s.admin, &names[0], true).await.unwrap();
+    lb.wait_registered(&name, &all.iter().collect::<Vec<_>>())
+        .await;
+    // Excluded by label → out.
+    set_label(
+        &lb.s.admin,
+        &names[1],
+        "node.kubernetes.io/exclude-from-external-load-balancers",
+        Some("true"),
+    )
+    .await
+    .unwrap();
+    lb.wait_registered(&name, &[&id(&names[0]), &id(&names[2])])
+        .await;
+    // Deleted → out.
+    delete_node(&lb.s.admin, &names[2]).await.unwrap();
+    lb.wait_registered(&name, &[&id(&names[0])]).await;
+
+    // A burst of 20 new nodes, then 20 gone: one register and one deregister call.
+    lb.s.env.reset_aws_request_counts().await.unwrap();
+    let added = lb.add_nodes(20).await;
+    let mut want: Vec<String> = added.iter().map(|n| lb.nodes[n].clone()).collect();
+    want.push(id(&names[0]));
+    lb.wait_registered(&name, &want.iter().collect::<Vec<_>>())
+        .await;
+    for n in &added {
+        delete_node(&lb.s.admin, n).await.unwrap();
+    }
+    lb.wait_registered(&name, &[&id(&names[0])]).await;
+    let counts = lb.s.env.aws_request_counts().await.unwrap();
+    let elb_calls: u64 = counts
+        .iter()
+        .filter(|(k, _)| k.starts_with("elasticloadbalancing:"))
+        .map(|(_, v)| *v)
+        .sum();
+    assert_eq!(
+        counts.get("elasticloadbalancing:RegisterInstancesWithLoadBalancer"),
+        Some(&1),
+        "{counts:?}"
+    );
+    assert_eq!(
+        counts.get("elasticloadbalancing:DeregisterInstancesFromLoadBalancer"),
+        Some(&1),
+        "{counts:?}"
+    );
+    assert_eq!(elb_calls, 2, "nothing but the two target calls: {counts:?}");
+    let events = events_about(&lb.s.admin, "Service", "web").await.unwrap();
+    assert!(events
+        .iter()
+        .any(|e| e.reason.as_deref() == Some("UpdatedLoadBalancer")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_annotation_warns_and_leaves_the_load_balancer_alone() {
+    let lb = lb_setup("invalid", 1).await;
+    let _ccm = lb.ccm(&[]);
+    create_lb_service(&lb.s.admin, NS, "good", &[80], BTreeMap::new())
+        .await
+        .unwrap();
+    let before = lb.wait_ingress("good").await;
+    let name = load_balancer_name(&before);
+    let hc_before = lb
+        .lbs
+        .classic(&name)
+        .await
+        .unwrap()
+        .unwrap()
+        .health_check()
+        .cloned();
+
+    // A bad value on an existing Service: Warning, status and ELB untouched.
+    patch_service(
+        &lb.s.admin,
+        NS,
+        "good",
+        json!({"metadata": {"annotations": {
+            format!("{P}healthcheck-interval"): "4",
+            format!("{P}healthcheck-timeout"): "3"}}}),
+    )
+    .await
+    .unwrap();
+    let warning = wait_for("warning event", WAIT, || async {
+        let events = events_about(&lb.s.admin, "Service", "good").await?;
+        Ok(events.into_iter().find(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some("SyncLoadBalancerFailed")
+        }))
+    })
+    .await
+    .unwrap();
+    let note = warning.note.unwrap_or_default();
+    assert!(note.contains("healthcheck-interval"), "{note}");
+    let after = get_service(&lb.s.admin, NS, "good").await.unwrap().unwrap();
+    assert_eq!(ingress_hostname(&after), ingress_hostname(&before));
+    let hc_after = lb
+        .lbs
+        .classic(&name)
+        .await
+        .unwrap()
+        .unwrap()
+        .health_check()
+        .cloned();
+    assert_eq!(hc_before, hc_after);
+
+    // A Service AWS would refuse from the start (loadBalancerIP): Warning, no load balancer.
+    let pinned: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+        "metadata": {"name": "pinned"},
+        "spec": {"type": "LoadBalancer", "loadBalancerIP": "10.0.0.9",
+                 "ports": [{"port": 80, "protocol": "TCP"}]}}))
+    .unwrap();
+    let pinned =
+        kube::Api::<k8s_openapi::api::core::v1::Service>::namespaced(lb.s.admin.clone(), NS)
+            .create(&Default::default(), &pinned)
+            .await
+            .unwrap();
+    let warning = wait_for("loadBalancerIP refused", WAIT, || async {
+        let events = events_about(&lb.s.admin, "Service", "pinned").await?;
+        Ok(events
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("SyncLoadBalancerFailed")))
+    })
+    .await
+    .unwrap();
+    assert!(warning.note.unwrap_or_default().contains("loadBalancerIP"));
+    assert!(lb
+        .lbs
+        .classic(&load_balancer_name(&pinned))
+        .await
+        .unwrap()
+        .is_none());
+    // Other Services are unaffected.
+    create_lb_service(&lb.s.admin, NS, "other", &[80], BTreeMap::new())
+        .await
+        .unwrap();
+    lb.wait_ingress("other").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_in_the_middle_of_creating_resumes_without_duplicates() {
+    let lb = lb_setup("crash", 2).await;
+    // The CCM dies while CreateLoadBalancer is in flight (AWS made the ELB, the answer is lost).
+    lb.s.env
+        .hold_aws_requests(&[Hold {
+            action: "CreateLoadBalancer".into(),
+            after_forward: true,
+        }])
+        .await
+        .unwrap();
+    let mut ccm = lb.ccm(&[]);
+    let svc = create_lb_service(&lb.s.admin, NS, "web", &[80], BTreeMap::new())
+        .await
+        .unwrap();
+    let name = load_balancer_name(&svc);
+    wait_for("ELB made by the first CCM", WAIT, || async {
+        Ok(lb.lbs.classic(&name).await?.map(|_| ()))
+    })
+    .await
+    .unwrap();
+    ccm.kill();
+    lb.s.env.hold_aws_requests(&[]).await.unwrap();
+    let _ccm = lb.ccm(&[]);
+    lb.wait_ingress("web").await;
+    let all: Vec<&String> = lb.nodes.values().collect();
+    lb.wait_registered(&name, &all).await;
+    assert_eq!(lb.lbs.classic_names().await.unwrap(), vec![name.clone()]);
+    assert_eq!(
+        ec2_fixture::security_groups_named(&lb.s.ec2, "k8s-elb-")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reaper_removes_what_a_vanished_service_left() {
+    let lb = lb_setup("reap", 1).await;
+    let mut ccm = lb.ccm(&[]);
+    create_lb_service(&lb.s.admin, NS, "web", &[80], BTreeMap::new())
+        .await
+        .unwrap();
+    create_lb_service(&lb.s.admin, NS, "keep", &[80], BTreeMap::new())
+        .await
+        .unwrap();
+    let svc = lb.wait_ingress("web").await;
+    let keep = lb.wait_ingress("keep").await;
+    ccm.kill();
+    // Deleted while no controller ran, finalizer removed by hand.
+    patch_service(
+        &lb.s.admin,
+        NS,
+        "web",
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await
+    .unwrap();
+    delete_service(&lb.s.admin, NS, "web").await.unwrap();
+    let _ccm = lb.ccm(&["--load-balancer-reaper-period=1s"]);
+    let gone = load_balancer_name(&svc);
+    wait_for("orphan reaped", WAIT, || async {
+        Ok(lb.lbs.classic(&gone).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+    wait_for("orphan group reaped", WAIT, || async {
+        let left =
+            ec2_fixture::security_groups_named(&lb.s.ec2, &format!("k8s-elb-{gone}")).await?;
+        Ok(left.is_empty().then_some(()))
+    })
+    .await
+    .unwrap();
+    assert!(lb
+        .lbs
+        .classic(&load_balancer_name(&keep))
+        .await
+        .unwrap()
+        .is_some());
+}
