@@ -5,144 +5,15 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{setup, Setup, WAIT, ZONE};
+use common::lb::{annotations, lb_setup, FINALIZER, NS, P};
+use common::WAIT;
 use serde_json::json;
-use stratus_scenarios::lb_fixture::LbClients;
 use stratus_scenarios::service_fixture::{
-    create_lb_service, create_ready_node, delete_node, delete_service, events_about, get_service,
-    ingress_hostname, load_balancer_name, patch_service, set_label, set_ready,
+    create_lb_service, delete_node, delete_service, events_about, get_service, ingress_hostname,
+    load_balancer_name, patch_service, set_label, set_ready,
 };
 use stratus_scenarios::{ec2_fixture, wait_for};
 use stratus_testenv::proxy::Hold;
-
-const NS: &str = "default";
-const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
-const P: &str = "service.beta.kubernetes.io/aws-load-balancer-";
-
-struct Lb {
-    s: Setup,
-    lbs: LbClients,
-    /// Instance IDs behind the ready nodes, by node name.
-    nodes: BTreeMap<String, String>,
-    /// The nodes' security group.
-    node_group: String,
-}
-
-/// Environment, public VPC, `n` ready nodes backed by instances.
-async fn lb_setup(cluster: &str, n: i32) -> Lb {
-    let s = setup(cluster, true).await;
-    ec2_fixture::make_public(&s.ec2, &s.subnet).await.unwrap();
-    let lbs = LbClients::new(s.env.moto_endpoint()).await;
-    let node_group = ec2_fixture::node_security_group(&s.ec2, &s.subnet, cluster)
-        .await
-        .unwrap();
-    let mut lb = Lb {
-        s,
-        lbs,
-        nodes: BTreeMap::new(),
-        node_group,
-    };
-    lb.add_nodes(n).await;
-    lb
-}
-
-impl Lb {
-    async fn add_nodes(&mut self, n: i32) -> Vec<String> {
-        if n == 0 {
-            return vec![];
-        }
-        let launched = self.s.launch(n).await;
-        let mut names = vec![];
-        for i in launched {
-            ec2_fixture::set_instance_groups(
-                &self.s.ec2,
-                &i.id,
-                std::slice::from_ref(&self.node_group),
-            )
-            .await
-            .unwrap();
-            let pid = format!("aws:///{ZONE}/{}", i.id);
-            create_ready_node(&self.s.admin, &i.private_dns, &pid, BTreeMap::new())
-                .await
-                .unwrap();
-            self.nodes.insert(i.private_dns.clone(), i.id.clone());
-            names.push(i.private_dns);
-        }
-        names
-    }
-
-    fn ccm(&self, extra: &[&str]) -> stratus_scenarios::ccm::CcmProcess {
-        let mut args = vec!["--controllers=service"];
-        args.extend_from_slice(extra);
-        self.s.start_ccm(&args)
-    }
-
-    async fn wait_ingress(&self, name: &str) -> k8s_openapi::api::core::v1::Service {
-        wait_for(&format!("ingress of {name}"), WAIT, || async {
-            Ok(get_service(&self.s.admin, NS, name)
-                .await?
-                .filter(|s| ingress_hostname(s).is_some()))
-        })
-        .await
-        .unwrap()
-    }
-
-    async fn registered(&self, lb: &str) -> Vec<String> {
-        let mut ids: Vec<String> = self
-            .lbs
-            .classic(lb)
-            .await
-            .unwrap()
-            .map(|d| {
-                d.instances()
-                    .iter()
-                    .filter_map(|i| i.instance_id().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        ids.sort();
-        ids
-    }
-
-    async fn wait_registered(&self, lb: &str, want: &[&String]) {
-        let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
-        want.sort();
-        wait_for(&format!("targets of {lb} = {want:?}"), WAIT, || async {
-            Ok((self.registered(lb).await == want).then_some(()))
-        })
-        .await
-        .unwrap();
-    }
-
-    /// Everything this test's CCM could have made: ELBs, NLBs, target groups, k8s-* groups.
-    async fn leftovers(&self) -> Vec<String> {
-        let mut out = self.lbs.classic_names().await.unwrap();
-        out.extend(self.lbs.v2_names().await.unwrap());
-        out.extend(self.lbs.target_group_names().await.unwrap());
-        out.extend(
-            ec2_fixture::security_groups_named(&self.s.ec2, "k8s-")
-                .await
-                .unwrap(),
-        );
-        out
-    }
-
-    async fn node_group_sources(&self) -> Vec<(String, String)> {
-        let id = self.nodes.values().next().unwrap();
-        let groups = ec2_fixture::instance_groups(&self.s.ec2, id).await.unwrap();
-        assert_eq!(groups, vec![self.node_group.clone()]);
-        ec2_fixture::group_sources(&self.s.ec2, &self.node_group)
-            .await
-            .unwrap()
-    }
-}
-
-fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (format!("{P}{k}"), v.to_string()))
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn classic_elb_is_created_updated_and_deleted_without_leaks() {

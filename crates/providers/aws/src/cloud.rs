@@ -15,6 +15,7 @@ use crate::ec2::Ec2;
 use crate::instance_cache::{CacheOptions, InstanceCache, Scope};
 use crate::instances_v2::AwsInstances;
 use crate::lb::elb_api::ElbApi;
+use crate::lb::elbv2_api::ElbV2Api;
 use crate::lb::{AwsLoadBalancers, LbSettings};
 use crate::metrics::AwsMetrics;
 use crate::zones::ZoneIds;
@@ -115,6 +116,20 @@ impl AwsCloud {
                 RetryPolicy::default(),
             ),
         );
+        let mut elbv2_config = aws_sdk_elasticloadbalancingv2::config::Builder::from(&sdk);
+        if let Some(o) = config.endpoint_override("elasticloadbalancingv2", &region) {
+            elbv2_config = elbv2_config
+                .endpoint_url(&o.url)
+                .region(Region::new(o.signing_region.clone()));
+        }
+        let elbv2 = ElbV2Api::new(
+            aws_sdk_elasticloadbalancingv2::Client::from_conf(elbv2_config.build()),
+            AwsApi::new(
+                "elasticloadbalancingv2",
+                metrics.clone(),
+                RetryPolicy::default(),
+            ),
+        );
         let api = AwsApi::new("ec2", metrics.clone(), RetryPolicy::default());
         let ec2 = Ec2::new(aws_sdk_ec2::Client::from_conf(ec2_config.build()), api);
         let cache = InstanceCache::start(ec2.clone(), scope, options.cache);
@@ -128,6 +143,7 @@ impl AwsCloud {
             Arc::new(AwsLoadBalancers::new(
                 ec2.clone(),
                 elb,
+                elbv2,
                 cache.clone(),
                 id.to_string(),
                 LbSettings {

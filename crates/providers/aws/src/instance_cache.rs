@@ -299,6 +299,15 @@ impl InstanceCache {
         self.snapshot.read().expect("snapshot lock").by_id.len()
     }
 
+    /// Every security group of the known instances (where load-balancer node rules can live).
+    pub fn security_groups(&self) -> std::collections::BTreeSet<String> {
+        let snap = self.snapshot.read().expect("snapshot lock");
+        snap.by_id
+            .values()
+            .flat_map(|e| e.instance.security_groups.iter().cloned())
+            .collect()
+    }
+
     /// Whether no instance is known.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -40,14 +40,19 @@ fn from_sdk(g: &aws_sdk_ec2::types::SecurityGroup) -> SecurityGroup {
         let cidrs = p
             .ip_ranges()
             .iter()
-            .filter_map(|r| r.cidr_ip())
-            .chain(p.ipv6_ranges().iter().filter_map(|r| r.cidr_ipv6()));
-        for cidr in cidrs {
+            .filter_map(|r| Some((r.cidr_ip()?, r.description())))
+            .chain(
+                p.ipv6_ranges()
+                    .iter()
+                    .filter_map(|r| Some((r.cidr_ipv6()?, r.description()))),
+            );
+        for (cidr, description) in cidrs {
             cidr_rules.insert(CidrRule {
                 protocol: protocol.clone(),
                 from,
                 to,
                 cidr: cidr.to_string(),
+                description: description.unwrap_or("").to_string(),
             });
         }
         for pair in p.user_id_group_pairs() {
@@ -86,12 +91,23 @@ fn cidr_permission(rule: &CidrRule) -> IpPermission {
         .ip_protocol(&rule.protocol)
         .set_from_port(from)
         .set_to_port(to);
+    let description = (!rule.description.is_empty()).then(|| rule.description.clone());
     if rule.is_ipv6() {
-        b.ipv6_ranges(Ipv6Range::builder().cidr_ipv6(&rule.cidr).build())
-            .build()
+        b.ipv6_ranges(
+            Ipv6Range::builder()
+                .cidr_ipv6(&rule.cidr)
+                .set_description(description)
+                .build(),
+        )
+        .build()
     } else {
-        b.ip_ranges(IpRange::builder().cidr_ip(&rule.cidr).build())
-            .build()
+        b.ip_ranges(
+            IpRange::builder()
+                .cidr_ip(&rule.cidr)
+                .set_description(description)
+                .build(),
+        )
+        .build()
     }
 }
 

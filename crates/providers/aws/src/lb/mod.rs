@@ -9,6 +9,9 @@ mod classic;
 pub mod classic_spec;
 pub mod ec2_network;
 pub mod elb_api;
+pub mod elbv2_api;
+mod network;
+pub mod network_spec;
 pub mod node_rules;
 mod reaper;
 pub mod rules;
@@ -26,6 +29,7 @@ use crate::instance::Instance;
 use crate::instance_cache::InstanceCache;
 use crate::lb::annotations::{LbAnnotations, LbKind};
 use crate::lb::elb_api::ElbApi;
+use crate::lb::elbv2_api::ElbV2Api;
 use crate::lb::subnets::SubnetCache;
 
 /// Cloud-config settings that shape load balancers.
@@ -48,14 +52,17 @@ struct Known {
     node_groups: BTreeSet<String>,
     /// Every security group of the registered instances (to spot a node in a new group).
     instance_groups: BTreeSet<String>,
-    /// The group the node rules point at, and whether Stratus made it.
+    /// The group the node rules point at, and whether Stratus made it (Classic ELB).
     source_group: Option<(String, bool)>,
+    /// Target groups with the node port their targets use (NLB).
+    target_groups: Vec<(String, i32)>,
 }
 
 /// AWS implementation of the load-balancer capability.
 pub struct AwsLoadBalancers {
     ec2: Ec2,
     elb: ElbApi,
+    elbv2: ElbV2Api,
     cache: Arc<InstanceCache>,
     cluster_id: String,
     settings: LbSettings,
@@ -83,6 +90,7 @@ impl AwsLoadBalancers {
     pub fn new(
         ec2: Ec2,
         elb: ElbApi,
+        elbv2: ElbV2Api,
         cache: Arc<InstanceCache>,
         cluster_id: String,
         settings: LbSettings,
@@ -91,6 +99,7 @@ impl AwsLoadBalancers {
             subnets: SubnetCache::new(ec2.clone()),
             ec2,
             elb,
+            elbv2,
             cache,
             cluster_id,
             settings,
@@ -164,9 +173,13 @@ impl AwsLoadBalancers {
 impl LoadBalancer for AwsLoadBalancers {
     async fn get(&self, request: &LoadBalancerRequest) -> Result<Option<Vec<Ingress>>, CloudError> {
         let name = request.service.default_load_balancer_name();
-        Ok(self.elb.describe(&name).await?.map(|lb| {
+        let dns = match self.elb.describe(&name).await? {
+            Some(lb) => Some(lb.dns_name),
+            None => self.elbv2.describe(&name).await?.map(|lb| lb.dns_name),
+        };
+        Ok(dns.map(|d| {
             vec![Ingress {
-                hostname: Some(lb.dns_name),
+                hostname: Some(d),
                 ip: None,
             }]
         }))
@@ -176,7 +189,7 @@ impl LoadBalancer for AwsLoadBalancers {
         let ann = parse_annotations(request)?;
         match ann.kind {
             LbKind::Classic => self.ensure_classic(request, &ann).await,
-            LbKind::Network => Err(invalid("type nlb is not supported by this build yet")),
+            LbKind::Network => self.ensure_network(request, &ann).await,
             LbKind::Elsewhere => Err(CloudError::ImplementedElsewhere(
                 "this load-balancer type belongs to the AWS Load Balancer Controller".into(),
             )),
@@ -187,7 +200,8 @@ impl LoadBalancer for AwsLoadBalancers {
         let ann = parse_annotations(request)?;
         match ann.kind {
             LbKind::Classic => self.update_classic_targets(request, &ann).await,
-            _ => Ok(false),
+            LbKind::Network => self.update_network_targets(request, &ann).await,
+            LbKind::Elsewhere => Ok(false),
         }
     }
 
@@ -196,8 +210,10 @@ impl LoadBalancer for AwsLoadBalancers {
         _cluster_name: &str,
         service: &ServiceRef,
     ) -> Result<(), CloudError> {
+        // Both kinds: the annotation that chose one may have changed or be gone.
         let name = service.default_load_balancer_name();
         self.delete_classic(&name).await?;
+        self.delete_network(&name).await?;
         self.forget(&name);
         Ok(())
     }

@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 use stratus_cloud::CloudError;
 
 use crate::lb::classic::managed_group_name;
+use crate::lb::elbv2_api::TAG_BATCH;
+use crate::lb::network_spec::LOAD_BALANCER_TAG;
 use crate::lb::tags::{cluster_tag_key, owned_service_resource, OWNED, SERVICE_NAME_TAG};
 use crate::lb::{tags_in_batches, AwsLoadBalancers};
 
@@ -29,6 +31,7 @@ impl AwsLoadBalancers {
                 reaped += 1;
             }
         }
+        reaped += self.reap_network(live).await?;
         let key = cluster_tag_key(&self.cluster_id);
         let groups = self
             .ec2
@@ -41,6 +44,49 @@ impl AwsLoadBalancers {
             if !live.contains(lb) {
                 tracing::info!(group = %g.id, lb, "reaping orphaned security group");
                 self.delete_classic(lb).await?;
+            }
+        }
+        Ok(reaped)
+    }
+}
+
+impl AwsLoadBalancers {
+    /// NLBs and target groups of no live load-balancer name.
+    async fn reap_network(&self, live: &BTreeSet<String>) -> Result<usize, CloudError> {
+        let candidates: Vec<(String, String)> = self
+            .elbv2
+            .list_load_balancers()
+            .await?
+            .into_iter()
+            .filter(|(name, _)| !live.contains(name))
+            .collect();
+        let arns: Vec<String> = candidates.iter().map(|(_, arn)| arn.clone()).collect();
+        let mut tags = std::collections::BTreeMap::new();
+        for chunk in arns.chunks(TAG_BATCH) {
+            tags.extend(self.elbv2.tags(chunk).await?);
+        }
+        let mut reaped = 0;
+        for (name, arn) in &candidates {
+            if tags
+                .get(arn)
+                .is_some_and(|t| owned_service_resource(t, &self.cluster_id))
+            {
+                tracing::info!(lb = %name, "reaping orphaned NLB");
+                self.delete_network(name).await?;
+                self.forget(name);
+                reaped += 1;
+            }
+        }
+        let groups = self.elbv2.list_target_groups().await?;
+        for chunk in groups.chunks(TAG_BATCH) {
+            for (arn, t) in self.elbv2.tags(chunk).await? {
+                let orphan = owned_service_resource(&t, &self.cluster_id)
+                    && t.get(LOAD_BALANCER_TAG)
+                        .is_some_and(|lb| !live.contains(lb));
+                if orphan {
+                    tracing::info!(target_group = %arn, "reaping orphaned target group");
+                    self.elbv2.delete_target_group(&arn).await?;
+                }
             }
         }
         Ok(reaped)

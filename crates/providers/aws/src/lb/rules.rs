@@ -16,6 +16,8 @@ pub struct CidrRule {
     pub to: i32,
     /// IPv4 or IPv6 CIDR.
     pub cidr: String,
+    /// Rule description (empty when none), how shared groups' rules are found again.
+    pub description: String,
 }
 
 impl CidrRule {
@@ -61,6 +63,7 @@ pub fn listener_rules(ports: &[u16], ranges: &[String]) -> BTreeSet<CidrRule> {
                 from: i32::from(*port),
                 to: i32::from(*port),
                 cidr: cidr.clone(),
+                description: String::new(),
             });
         }
         let icmp = if cidr.contains(':') { "icmpv6" } else { "icmp" };
@@ -69,6 +72,7 @@ pub fn listener_rules(ports: &[u16], ranges: &[String]) -> BTreeSet<CidrRule> {
             from: 3,
             to: 4,
             cidr: cidr.clone(),
+            description: String::new(),
         });
     }
     out
@@ -132,7 +136,8 @@ mod tests {
             protocol: "icmpv6".into(),
             from: 3,
             to: 4,
-            cidr: "2001:db8::/32".into()
+            cidr: "2001:db8::/32".into(),
+            description: String::new(),
         }));
         assert!(rules.iter().filter(|r| r.protocol == "tcp").count() == 4);
     }
