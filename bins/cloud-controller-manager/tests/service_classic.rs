@@ -26,6 +26,7 @@ async fn classic_elb_is_created_updated_and_deleted_without_leaks() {
         ("connection-idle-timeout", "120"),
         ("healthcheck-interval", "15"),
         ("additional-resource-tags", "team=web,env=test"),
+        ("proxy-protocol", "*"),
     ]);
     create_lb_service(&lb.s.admin, NS, "web", &[80], ann)
         .await
@@ -98,6 +99,37 @@ async fn classic_elb_is_created_updated_and_deleted_without_leaks() {
         .iter()
         .any(|e| e.reason.as_deref() == Some("EnsuredLoadBalancer")));
 
+    let backend_policies: Vec<String> = d
+        .backend_server_descriptions()
+        .iter()
+        .filter(|b| b.instance_port() == Some(node_port))
+        .flat_map(|b| b.policy_names().iter().cloned())
+        .collect();
+    assert_eq!(backend_policies, vec!["k8s-proxyprotocol-enabled".to_string()]);
+    let ingress = ec2_fixture::cidr_rules(&lb.s.ec2, &lb_group).await.unwrap();
+    assert!(ingress.contains(&("tcp".to_string(), 80, "0.0.0.0/0".to_string())), "{ingress:?}");
+
+    // Source ranges narrow the ELB's own group.
+    patch_service(
+        &lb.s.admin,
+        NS,
+        "web",
+        json!({"spec": {"loadBalancerSourceRanges": ["10.1.0.0/16", "192.168.0.0/24"]}}),
+    )
+    .await
+    .unwrap();
+    wait_for("source ranges applied", WAIT, || async {
+        let rules = ec2_fixture::cidr_rules(&lb.s.ec2, &lb_group).await?;
+        let tcp: Vec<String> = rules
+            .into_iter()
+            .filter(|(p, _, _)| p == "tcp")
+            .map(|(_, _, c)| c)
+            .collect();
+        Ok((tcp == vec!["10.1.0.0/16".to_string(), "192.168.0.0/24".to_string()]).then_some(()))
+    })
+    .await
+    .unwrap();
+
     // A second port: a listener is added, nothing else is recreated.
     patch_service(
         &lb.s.admin,
@@ -125,7 +157,7 @@ async fn classic_elb_is_created_updated_and_deleted_without_leaks() {
         &lb.s.admin,
         NS,
         "web",
-        json!({"spec": {"type": "ClusterIP", "ports": [
+        json!({"spec": {"type": "ClusterIP", "loadBalancerSourceRanges": null, "ports": [
             {"name": "p80", "port": 80, "protocol": "TCP", "nodePort": null},
             {"name": "p8080", "port": 8080, "protocol": "TCP", "nodePort": null}]}}),
     )
@@ -152,11 +184,35 @@ async fn classic_elb_is_created_updated_and_deleted_without_leaks() {
     let svc = get_service(&lb.s.admin, NS, "web").await.unwrap().unwrap();
     assert_eq!(ingress_hostname(&svc), None, "status cleared");
 
-    // A deleted Service leaves nothing either.
+    // externalTrafficPolicy: Local moves the health check to the health-check node port.
     create_lb_service(&lb.s.admin, NS, "api", &[443], BTreeMap::new())
         .await
         .unwrap();
-    lb.wait_ingress("api").await;
+    let api = lb.wait_ingress("api").await;
+    patch_service(
+        &lb.s.admin,
+        NS,
+        "api",
+        json!({"spec": {"externalTrafficPolicy": "Local"}}),
+    )
+    .await
+    .unwrap();
+    let api_lb = load_balancer_name(&api);
+    let hc_port = wait_for("health-check node port", WAIT, || async {
+        let s = get_service(&lb.s.admin, NS, "api").await?.unwrap();
+        Ok(s.spec.and_then(|s| s.health_check_node_port))
+    })
+    .await
+    .unwrap();
+    wait_for("HTTP health check", WAIT, || async {
+        let d = lb.lbs.classic(&api_lb).await?.unwrap();
+        let target = d.health_check().map(|h| h.target().to_string());
+        Ok((target == Some(format!("HTTP:{hc_port}/healthz"))).then_some(()))
+    })
+    .await
+    .unwrap();
+
+    // A deleted Service leaves nothing either.
     assert!(!lb.leftovers().await.is_empty());
     delete_service(&lb.s.admin, NS, "api").await.unwrap();
     wait_for("api gone", WAIT, || async {

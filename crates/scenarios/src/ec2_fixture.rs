@@ -242,6 +242,27 @@ pub async fn group_sources(ec2: &Client, group: &str) -> anyhow::Result<Vec<(Str
         .collect())
 }
 
+/// Ingress rules of a group with an address range as source: (protocol, from port, CIDR), sorted.
+pub async fn cidr_rules(ec2: &Client, group: &str) -> anyhow::Result<Vec<(String, i32, String)>> {
+    let out = ec2.describe_security_groups().group_ids(group).send().await?;
+    let mut rules: Vec<(String, i32, String)> = out
+        .security_groups()
+        .iter()
+        .flat_map(|g| g.ip_permissions())
+        .flat_map(|p| {
+            p.ip_ranges().iter().filter_map(|r| {
+                Some((
+                    p.ip_protocol().unwrap_or("").to_string(),
+                    p.from_port().unwrap_or(-1),
+                    r.cidr_ip()?.to_string(),
+                ))
+            })
+        })
+        .collect();
+    rules.sort();
+    Ok(rules)
+}
+
 /// The security groups of an instance.
 pub async fn instance_groups(ec2: &Client, id: &str) -> anyhow::Result<Vec<String>> {
     let out = ec2.describe_instances().instance_ids(id).send().await?;
