@@ -244,7 +244,11 @@ pub async fn group_sources(ec2: &Client, group: &str) -> anyhow::Result<Vec<(Str
 
 /// Ingress rules of a group with an address range as source: (protocol, from port, CIDR), sorted.
 pub async fn cidr_rules(ec2: &Client, group: &str) -> anyhow::Result<Vec<(String, i32, String)>> {
-    let out = ec2.describe_security_groups().group_ids(group).send().await?;
+    let out = ec2
+        .describe_security_groups()
+        .group_ids(group)
+        .send()
+        .await?;
     let mut rules: Vec<(String, i32, String)> = out
         .security_groups()
         .iter()

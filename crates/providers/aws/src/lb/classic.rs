@@ -8,7 +8,7 @@ use stratus_cloud::{CloudError, Ingress, LoadBalancerRequest};
 
 use crate::instance::Instance;
 use crate::lb::annotations::LbAnnotations;
-use crate::lb::classic_spec::{classic_spec, ClassicSpec, PROXY_PROTOCOL_POLICY};
+use crate::lb::classic_spec::{classic_spec, ssl_policy_name, ClassicSpec, PROXY_PROTOCOL_POLICY};
 use crate::lb::elb_api::ClassicLb;
 use crate::lb::node_rules::{allow_all_from, classic_rule_description, has_rule, node_groups};
 use crate::lb::rules::{check_source_ranges, diff, listener_rules, source_ranges};
@@ -91,6 +91,7 @@ impl AwsLoadBalancers {
                         .await?;
                 }
                 self.converge_proxy(&spec, &BTreeSet::new()).await?;
+                self.converge_ssl_policy(&spec, &BTreeMap::new()).await?;
                 let add: Vec<String> = wanted.iter().cloned().collect();
                 self.elb.register(&spec.name, &add).await?;
                 dns
@@ -153,6 +154,8 @@ impl AwsLoadBalancers {
             self.elb.set_attributes(name, &spec.attributes).await?;
         }
         self.converge_proxy(spec, &lb.proxy_ports).await?;
+        self.converge_ssl_policy(spec, &lb.listener_policies)
+            .await?;
         let (register, deregister) = diff(&lb.instances, wanted);
         self.elb.register(name, &register).await?;
         self.elb.deregister(name, &deregister).await?;
@@ -175,6 +178,37 @@ impl AwsLoadBalancers {
         }
         for port in off {
             self.elb.set_backend_policies(&spec.name, port, &[]).await?;
+        }
+        Ok(())
+    }
+
+    /// Puts the SSL negotiation policy on every TLS listener that lacks it.
+    async fn converge_ssl_policy(
+        &self,
+        spec: &ClassicSpec,
+        current: &BTreeMap<i32, Vec<String>>,
+    ) -> Result<(), CloudError> {
+        let Some(predefined) = &spec.ssl_policy else {
+            return Ok(());
+        };
+        let policy = ssl_policy_name(predefined);
+        let mut created = false;
+        for l in spec.listeners.iter().filter(|l| l.certificate.is_some()) {
+            if current
+                .get(&l.port)
+                .is_some_and(|p| p == std::slice::from_ref(&policy))
+            {
+                continue;
+            }
+            if !created {
+                self.elb
+                    .ensure_ssl_policy(&spec.name, &policy, predefined)
+                    .await?;
+                created = true;
+            }
+            self.elb
+                .set_listener_policies(&spec.name, l.port, std::slice::from_ref(&policy))
+                .await?;
         }
         Ok(())
     }

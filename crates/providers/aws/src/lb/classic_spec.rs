@@ -79,7 +79,14 @@ pub struct ClassicSpec {
     pub attributes: ClassicAttributes,
     /// Instance ports that must speak the PROXY protocol.
     pub proxy_ports: BTreeSet<i32>,
+    /// Predefined SSL negotiation policy for the TLS listeners (`ssl-negotiation-policy`).
+    pub ssl_policy: Option<String>,
     pub tags: BTreeMap<String, String>,
+}
+
+/// Name of the listener policy that references a predefined SSL negotiation policy.
+pub fn ssl_policy_name(predefined: &str) -> String {
+    format!("k8s-SSLNegotiationPolicy-{predefined}")
 }
 
 fn backend_name(p: BackendProtocol) -> &'static str {
@@ -207,6 +214,7 @@ pub fn classic_spec(
         health_check,
         attributes,
         proxy_ports,
+        ssl_policy: ann.ssl.as_ref().and_then(|s| s.negotiation_policy.clone()),
         tags: ownership_tags(cluster_id, &request.service, &ann.additional_tags),
     })
 }

@@ -33,6 +33,8 @@ pub struct ClassicLb {
     pub health_check: Option<HealthCheck>,
     /// Instance ports with the PROXY protocol policy.
     pub proxy_ports: BTreeSet<i32>,
+    /// Policies of each listener, by load-balancer port.
+    pub listener_policies: BTreeMap<i32, Vec<String>>,
 }
 
 /// Classic ELB access.
@@ -140,6 +142,16 @@ impl ElbApi {
                 .instances()
                 .iter()
                 .filter_map(|i| i.instance_id().map(str::to_string))
+                .collect(),
+            listener_policies: d
+                .listener_descriptions()
+                .iter()
+                .filter_map(|l| {
+                    Some((
+                        l.listener()?.load_balancer_port(),
+                        l.policy_names().to_vec(),
+                    ))
+                })
                 .collect(),
             health_check: d.health_check().map(|h| HealthCheck {
                 target: h.target().to_string(),
@@ -525,6 +537,56 @@ impl ElbApi {
             Err(CloudError::Rejected { code, .. }) if code == "DuplicatePolicyName" => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// Creates a listener policy referencing a predefined SSL negotiation policy (idempotent).
+    pub async fn ensure_ssl_policy(
+        &self,
+        name: &str,
+        policy: &str,
+        predefined: &str,
+    ) -> Result<(), CloudError> {
+        let attr = PolicyAttribute::builder()
+            .attribute_name("Reference-Security-Policy")
+            .attribute_value(predefined)
+            .build();
+        let r = self
+            .api
+            .call("CreateLoadBalancerPolicy", || {
+                self.client
+                    .create_load_balancer_policy()
+                    .load_balancer_name(name)
+                    .policy_name(policy)
+                    .policy_type_name("SSLNegotiationPolicyType")
+                    .policy_attributes(attr.clone())
+                    .send()
+            })
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(CloudError::Rejected { code, .. }) if code == "DuplicatePolicyName" => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sets the policies of the listener on `port`.
+    pub async fn set_listener_policies(
+        &self,
+        name: &str,
+        port: i32,
+        policies: &[String],
+    ) -> Result<(), CloudError> {
+        self.api
+            .call("SetLoadBalancerPoliciesOfListener", || {
+                self.client
+                    .set_load_balancer_policies_of_listener()
+                    .load_balancer_name(name)
+                    .load_balancer_port(port)
+                    .set_policy_names(Some(policies.to_vec()))
+                    .send()
+            })
+            .await
+            .map(|_| ())
     }
 
     /// Sets the backend policies of one instance port (empty turns PROXY protocol off).
