@@ -31,6 +31,11 @@ impl AwsLoadBalancers {
     ) -> Result<Vec<Ingress>, CloudError> {
         let spec = network_spec(request, ann, &self.cluster_id).map_err(invalid)?;
         check_source_ranges(&request.source_ranges).map_err(invalid)?;
+        if !ann.security_groups.is_empty() {
+            return Err(invalid(
+                "security-groups on an NLB needs NLBSecurityGroupMode = Managed, which this build does not support; NLB clients are allowed through the node groups instead",
+            ));
+        }
         let instances = self.target_instances(request, ann).await?;
         let vpc = self.vpc(&instances)?;
         let all_subnets = self.subnets.subnets(&vpc).await?;
