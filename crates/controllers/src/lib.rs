@@ -1,14 +1,17 @@
-//! Generic cloud controllers of Stratus: node initialisation and node lifecycle.
+//! Generic cloud controllers of Stratus: node initialisation, node lifecycle, cloud routes and
+//! node pod-CIDR allocation.
 //!
-//! Watches Nodes; writes Node spec/labels/taints, `nodes/status` addresses, Node deletions and
-//! Events (events.k8s.io). Each controller is a pure `plan` module plus a thin kube-rs driver;
-//! cloud questions go through [`stratus_cloud::InstancesV2`].
+//! Watches Nodes; writes Node spec/labels/taints/pod CIDRs, `nodes/status` addresses and
+//! conditions, Node deletions and Events (events.k8s.io). Each controller is a pure `plan`
+//! module plus a thin kube-rs driver; cloud questions go through the [`stratus_cloud`] traits.
 
 pub mod events;
 pub mod informer;
 pub mod node;
+pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod node_view;
+pub mod route;
 pub mod service;
 
 /// Taint the kubelet sets on nodes waiting for the cloud-node controller.

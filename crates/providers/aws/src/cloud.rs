@@ -7,7 +7,7 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
 use prometheus_client::registry::Registry;
-use stratus_cloud::{Cloud, InstancesV2};
+use stratus_cloud::{Cloud, InstancesV2, Routes};
 
 use crate::api_call::{AwsApi, RetryPolicy};
 use crate::config::CloudConfig;
@@ -15,6 +15,7 @@ use crate::ec2::Ec2;
 use crate::instance_cache::{CacheOptions, InstanceCache, Scope};
 use crate::instances_v2::AwsInstances;
 use crate::metrics::AwsMetrics;
+use crate::routes::{AwsRoutes, TableScope};
 use crate::zones::ZoneIds;
 
 /// Provider name for `--cloud-provider`.
@@ -50,6 +51,8 @@ pub struct AwsCloud {
     ec2: Ec2,
     /// Cluster ID from the config (`None` only with `--allow-untagged-cloud`).
     cluster_id: Option<String>,
+    /// Pod-CIDR routes; `None` when the config names neither a route table nor a cluster ID.
+    routes: Option<Arc<AwsRoutes>>,
 }
 
 impl AwsCloud {
@@ -106,8 +109,11 @@ impl AwsCloud {
             region.clone(),
             config.global.node_ip_families.clone(),
         ));
+        let routes =
+            TableScope::from_config(config).map(|s| Arc::new(AwsRoutes::new(ec2.clone(), s)));
         tracing::info!(region = %region, "AWS provider started");
         Ok(AwsCloud {
+            routes,
             instances,
             cache,
             metrics,
@@ -172,5 +178,9 @@ impl Cloud for AwsCloud {
 
     fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
         Some(self.instances.clone())
+    }
+
+    fn routes(&self) -> Option<Arc<dyn Routes>> {
+        self.routes.clone().map(|r| r as Arc<dyn Routes>)
     }
 }
