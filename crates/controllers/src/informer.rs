@@ -89,6 +89,9 @@ impl NodeInformer {
     }
 }
 
+/// How often controllers that start from the whole store re-poll its readiness.
+pub const LISTED_POLL: Duration = Duration::from_millis(200);
+
 /// Waits until the store has its first list; false when its writer is gone.
 ///
 /// kube's readiness signal wakes only the latest of several waiters (several controllers wait on

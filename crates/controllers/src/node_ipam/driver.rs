@@ -16,7 +16,7 @@ use stratus_cloud::Cidr;
 use super::cidr_set::{CidrSet, CidrSetError};
 use super::plan::{Allocation, NodeCidrs, RangeAllocator, Report};
 use crate::events::EventPublisher;
-use crate::informer::{wait_until_listed, NodeChanges};
+use crate::informer::{wait_until_listed, NodeChanges, LISTED_POLL};
 
 /// Settings of the node-ipam controller.
 #[derive(Debug, Clone)]
@@ -70,7 +70,7 @@ pub async fn run(
     };
     let nodes: Api<Node> = Api::all(client.clone());
     let events = EventPublisher::new(client, "node-ipam-controller");
-    if !wait_until_listed(&store, Duration::from_secs(5)).await {
+    if !wait_until_listed(&store, LISTED_POLL).await {
         tracing::error!("node watch ended before its first list");
         return;
     }

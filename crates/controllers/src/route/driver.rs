@@ -19,7 +19,7 @@ use super::plan::{
     ActionKind, NodeRoutes, RouteAction,
 };
 use crate::events::EventPublisher;
-use crate::informer::{wait_until_listed, NodeChanges};
+use crate::informer::{wait_until_listed, NodeChanges, LISTED_POLL};
 use crate::node_view::node_info;
 
 /// Settings of the route controller.
@@ -82,13 +82,13 @@ pub async fn run(
         reported: BTreeSet::new(),
         failure_events: HashMap::new(),
     };
-    if !wait_until_listed(&store, ctx.config.reconcile_period).await {
+    if !wait_until_listed(&store, LISTED_POLL).await {
         tracing::error!("node watch ended before its first list");
         return;
     }
-    // Inputs of the last clean reconciliation: a change that leaves them as they were waits for
-    // the period.
-    let mut clean_inputs: Option<u64> = None;
+    // Inputs of the last reconciliation: a change that leaves them as they were (a heartbeat, a
+    // label, our own condition write) waits for the period, and so does the retry of a failure.
+    let mut last_inputs: Option<u64> = None;
     let mut next_pass = Instant::now();
     loop {
         let by_change = tokio::select! {
@@ -111,15 +111,12 @@ pub async fn run(
             .map(|n| node_routes(n, ctx.routes.as_ref()))
             .collect();
         let print = fingerprint(&inputs);
-        if by_change && clean_inputs == Some(print) {
+        if by_change && last_inputs == Some(print) {
             continue;
         }
-        match reconcile(&mut ctx, &nodes, &inputs).await {
-            Ok(()) => clean_inputs = Some(print),
-            Err(e) => {
-                tracing::warn!(error = %e, retry_in_s = ctx.config.reconcile_period.as_secs_f32(), "route reconciliation incomplete");
-                clean_inputs = None;
-            }
+        last_inputs = Some(print);
+        if let Err(e) = reconcile(&mut ctx, &nodes, &inputs).await {
+            tracing::warn!(error = %e, retry_in_s = ctx.config.reconcile_period.as_secs_f32(), "route reconciliation incomplete");
         }
         next_pass = Instant::now() + ctx.config.reconcile_period;
     }

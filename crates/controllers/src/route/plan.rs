@@ -536,7 +536,7 @@ mod tests {
         let mut b2 = b.clone();
         b2.target = Some(t("i-3"));
         assert_ne!(fingerprint(&[a.clone(), b]), fingerprint(&[a.clone(), b2]));
-        assert_ne!(fingerprint(&[a.clone()]), fingerprint(&[]));
+        assert_ne!(fingerprint(std::slice::from_ref(&a)), fingerprint(&[]));
     }
 
     fn k8s_node(pod_cidr: Option<&str>, pod_cidrs: &[&str], condition: Option<&str>) -> Node {
