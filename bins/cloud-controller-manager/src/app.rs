@@ -9,12 +9,13 @@ use stratus_aws::instance_cache::CacheOptions;
 use stratus_aws::{AwsCloud, AwsOptions};
 use stratus_cloud::Cloud;
 use stratus_controllers::informer::NodeInformer;
-use stratus_controllers::{node, node_lifecycle, service};
+use stratus_controllers::{node, node_ipam, node_lifecycle, route, service};
 
 use crate::options::{enabled_controllers, Options};
+use crate::pod_network::PodNetwork;
 
 /// Runs the cloud-controller-manager until SIGTERM/SIGINT.
-pub async fn run(opts: Options) -> anyhow::Result<()> {
+pub async fn run(opts: Options, network: PodNetwork) -> anyhow::Result<()> {
     let controllers = enabled_controllers(&opts.controllers).map_err(anyhow::Error::msg)?;
     if opts.cloud_provider != stratus_aws::PROVIDER_NAME {
         bail!(
@@ -88,6 +89,34 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 };
                 tasks.spawn(service::run(client.clone(), informer.store(), lb, cfg));
             }
+            "route" => {
+                if !opts.configure_cloud_routes {
+                    tracing::info!(
+                        "--configure-cloud-routes=false: the route controller is not started"
+                    );
+                    continue;
+                }
+                if network.cluster_cidrs.is_empty() {
+                    tracing::warn!("--configure-cloud-routes is true but --cluster-cidr is not set: the route controller is not started (pass --cluster-cidr, or --configure-cloud-routes=false to silence this)");
+                    continue;
+                }
+                let Some(routes) = cloud.routes() else {
+                    tracing::warn!("--configure-cloud-routes is true but the cloud config names neither RouteTableID nor a cluster ID: the route controller is not started");
+                    continue;
+                };
+                let cfg = route::RouteControllerConfig {
+                    cluster_cidrs: network.cluster_cidrs.clone(),
+                    reconcile_period: opts.route_reconciliation_period,
+                    ..route::RouteControllerConfig::default()
+                };
+                tasks.spawn(route::run(
+                    client.clone(),
+                    informer.store(),
+                    informer.subscribe(),
+                    routes,
+                    cfg,
+                ));
+            }
             other => {
                 tracing::warn!(
                     controller = other,
@@ -97,6 +126,17 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             }
         }
         tracing::info!(controller = name, "controller started");
+    }
+    // node-ipam runs whenever --allocate-node-cidrs is true, whichever controllers are enabled
+    // (as kube-controller-manager's, it is independent of the route controller).
+    if let Some(ranges) = network.allocate.clone() {
+        tasks.spawn(node_ipam::run(
+            client.clone(),
+            informer.store(),
+            informer.subscribe(),
+            node_ipam::NodeIpamConfig::new(ranges),
+        ));
+        tracing::info!(controller = "node-ipam", "controller started");
     }
     if let Some(watch) = informer.unclaimed_watch() {
         tasks.spawn(watch);

@@ -2,6 +2,7 @@
 
 mod app;
 mod options;
+mod pod_network;
 
 use clap::Parser;
 
@@ -12,6 +13,13 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::from(2);
     }
     let opts = options::Options::parse_from(&args);
+    let network = match opts.pod_network() {
+        Ok(n) => n,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     stratus_runtime::memory::tune_allocator();
     stratus_runtime::logging::init(opts.verbosity, false);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -19,7 +27,7 @@ fn main() -> std::process::ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(app::run(opts)) {
+    match runtime.block_on(app::run(opts, network)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

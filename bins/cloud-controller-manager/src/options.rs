@@ -6,6 +6,10 @@ use std::time::Duration;
 use clap::{ArgAction, Parser};
 use stratus_runtime::duration::parse_go_duration;
 
+use crate::pod_network::{
+    parse_allocator_type, parse_cluster_cidrs, pod_network, ClusterCidrs, MaskFlags, PodNetwork,
+};
+
 /// Upstream flags Stratus does not implement: refused by name instead of silently ignored.
 const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
     "leader-elect",
@@ -25,12 +29,6 @@ const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
     "authentication-kubeconfig",
     "authorization-kubeconfig",
     "use-service-account-credentials",
-    "configure-cloud-routes",
-    "allocate-node-cidrs",
-    "cluster-cidr",
-    "cidr-allocator-type",
-    "node-cidr-mask-size",
-    "route-reconciliation-period",
     "concurrent-node-status-updates",
     "external-cloud-volume-plugin",
     "kube-api-qps",
@@ -105,6 +103,45 @@ pub struct Options {
     /// Stratus: how often the shared EC2 instance view is listed again.
     #[arg(long = "instance-cache-refresh-period", default_value = "1m0s", value_parser = parse_go_duration)]
     pub instance_cache_refresh_period: Duration,
+    /// Whether the route controller keeps cloud routes for node pod CIDRs (needs --cluster-cidr).
+    #[arg(long = "configure-cloud-routes", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
+    pub configure_cloud_routes: bool,
+    /// How often the route controller reconciles routes (besides reacting to Node changes).
+    #[arg(long = "route-reconciliation-period", default_value = "10s", value_parser = parse_go_duration)]
+    pub route_reconciliation_period: Duration,
+    /// CIDR range of pods: one CIDR, or one IPv4 and one IPv6 CIDR, comma-separated.
+    #[arg(long = "cluster-cidr", default_value = "", value_parser = parse_cluster_cidrs)]
+    pub cluster_cidr: ClusterCidrs,
+    /// Whether the node-ipam controller gives nodes pod CIDRs from --cluster-cidr.
+    #[arg(long = "allocate-node-cidrs", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub allocate_node_cidrs: bool,
+    /// The pod CIDR allocator: only RangeAllocator.
+    #[arg(long = "cidr-allocator-type", default_value = "RangeAllocator", value_parser = parse_allocator_type)]
+    pub cidr_allocator_type: String,
+    /// Node pod CIDR mask size of a single-stack cluster (default 24 for IPv4, 64 for IPv6).
+    #[arg(long = "node-cidr-mask-size", value_parser = clap::value_parser!(u8).range(1..=128))]
+    pub node_cidr_mask_size: Option<u8>,
+    /// Node pod CIDR mask size for the IPv4 cluster CIDR [default: 24].
+    #[arg(long = "node-cidr-mask-size-ipv4", value_parser = clap::value_parser!(u8).range(1..=32))]
+    pub node_cidr_mask_size_ipv4: Option<u8>,
+    /// Node pod CIDR mask size for the IPv6 cluster CIDR [default: 64].
+    #[arg(long = "node-cidr-mask-size-ipv6", value_parser = clap::value_parser!(u8).range(1..=128))]
+    pub node_cidr_mask_size_ipv6: Option<u8>,
+}
+
+impl Options {
+    /// The pod-network flags checked together; the error names the flag.
+    pub fn pod_network(&self) -> Result<PodNetwork, String> {
+        pod_network(
+            &self.cluster_cidr,
+            self.allocate_node_cidrs,
+            MaskFlags {
+                legacy: self.node_cidr_mask_size,
+                ipv4: self.node_cidr_mask_size_ipv4,
+                ipv6: self.node_cidr_mask_size_ipv6,
+            },
+        )
+    }
 }
 
 /// Rejects upstream flags we do not implement, with a message naming them.
@@ -240,6 +277,44 @@ mod tests {
         let e = refuse_unimplemented(&args).unwrap_err();
         assert!(e.contains("--leader-elect, --secure-port"), "{e}");
         assert!(refuse_unimplemented(&["--v=3".to_string()]).is_ok());
+    }
+
+    #[test]
+    fn pod_network_flags() {
+        let o = parse(&["--cloud-provider=aws"]).unwrap();
+        assert!(o.configure_cloud_routes);
+        assert!(!o.allocate_node_cidrs);
+        assert_eq!(o.route_reconciliation_period, Duration::from_secs(10));
+        assert_eq!(o.cidr_allocator_type, "RangeAllocator");
+        assert_eq!(o.pod_network().unwrap(), PodNetwork::default());
+        let o = parse(&[
+            "--cloud-provider=aws",
+            "--configure-cloud-routes=false",
+            "--allocate-node-cidrs",
+            "--cluster-cidr=10.244.0.0/16,fd00:10:244::/56",
+            "--node-cidr-mask-size-ipv6=60",
+            "--route-reconciliation-period=1m30s",
+            "--cidr-allocator-type=RangeAllocator",
+        ])
+        .unwrap();
+        assert!(!o.configure_cloud_routes);
+        assert_eq!(o.route_reconciliation_period, Duration::from_secs(90));
+        let n = o.pod_network().unwrap();
+        assert_eq!(n.cluster_cidrs.len(), 2);
+        let masks: Vec<u8> = n.allocate.unwrap().iter().map(|(_, m)| *m).collect();
+        assert_eq!(masks, vec![24, 60]);
+        for bad in [
+            "--cluster-cidr=10.244.0.0",
+            "--cidr-allocator-type=CloudAllocator",
+            "--node-cidr-mask-size-ipv4=33",
+            "--route-reconciliation-period=10",
+        ] {
+            let e = parse(&["--cloud-provider=aws", bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            let flag = bad.split('=').next().unwrap();
+            assert!(e.to_string().contains(flag), "{bad}: {e}");
+        }
+        assert!(refuse_unimplemented(&["--cluster-cidr=10.0.0.0/8".to_string()]).is_ok());
     }
 
     #[test]

@@ -3,6 +3,12 @@
 use std::process::Command;
 
 fn run(args: &[&str]) -> (bool, String) {
+    let (code, err) = run_code(args);
+    (code == Some(0), err)
+}
+
+/// The exit code and stderr.
+fn run_code(args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_cloud-controller-manager"))
         .args(args)
         .env_remove("KUBECONFIG")
@@ -10,7 +16,7 @@ fn run(args: &[&str]) -> (bool, String) {
         .output()
         .expect("run ccm");
     (
-        out.status.success(),
+        out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
@@ -98,4 +104,52 @@ fn missing_cluster_id_is_refused_unless_untagged_is_allowed() {
     ]);
     assert!(!ok);
     assert!(err.contains("no cluster ID"), "{err}");
+}
+
+#[test]
+fn bad_pod_network_flags_exit_2_naming_the_flag() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--cluster-cidr=10.244.0.0"],
+            &["--cluster-cidr", "10.244.0.0"],
+        ),
+        (
+            &["--cluster-cidr=10.244.0.0/16,10.245.0.0/16"],
+            &["--cluster-cidr", "dual-stack"],
+        ),
+        (
+            &["--cidr-allocator-type=CloudAllocator"],
+            &["--cidr-allocator-type", "RangeAllocator"],
+        ),
+        (
+            &[
+                "--allocate-node-cidrs",
+                "--cluster-cidr=10.244.0.0/16,fd00::/56",
+                "--node-cidr-mask-size=24",
+            ],
+            &["--node-cidr-mask-size", "dual-stack"],
+        ),
+        (
+            &[
+                "--allocate-node-cidrs",
+                "--cluster-cidr=10.244.0.0/16",
+                "--node-cidr-mask-size-ipv4=8",
+            ],
+            &["--node-cidr-mask-size-ipv4", "10.244.0.0/16"],
+        ),
+        (&["--allocate-node-cidrs"], &["--cluster-cidr"]),
+        (
+            &["--route-reconciliation-period=soon"],
+            &["--route-reconciliation-period"],
+        ),
+    ];
+    for (flags, words) in cases {
+        let mut args = vec!["--cloud-provider=aws"];
+        args.extend_from_slice(flags);
+        let (code, err) = run_code(&args);
+        assert_eq!(code, Some(2), "{flags:?}: {err}");
+        for w in *words {
+            assert!(err.contains(w), "{flags:?}: {w:?} missing in {err}");
+        }
+    }
 }

@@ -1,5 +1,8 @@
-//! One Node watch shared by every node controller: a reflector store of slimmed Nodes plus the
-//! stream of changes that drives the cloud-node controller.
+//! One Node watch shared by every node controller: a reflector store of slimmed Nodes, the
+//! stream of changes that drives the cloud-node controller, and a change signal for the
+//! controllers that work over the whole store (route, node-ipam).
+
+use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -7,14 +10,22 @@ use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
+use tokio::sync::watch;
 
 /// Changed Nodes, as the cloud-node controller consumes them.
 pub type NodeEvents = BoxStream<'static, Result<Node, watcher::Error>>;
+
+/// A signal that the store changed (a Node was added, modified or deleted, or the watch relisted).
+///
+/// It carries no Node: a subscriber reads the store after `changed()` returns. Changes made while
+/// a subscriber is busy are coalesced into one signal. `changed()` fails once the watch is gone.
+pub type NodeChanges = watch::Receiver<u64>;
 
 /// The shared Node watch.
 pub struct NodeInformer {
     store: Store<Node>,
     events: Option<NodeEvents>,
+    changes: NodeChanges,
 }
 
 /// Drops what no controller reads (managed fields, image lists) before a Node is cached:
@@ -30,23 +41,41 @@ impl NodeInformer {
     /// Starts nothing yet: the watch runs while its event stream is polled.
     pub fn new(client: Client) -> Self {
         let (store, writer) = reflector::store();
+        let (signal, changes) = watch::channel(0u64);
         let events = reflector::reflector(
             writer,
             watcher(Api::<Node>::all(client), watcher::Config::default())
                 .default_backoff()
                 .modify(slim),
         )
+        // The reflector has applied the event to the store by the time it yields it. During a
+        // relist the store changes only at `InitDone`.
+        .inspect(move |event| {
+            if matches!(
+                event,
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
+            ) {
+                signal.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        })
         .applied_objects()
         .boxed();
         Self {
             store,
             events: Some(events),
+            changes,
         }
     }
 
     /// The cache every controller reads.
     pub fn store(&self) -> Store<Node> {
         self.store.clone()
+    }
+
+    /// A change signal for one more subscriber; its first `changed()` returns at once when the
+    /// store changed since the informer was built.
+    pub fn subscribe(&self) -> NodeChanges {
+        self.changes.clone()
     }
 
     /// The change stream, for the one controller that drives the watch.
@@ -57,5 +86,21 @@ impl NodeInformer {
     /// Keeps the watch running when no controller took the change stream; `None` otherwise.
     pub fn unclaimed_watch(mut self) -> Option<impl std::future::Future<Output = ()> + Send> {
         self.events.take().map(|e| e.for_each(|_| async {}))
+    }
+}
+
+/// How often controllers that start from the whole store re-poll its readiness.
+pub const LISTED_POLL: Duration = Duration::from_millis(200);
+
+/// Waits until the store has its first list; false when its writer is gone.
+///
+/// kube's readiness signal wakes only the latest of several waiters (several controllers wait on
+/// the same store), so the wait is re-polled every `period` instead of trusted once.
+pub async fn wait_until_listed(store: &Store<Node>, period: Duration) -> bool {
+    loop {
+        match tokio::time::timeout(period, store.wait_until_ready()).await {
+            Ok(result) => return result.is_ok(),
+            Err(_) => tracing::debug!("node cache not ready yet"),
+        }
     }
 }

@@ -1,16 +1,18 @@
 //! Generic cloud controllers of Stratus: node initialisation, node lifecycle, service load
-//! balancers.
+//! balancers, cloud routes and node pod-CIDR allocation.
 //!
-//! Watches Nodes and Services; writes Node spec/labels/taints, `nodes/status` addresses, Node
-//! deletions, Service finalizers and `services/status` ingress, and Events (events.k8s.io).
-//! Each controller is a pure `plan` module plus a thin kube-rs driver; cloud questions go
-//! through the [`stratus_cloud`] traits.
+//! Watches Nodes and Services; writes Node spec/labels/taints/pod CIDRs, `nodes/status`
+//! addresses and conditions, Node deletions, Service finalizers and `services/status` ingress,
+//! and Events (events.k8s.io). Each controller is a pure `plan` module plus a thin kube-rs
+//! driver; cloud questions go through the [`stratus_cloud`] traits.
 
 pub mod events;
 pub mod informer;
 pub mod node;
+pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod node_view;
+pub mod route;
 pub mod service;
 pub mod store_ready;
 

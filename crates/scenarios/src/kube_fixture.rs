@@ -77,6 +77,59 @@ pub async fn create_static_node(admin: &Client, name: &str) -> anyhow::Result<No
     Ok(nodes.create(&PostParams::default(), &node).await?)
 }
 
+/// Creates an initialised Node (no taint) with a providerID and pod CIDRs, as a node looks once
+/// the cloud-node controller (and an IPAM) are done with it.
+pub async fn create_initialized_node(
+    admin: &Client,
+    name: &str,
+    provider_id: &str,
+    pod_cidrs: &[&str],
+) -> anyhow::Result<Node> {
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let mut node = Node::default();
+    node.metadata.name = Some(name.to_string());
+    node.spec = Some(NodeSpec {
+        provider_id: Some(provider_id.to_string()),
+        pod_cidr: pod_cidrs.first().map(|c| c.to_string()),
+        pod_cidrs: (!pod_cidrs.is_empty())
+            .then(|| pod_cidrs.iter().map(|c| c.to_string()).collect()),
+        ..NodeSpec::default()
+    });
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .with_context(|| format!("create node {name}"))
+}
+
+/// Deletes a Node (no error when it is already gone).
+pub async fn delete_node(admin: &Client, name: &str) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(admin.clone());
+    match nodes.delete(name, &Default::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `spec.podCIDRs` of the node.
+pub fn pod_cidrs(node: &Node) -> Vec<String> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.pod_cidrs.clone())
+        .unwrap_or_default()
+}
+
+/// `(status, reason)` of the node's condition of type `kind`.
+pub fn condition(node: &Node, kind: &str) -> Option<(String, String)> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+}
+
 /// The node, or `None` when it does not exist.
 pub async fn get_node(client: &Client, name: &str) -> anyhow::Result<Option<Node>> {
     Ok(Api::<Node>::all(client.clone()).get_opt(name).await?)

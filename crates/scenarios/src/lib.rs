@@ -1,11 +1,12 @@
-//! Fixtures shared by the integration tests, the demo and the benchmarks: EC2 instances in moto,
-//! uninitialised and ready Nodes, LoadBalancer Services and the ELBs behind them, the shipped
-//! RBAC, and a cloud-controller-manager process.
+//! Fixtures shared by the integration tests, the demo and the benchmarks: EC2 instances and route
+//! tables in moto, uninitialised and ready Nodes, LoadBalancer Services and the ELBs behind them,
+//! the shipped RBAC, and a cloud-controller-manager process.
 
 pub mod ccm;
 pub mod ec2_fixture;
 pub mod kube_fixture;
 pub mod lb_fixture;
+pub mod route_fixture;
 pub mod service_fixture;
 pub mod table;
 pub mod wait;

@@ -12,6 +12,7 @@ use stratus_cloud::{CloudError, InstancesV2};
 
 use super::plan::{is_managed, plan_lifecycle, taint_patch, LifecycleAction};
 use crate::events::EventPublisher;
+use crate::informer::wait_until_listed;
 use crate::node_view::node_info;
 
 /// Settings of the node-lifecycle controller.
@@ -41,7 +42,7 @@ pub async fn run(
 ) {
     let nodes: Api<Node> = Api::all(client.clone());
     let events = EventPublisher::new(client, "cloud-node-lifecycle-controller");
-    if !wait_for_cache(&store, config.monitor_period).await {
+    if !wait_until_listed(&store, config.monitor_period).await {
         tracing::error!("node watch ended before its first list");
         return;
     }
@@ -63,19 +64,6 @@ pub async fn run(
             .await;
         if failures > 0 {
             tracing::warn!(failures, "node lifecycle pass could not check every node");
-        }
-    }
-}
-
-/// Waits until the shared cache has its first list; false when its writer is gone.
-///
-/// kube's readiness signal wakes only the latest of several waiters (the cloud-node controller
-/// waits on the same store), so the wait is re-polled every `period` instead of trusted once.
-async fn wait_for_cache(store: &Store<Node>, period: Duration) -> bool {
-    loop {
-        match tokio::time::timeout(period, store.wait_until_ready()).await {
-            Ok(result) => return result.is_ok(),
-            Err(_) => tracing::debug!("node cache not ready yet"),
         }
     }
 }

@@ -7,7 +7,7 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
 use prometheus_client::registry::Registry;
-use stratus_cloud::{Cloud, InstancesV2, LoadBalancer};
+use stratus_cloud::{Cloud, InstancesV2, LoadBalancer, Routes};
 
 use crate::api_call::{AwsApi, RetryPolicy};
 use crate::config::CloudConfig;
@@ -18,6 +18,7 @@ use crate::lb::elb_api::ElbApi;
 use crate::lb::elbv2_api::ElbV2Api;
 use crate::lb::{AwsLoadBalancers, LbSettings};
 use crate::metrics::AwsMetrics;
+use crate::routes::{AwsRoutes, TableScope};
 use crate::zones::ZoneIds;
 
 /// Provider name for `--cloud-provider`.
@@ -55,6 +56,8 @@ pub struct AwsCloud {
     cluster_id: Option<String>,
     /// Load balancers; `None` without a cluster ID (nothing could be tagged or reaped).
     load_balancers: Option<Arc<AwsLoadBalancers>>,
+    /// Pod-CIDR routes; `None` when the config names neither a route table nor a cluster ID.
+    routes: Option<Arc<AwsRoutes>>,
 }
 
 impl AwsCloud {
@@ -153,8 +156,11 @@ impl AwsCloud {
                 },
             ))
         });
+        let routes =
+            TableScope::from_config(config).map(|s| Arc::new(AwsRoutes::new(ec2.clone(), s)));
         tracing::info!(region = %region, "AWS provider started");
         Ok(AwsCloud {
+            routes,
             instances,
             cache,
             metrics,
@@ -226,5 +232,9 @@ impl Cloud for AwsCloud {
         self.load_balancers
             .clone()
             .map(|lb| lb as Arc<dyn LoadBalancer>)
+    }
+
+    fn routes(&self) -> Option<Arc<dyn Routes>> {
+        self.routes.clone().map(|r| r as Arc<dyn Routes>)
     }
 }

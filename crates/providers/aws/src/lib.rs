@@ -1,7 +1,8 @@
 //! Stratus AWS provider: answers cloud questions about EC2 for the generic controllers.
 //!
 //! Reads EC2 (DescribeInstances filtered by the cluster tag, DescribeAvailabilityZones) through
-//! one shared, periodically refreshed instance cache; writes nothing to Kubernetes.
+//! one shared, periodically refreshed instance cache; keeps pod-CIDR routes in the cluster's
+//! route tables; writes nothing to Kubernetes.
 
 pub mod api_call;
 pub mod cloud;
@@ -13,6 +14,7 @@ pub mod instances_v2;
 pub mod lb;
 pub mod metrics;
 pub mod provider_id;
+pub mod routes;
 pub mod subnet_selection;
 pub mod zones;
 
