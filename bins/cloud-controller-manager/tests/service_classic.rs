@@ -85,14 +85,25 @@ async fn classic_elb_is_created_updated_and_deleted_without_leaks() {
         .await
         .unwrap();
     assert_eq!(groups.len(), 1, "one managed group");
-    assert_eq!(d.security_groups().len(), 1);
-    let lb_group = d.security_groups()[0].clone();
-    assert!(
-        lb.node_group_sources()
-            .await
-            .iter()
-            .any(|(src, _)| src == &lb_group),
-        "node group lets the ELB in"
+    let backend = ec2_fixture::security_group_id(&lb.s.ec2, "k8s-elb-backend-clb")
+        .await
+        .unwrap()
+        .expect("the cluster's backend group");
+    assert_eq!(d.security_groups().len(), 2, "own group + backend group");
+    let lb_group = d
+        .security_groups()
+        .iter()
+        .find(|g| **g != backend)
+        .unwrap()
+        .clone();
+    let sources = lb.node_group_sources().await;
+    assert_eq!(
+        sources,
+        vec![(
+            backend.clone(),
+            "kubernetes.io/rule/elb/backend".to_string()
+        )],
+        "one node rule, from the backend group"
     );
     let events = events_about(&lb.s.admin, "Service", "web").await.unwrap();
     assert!(events
@@ -181,12 +192,10 @@ async fn classic_elb_is_created_updated_and_deleted_without_leaks() {
     })
     .await
     .unwrap();
-    assert_eq!(lb.leftovers().await, Vec::<String>::new());
-    assert!(!lb
-        .node_group_sources()
-        .await
-        .iter()
-        .any(|(src, _)| src == &lb_group));
+    // The ELB and its group go at once; the shared backend group and its node rule once the
+    // reaper (woken by the deletion) sees no Classic ELB left.
+    lb.wait_no_leftovers().await;
+    assert_eq!(lb.node_group_sources().await, vec![]);
     let svc = get_service(&lb.s.admin, NS, "web").await.unwrap().unwrap();
     assert_eq!(ingress_hostname(&svc), None, "status cleared");
 
@@ -229,7 +238,7 @@ async fn classic_elb_is_created_updated_and_deleted_without_leaks() {
     })
     .await
     .unwrap();
-    assert_eq!(lb.leftovers().await, Vec::<String>::new());
+    lb.wait_no_leftovers().await;
     let events = events_about(&lb.s.admin, "Service", "api").await.unwrap();
     assert!(events
         .iter()
@@ -422,11 +431,20 @@ async fn crash_in_the_middle_of_creating_resumes_without_duplicates() {
     lb.wait_registered(&name, &all).await;
     assert_eq!(lb.lbs.classic_names().await.unwrap(), vec![name.clone()]);
     assert_eq!(
-        ec2_fixture::security_groups_named(&lb.s.ec2, "k8s-elb-")
+        ec2_fixture::security_groups_named(&lb.s.ec2, "k8s-elb-a")
             .await
             .unwrap()
             .len(),
-        1
+        1,
+        "one group of the ELB"
+    );
+    assert_eq!(
+        ec2_fixture::security_groups_named(&lb.s.ec2, "k8s-elb-backend-")
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "one backend group"
     );
 }
 

@@ -221,6 +221,20 @@ pub async fn security_groups_named(ec2: &Client, prefix: &str) -> anyhow::Result
         .collect())
 }
 
+/// The ID of the security group named exactly `name`, if any.
+pub async fn security_group_id(ec2: &Client, name: &str) -> anyhow::Result<Option<String>> {
+    let out = ec2
+        .describe_security_groups()
+        .filters(Filter::builder().name("group-name").values(name).build())
+        .send()
+        .await?;
+    Ok(out
+        .security_groups()
+        .first()
+        .and_then(|g| g.group_id())
+        .map(str::to_string))
+}
+
 /// Ingress rules of a group that have another group as their source: (source, description).
 pub async fn group_sources(ec2: &Client, group: &str) -> anyhow::Result<Vec<(String, String)>> {
     let out = ec2

@@ -123,6 +123,18 @@ impl Lb {
         out
     }
 
+    /// Waits until nothing the CCM made is left in moto.
+    pub async fn wait_no_leftovers(&self) {
+        let waited = wait_for("no leftovers", WAIT, || async {
+            let left = self.leftovers().await;
+            Ok(left.is_empty().then_some(()))
+        })
+        .await;
+        if let Err(e) = waited {
+            panic!("{e}: still there: {:?}", self.leftovers().await);
+        }
+    }
+
     pub async fn node_group_sources(&self) -> Vec<(String, String)> {
         let id = self.nodes.values().next().unwrap();
         let groups = ec2_fixture::instance_groups(&self.s.ec2, id).await.unwrap();

@@ -16,6 +16,7 @@ use kube::runtime::watcher;
 use kube::Client;
 use serde_json::json;
 use stratus_cloud::{CloudError, LoadBalancer, LoadBalancerRequest, ServiceRef};
+use tokio::sync::Notify;
 
 use super::node_trigger::node_changes;
 use super::plan::{
@@ -27,6 +28,8 @@ use crate::store_ready::wait_for_store;
 
 /// Reporter name of our Events.
 const MANAGER: &str = "service-controller";
+/// Delay between a load-balancer deletion and the reaper pass it triggers.
+const REAP_AFTER_DELETE: Duration = Duration::from_secs(2);
 
 /// Settings of the service controller.
 #[derive(Debug, Clone)]
@@ -92,6 +95,8 @@ struct Ctx {
     config: ServiceControllerConfig,
     applied: Mutex<HashMap<String, Applied>>,
     failures: Mutex<HashMap<String, u32>>,
+    /// Wakes the reaper after a load balancer was deleted (shared cloud resources may be free).
+    reap_soon: Arc<Notify>,
 }
 
 fn key(svc: &Service) -> String {
@@ -139,6 +144,7 @@ pub async fn run(
         config: config.clone(),
         applied: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
+        reap_soon: Arc::new(Notify::new()),
     });
     let trigger = node_changes(
         nodes,
@@ -152,7 +158,12 @@ pub async fn run(
     )
     .with_config(Config::default().concurrency(config.concurrency));
     let services = controller.store();
-    let reaper = tokio::spawn(reap_forever(services, lb, config.clone()));
+    let reaper = tokio::spawn(reap_forever(
+        services,
+        lb,
+        config.clone(),
+        ctx.reap_soon.clone(),
+    ));
     controller
         .reconcile_all_on(trigger)
         .run(reconcile, error_policy, ctx)
@@ -358,6 +369,7 @@ async fn cleanup(svc: &Service, ctx: &Ctx) -> Result<Action, ServiceError> {
         return Err(e.into());
     }
     ctx.applied.lock().expect("applied lock").remove(&k);
+    ctx.reap_soon.notify_one();
     ctx.events
         .publish(
             svc,
@@ -415,12 +427,14 @@ fn error_policy(svc: Arc<Service>, error: &ServiceError, ctx: Arc<Ctx>) -> Actio
     Action::requeue(delay)
 }
 
-/// Every `reaper_period`, deletes cloud resources of Services that no longer exist. Only runs
-/// on a complete Service cache: an empty cache would make every load balancer look orphaned.
+/// Every `reaper_period`, and shortly after a load balancer was deleted, deletes cloud
+/// resources of Services that no longer exist. Only runs on a complete Service cache: an empty
+/// cache would make every load balancer look orphaned.
 async fn reap_forever(
     services: Store<Service>,
     lb: Arc<dyn LoadBalancer>,
     config: ServiceControllerConfig,
+    soon: Arc<Notify>,
 ) {
     if !wait_for_store(&services, Duration::from_secs(1)).await {
         return;
@@ -428,7 +442,13 @@ async fn reap_forever(
     let mut tick = tokio::time::interval(config.reaper_period);
     tick.tick().await;
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = soon.notified() => {
+                // Let a burst of deletions finish first: one listing for all of them.
+                tokio::time::sleep(REAP_AFTER_DELETE).await;
+            }
+        }
         let live: Vec<ServiceRef> = services
             .state()
             .iter()

@@ -10,7 +10,7 @@ use crate::instance::Instance;
 use crate::lb::annotations::LbAnnotations;
 use crate::lb::classic_spec::{classic_spec, ssl_policy_name, ClassicSpec, PROXY_PROTOCOL_POLICY};
 use crate::lb::elb_api::ClassicLb;
-use crate::lb::node_rules::{allow_all_from, classic_rule_description, has_rule, node_groups};
+use crate::lb::node_rules::{allow_all_from, has_rule, node_groups};
 use crate::lb::rules::{check_source_ranges, diff, listener_rules, source_ranges};
 use crate::lb::subnets::choose_subnets;
 use crate::lb::tags::{cluster_tag_key, missing_tags, OWNED};
@@ -20,6 +20,18 @@ use crate::lb::{invalid, AwsLoadBalancers};
 pub fn managed_group_name(lb_name: &str) -> String {
     format!("k8s-elb-{lb_name}")
 }
+
+/// Name of the cluster's backend group, the source of every node rule.
+pub fn backend_group_name(cluster_id: &str) -> String {
+    format!("k8s-elb-backend-{cluster_id}")
+}
+
+/// Tag marking what a cluster-wide group is for.
+pub const ROLE_TAG: &str = "stratus.io/role";
+/// [`ROLE_TAG`] value of the backend group.
+pub const BACKEND_ROLE: &str = "elb-backend";
+/// Description of the node rules whose source is the backend group.
+pub const BACKEND_RULE_DESCRIPTION: &str = "kubernetes.io/rule/elb/backend";
 
 fn ids(instances: &[Arc<Instance>]) -> BTreeSet<String> {
     instances
@@ -47,7 +59,6 @@ impl AwsLoadBalancers {
                     return Err(invalid(e));
                 }
             };
-        let managed = ann.security_groups.is_empty() && self.settings.elb_security_group.is_none();
         let mut groups = if !ann.security_groups.is_empty() {
             ann.security_groups.clone()
         } else if let Some(g) = &self.settings.elb_security_group {
@@ -60,6 +71,20 @@ impl AwsLoadBalancers {
                 groups.push(g.clone());
             }
         }
+        // The cluster's backend group: the one source the node groups let in, whatever the
+        // number of load balancers (one node rule per node group, not one per load balancer).
+        let backend = if self.settings.disable_security_group_ingress {
+            None
+        } else {
+            Some(self.ensure_backend_group(&vpc).await?)
+        };
+        groups.extend(
+            backend
+                .iter()
+                .filter(|b| !groups.contains(b))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
         let existing = match self.elb.describe(&spec.name).await? {
             Some(lb) if (lb.scheme == "internal") != spec.internal => {
                 tracing::info!(lb = %spec.name, "scheme changed; recreating the load balancer");
@@ -103,8 +128,8 @@ impl AwsLoadBalancers {
             }
         };
         self.remember(&spec.name, |k| k.targets = wanted.clone());
-        if !self.settings.disable_security_group_ingress {
-            self.ensure_node_rules(&spec.name, &groups[0], managed, &instances)
+        if let Some(backend) = &backend {
+            self.ensure_backend_rules(&spec.name, backend, &instances)
                 .await?;
         }
         Ok(vec![Ingress {
@@ -250,13 +275,40 @@ impl AwsLoadBalancers {
         Ok(id)
     }
 
-    /// Adds this load balancer's rule to every node group that lacks it, and removes it from
-    /// groups no target uses any more.
-    async fn ensure_node_rules(
+    /// The cluster-wide backend group, found by name or made (tagged, no rules of its own).
+    async fn ensure_backend_group(&self, vpc: &str) -> Result<String, CloudError> {
+        if let Some((v, id)) = self.backend.lock().expect("backend lock").clone() {
+            if v == vpc {
+                return Ok(id);
+            }
+        }
+        let name = backend_group_name(&self.cluster_id);
+        let id = match self.ec2.security_group_by_name(vpc, &name).await? {
+            Some(g) => g.id,
+            None => {
+                let tags = BTreeMap::from([
+                    (cluster_tag_key(&self.cluster_id), OWNED.to_string()),
+                    (ROLE_TAG.to_string(), BACKEND_ROLE.to_string()),
+                ]);
+                let description = format!(
+                    "Kubernetes ELBs of cluster {} reach the nodes through this group",
+                    self.cluster_id
+                );
+                self.ec2
+                    .create_security_group(vpc, &name, &description, &tags)
+                    .await?
+            }
+        };
+        *self.backend.lock().expect("backend lock") = Some((vpc.to_string(), id.clone()));
+        Ok(id)
+    }
+
+    /// Lets the backend group into every node group of the targets (one rule per node group,
+    /// shared by all load balancers; removed by the reaper once no load balancer is left).
+    async fn ensure_backend_rules(
         &self,
         lb_name: &str,
-        source_group: &str,
-        source_is_ours: bool,
+        backend: &str,
         instances: &[Arc<Instance>],
     ) -> Result<(), CloudError> {
         let instance_groups: BTreeSet<String> = instances
@@ -275,33 +327,43 @@ impl AwsLoadBalancers {
             .map(|i| i.security_groups.clone())
             .collect();
         let wanted = node_groups(&per_instance, &known, &self.cluster_id).map_err(invalid)?;
-        let rule = allow_all_from(source_group, lb_name);
+        let rule = allow_all_from(backend, BACKEND_RULE_DESCRIPTION);
         for g in &wanted {
             if !known.get(g).is_some_and(|sg| has_rule(sg, &rule)) {
                 self.ec2.authorize_group_rule(g, &rule).await?;
             }
         }
-        for g in self
-            .ec2
-            .security_groups_referencing(None, source_group)
-            .await?
-        {
-            if wanted.contains(&g.id) {
-                continue;
-            }
-            for r in g.group_rules.iter().filter(|r| {
-                r.source_group == source_group
-                    && (source_is_ours || r.description == classic_rule_description(lb_name))
-            }) {
-                self.ec2.revoke_group_rule(&g.id, r).await?;
-            }
-        }
         self.remember(lb_name, |k| {
             k.node_groups = wanted;
             k.instance_groups = instance_groups;
-            k.source_group = Some((source_group.to_string(), source_is_ours));
+            k.source_group = Some((backend.to_string(), true));
         });
         Ok(())
+    }
+
+    /// Removes the backend rules from every group and deletes the backend group (when no
+    /// load balancer of the cluster is left).
+    pub(super) async fn delete_backend_group(&self) -> Result<bool, CloudError> {
+        let name = backend_group_name(&self.cluster_id);
+        let mut deleted = false;
+        for g in self.ec2.security_groups_named(&name).await? {
+            if g.tags
+                .get(&cluster_tag_key(&self.cluster_id))
+                .map(String::as_str)
+                != Some(OWNED)
+            {
+                continue;
+            }
+            for user in self.ec2.security_groups_referencing(None, &g.id).await? {
+                for r in user.group_rules.iter().filter(|r| r.source_group == g.id) {
+                    self.ec2.revoke_group_rule(&user.id, r).await?;
+                }
+            }
+            self.ec2.delete_security_group(&g.id).await?;
+            deleted = true;
+        }
+        *self.backend.lock().expect("backend lock") = None;
+        Ok(deleted)
     }
 
     /// Registers and deregisters only the change; the node groups are touched only when a
@@ -333,36 +395,26 @@ impl AwsLoadBalancers {
             .flat_map(|i| i.security_groups.iter())
             .any(|g| !known.instance_groups.contains(g));
         if new_group && !self.settings.disable_security_group_ingress {
-            if let Some((source, ours)) = &known.source_group {
-                self.ensure_node_rules(&name, source, *ours, &instances)
+            if let Some((backend, _)) = &known.source_group {
+                self.ensure_backend_rules(&name, backend, &instances)
                     .await?;
             }
         }
         Ok(!register.is_empty() || !deregister.is_empty())
     }
 
-    /// Deletes the load balancer, the node rules pointing at its group, and the group.
+    /// Deletes the load balancer and its own group (with any rule elsewhere that names that
+    /// group, e.g. per-load-balancer node rules an upstream CCM left). Groups Stratus did not
+    /// make are never deleted, and no rule from a shared group is touched.
     pub(super) async fn delete_classic(&self, name: &str) -> Result<(), CloudError> {
         let lb = self.elb.describe(name).await?;
         let managed = self
             .ec2
             .security_groups_named(&managed_group_name(name))
             .await?;
-        // Rules from our own group are all ours; rules from a user's group only when described
-        // as this load balancer's.
-        let mut sources: BTreeMap<String, bool> =
-            managed.iter().map(|g| (g.id.clone(), true)).collect();
-        if let Some(lb) = &lb {
-            for g in &lb.security_groups {
-                sources.entry(g.clone()).or_insert(false);
-            }
-        }
-        let description = classic_rule_description(name);
-        for (source, ours) in &sources {
-            for g in self.ec2.security_groups_referencing(None, source).await? {
-                for r in g.group_rules.iter().filter(|r| {
-                    &r.source_group == source && (*ours || r.description == description)
-                }) {
+        for own in &managed {
+            for g in self.ec2.security_groups_referencing(None, &own.id).await? {
+                for r in g.group_rules.iter().filter(|r| r.source_group == own.id) {
                     self.ec2.revoke_group_rule(&g.id, r).await?;
                 }
             }

@@ -69,6 +69,8 @@ pub struct AwsLoadBalancers {
     subnets: SubnetCache,
     vpc: OnceLock<String>,
     known: Mutex<HashMap<String, Known>>,
+    /// The cluster's backend security group, once found or made: (VPC, group ID).
+    backend: Mutex<Option<(String, String)>>,
 }
 
 fn invalid(e: impl std::fmt::Display) -> CloudError {
@@ -105,6 +107,7 @@ impl AwsLoadBalancers {
             settings,
             vpc: OnceLock::new(),
             known: Mutex::new(HashMap::new()),
+            backend: Mutex::new(None),
         }
     }
 
@@ -114,23 +117,29 @@ impl AwsLoadBalancers {
         request: &LoadBalancerRequest,
         ann: &LbAnnotations,
     ) -> Result<Vec<Arc<Instance>>, CloudError> {
+        // All lookups at once: instances the cache lacks are fetched in one batched call.
+        let lookups = request
+            .nodes
+            .iter()
+            .filter(|n| {
+                ann.target_node_labels
+                    .iter()
+                    .all(|(k, v)| n.labels.get(k) == Some(v))
+            })
+            .map(|node| {
+                let info = NodeInfo {
+                    name: node.name.clone(),
+                    provider_id: Some(node.provider_id.clone()),
+                    addresses: Vec::new(),
+                    provided_node_ip: None,
+                };
+                async move { (node.name.clone(), self.cache.find(&info).await) }
+            });
         let mut out = Vec::new();
-        for node in request.nodes.iter().filter(|n| {
-            ann.target_node_labels
-                .iter()
-                .all(|(k, v)| n.labels.get(k) == Some(v))
-        }) {
-            let info = NodeInfo {
-                name: node.name.clone(),
-                provider_id: Some(node.provider_id.clone()),
-                addresses: Vec::new(),
-                provided_node_ip: None,
-            };
-            match self.cache.find(&info).await? {
+        for (node, found) in futures::future::join_all(lookups).await {
+            match found? {
                 Some(i) if !i.state.is_gone() => out.push(i),
-                _ => {
-                    tracing::debug!(node = %node.name, "target node has no live instance; skipped")
-                }
+                _ => tracing::debug!(node = %node, "target node has no live instance; skipped"),
             }
         }
         out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));

@@ -1,5 +1,5 @@
-//! Ingress rules on the nodes' security groups that let a load balancer reach them: one rule
-//! per load balancer and node group, described so it can be found again and removed.
+//! Ingress rules on the nodes' security groups that let load balancers reach them: one rule per
+//! node group from the cluster's backend group, described so it can be found again and removed.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -7,19 +7,14 @@ use crate::lb::ec2_network::SecurityGroup;
 use crate::lb::rules::GroupRule;
 use crate::lb::tags::cluster_tag_key;
 
-/// Description of the rule a Classic ELB's group gets on node groups.
-pub fn classic_rule_description(lb_name: &str) -> String {
-    format!("kubernetes.io/rule/elb/{lb_name}")
-}
-
 /// The rule letting every packet from `source_group` in.
-pub fn allow_all_from(source_group: &str, lb_name: &str) -> GroupRule {
+pub fn allow_all_from(source_group: &str, description: &str) -> GroupRule {
     GroupRule {
         protocol: "-1".into(),
         from: -1,
         to: -1,
         source_group: source_group.into(),
-        description: classic_rule_description(lb_name),
+        description: description.into(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The reaper: deletes load balancers and security groups this cluster made for Services that
 //! no longer exist (a Service deleted while the controller was down, a finalizer removed by
-//! hand). Runs periodically, never per reconcile.
+//! hand), and the cluster's backend security group once no Classic ELB needs it. Runs
+//! periodically and shortly after a Service's load balancer was deleted, never per reconcile.
 
 use std::collections::BTreeSet;
 
@@ -15,12 +16,11 @@ use crate::lb::{tags_in_batches, AwsLoadBalancers};
 impl AwsLoadBalancers {
     /// Deletes what belongs to no live load-balancer name; returns how many load balancers went.
     pub(super) async fn reap_orphans(&self, live: &BTreeSet<String>) -> Result<usize, CloudError> {
-        let candidates: Vec<String> = self
-            .elb
-            .list_names()
-            .await?
-            .into_iter()
-            .filter(|n| !live.contains(n))
+        let classic: BTreeSet<String> = self.elb.list_names().await?.into_iter().collect();
+        let candidates: Vec<String> = classic
+            .iter()
+            .filter(|n| !live.contains(*n))
+            .cloned()
             .collect();
         let mut reaped = 0;
         for (name, tags) in tags_in_batches(&self.elb, &candidates).await? {
@@ -31,7 +31,8 @@ impl AwsLoadBalancers {
                 reaped += 1;
             }
         }
-        reaped += self.reap_network(live).await?;
+        let (network_reaped, network) = self.reap_network(live).await?;
+        reaped += network_reaped;
         let key = cluster_tag_key(&self.cluster_id);
         let groups = self
             .ec2
@@ -46,17 +47,29 @@ impl AwsLoadBalancers {
                 self.delete_classic(lb).await?;
             }
         }
+        // The backend group serves Classic ELBs only; it goes when none is left and no live
+        // Service is still waiting for its load balancer.
+        let classic_in_use = live.iter().any(|n| classic.contains(n));
+        let waiting = live
+            .iter()
+            .any(|n| !classic.contains(n) && !network.contains(n));
+        if !classic_in_use && !waiting && self.delete_backend_group().await? {
+            tracing::info!("no Classic ELB left; removed the cluster's backend security group");
+        }
         Ok(reaped)
     }
 }
 
 impl AwsLoadBalancers {
-    /// NLBs and target groups of no live load-balancer name.
-    async fn reap_network(&self, live: &BTreeSet<String>) -> Result<usize, CloudError> {
-        let candidates: Vec<(String, String)> = self
-            .elbv2
-            .list_load_balancers()
-            .await?
+    /// NLBs and target groups of no live load-balancer name; returns how many NLBs went and
+    /// the names of all ELBv2 load balancers seen.
+    async fn reap_network(
+        &self,
+        live: &BTreeSet<String>,
+    ) -> Result<(usize, BTreeSet<String>), CloudError> {
+        let all = self.elbv2.list_load_balancers().await?;
+        let names: BTreeSet<String> = all.iter().map(|(n, _)| n.clone()).collect();
+        let candidates: Vec<(String, String)> = all
             .into_iter()
             .filter(|(name, _)| !live.contains(name))
             .collect();
@@ -89,6 +102,6 @@ impl AwsLoadBalancers {
                 }
             }
         }
-        Ok(reaped)
+        Ok((reaped, names))
     }
 }
