@@ -5,8 +5,14 @@ export CARGO_TARGET_DIR ?= $(STRATUS_CACHE)/target
 CARGO ?= cargo
 NODES ?= 1000
 IDLE ?= 60
+SERVICES ?= 100
+LB_NODES ?= 100
+CHURN ?= 20
+SERVICE_SYNCS ?= 8
+# More stratus-bench-lb flags, e.g. LB_FLAGS="--ccm-log /tmp/ccm.log --node-churn-quiet-period 2s"
+LB_FLAGS ?=
 
-.PHONY: all install build lint unit test demo bench-nodes env-up env-down clean-env
+.PHONY: all install build lint unit test demo bench-nodes bench-lb env-up env-down clean-env
 
 all: test
 
@@ -36,6 +42,12 @@ bench-nodes: install
 	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios
 	mkdir -p bench/results
 	$(CARGO_TARGET_DIR)/release/stratus-bench-nodes --nodes $(NODES) --idle-seconds $(IDLE) | tee bench/results/bench-nodes.json
+
+## bench-lb: SERVICES LoadBalancer Services on LB_NODES ready nodes, then CHURN nodes join (JSON, release build)
+bench-lb: install
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-lb --services $(SERVICES) --nodes $(LB_NODES) --churn $(CHURN) --concurrent-service-syncs $(SERVICE_SYNCS) $(LB_FLAGS) | tee bench/results/bench-lb.json
 
 ## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env)
 env-up: install

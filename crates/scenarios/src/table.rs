@@ -1,5 +1,6 @@
-//! Plain-text tables of nodes for people (the demo's output).
+//! Plain-text tables of nodes and load balancers for people (the demo's output).
 
+use aws_sdk_elasticloadbalancing::types::LoadBalancerDescription;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::kube_fixture::{addresses, label};
@@ -47,4 +48,72 @@ pub fn node_table(nodes: &[Node]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Left-aligned columns, two spaces apart; the last column is not padded.
+fn columns(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r.get(c).map_or(0, String::len))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|r| {
+            let mut line = String::new();
+            for (c, cell) in r.iter().enumerate() {
+                if c + 1 == r.len() {
+                    line.push_str(cell);
+                } else {
+                    line.push_str(&format!("{cell:<w$}  ", w = widths[c]));
+                }
+            }
+            line
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One line per Classic ELB: name, scheme, listeners (`TCP:80->30080`), registered instances,
+/// security groups.
+pub fn classic_table(lbs: &[LoadBalancerDescription]) -> String {
+    let mut rows = vec![vec![
+        "NAME".to_string(),
+        "SCHEME".to_string(),
+        "LISTENERS".to_string(),
+        "INSTANCES".to_string(),
+        "SECURITY-GROUPS".to_string(),
+    ]];
+    for d in lbs {
+        let listeners: Vec<String> = d
+            .listener_descriptions()
+            .iter()
+            .filter_map(|l| l.listener())
+            .map(|l| {
+                format!(
+                    "{}:{}->{}",
+                    l.protocol().to_ascii_uppercase(),
+                    l.load_balancer_port(),
+                    l.instance_port()
+                )
+            })
+            .collect();
+        let mut instances: Vec<&str> = d
+            .instances()
+            .iter()
+            .filter_map(|i| i.instance_id())
+            .collect();
+        instances.sort_unstable();
+        rows.push(vec![
+            d.load_balancer_name().unwrap_or("-").to_string(),
+            d.scheme().unwrap_or("-").to_string(),
+            listeners.join(","),
+            instances.join(","),
+            d.security_groups().join(","),
+        ]);
+    }
+    columns(&rows)
 }

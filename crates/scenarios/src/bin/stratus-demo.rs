@@ -1,5 +1,6 @@
 //! `make demo`: a local control plane and emulated AWS, EC2 instances with matching uninitialised
-//! Nodes, the cloud-controller-manager initialising them, then one instance terminated.
+//! Nodes, the cloud-controller-manager initialising them, then one instance terminated, then a
+//! LoadBalancer Service given a Classic ELB in front of the remaining nodes.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -9,7 +10,11 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use stratus_scenarios::ccm::{sibling_binary, write_cloud_config, CcmProcess};
 use stratus_scenarios::kube_fixture::{self, has_taint, UNINITIALIZED};
-use stratus_scenarios::table::node_table;
+use stratus_scenarios::lb_fixture::LbClients;
+use stratus_scenarios::service_fixture::{
+    create_lb_service, get_service, ingress_hostname, load_balancer_name, set_ready,
+};
+use stratus_scenarios::table::{classic_table, node_table};
 use stratus_scenarios::{ec2_fixture, wait_for};
 use stratus_testenv::{Identity, TestEnv};
 
@@ -41,6 +46,12 @@ async fn main() -> anyhow::Result<()> {
     let mut launched = Vec::new();
     for ((zone, ty), subnet) in placement.iter().zip(&subnets) {
         launched.extend(ec2_fixture::launch(&ec2, subnet, zone, 1, Some(CLUSTER), ty).await?);
+    }
+    println!("==> making the VPC public (internet gateway) and putting the instances in a node security group");
+    ec2_fixture::make_public(&ec2, &subnets[0]).await?;
+    let node_group = ec2_fixture::node_security_group(&ec2, &subnets[0], CLUSTER).await?;
+    for i in &launched {
+        ec2_fixture::set_instance_groups(&ec2, &i.id, std::slice::from_ref(&node_group)).await?;
     }
     println!("==> registering uninitialised Nodes named three ways: instance ID, private DNS name, unrelated name + IP");
     let names = [
@@ -99,8 +110,58 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("{}\n", node_table(&remaining));
 
+    println!("==> the kubelets of the two remaining nodes report Ready");
+    for node in &remaining {
+        set_ready(
+            &admin,
+            node.metadata.name.as_deref().unwrap_or_default(),
+            true,
+        )
+        .await?;
+    }
+    println!("==> creating Service default/web, type LoadBalancer, ports 80 and 443");
+    create_lb_service(&admin, "default", "web", &[80, 443], BTreeMap::new()).await?;
+    let t2 = Instant::now();
+    let svc = wait_for("ingress of default/web", WAIT, || async {
+        Ok(get_service(&admin, "default", "web")
+            .await?
+            .filter(|s| ingress_hostname(s).is_some()))
+    })
+    .await
+    .with_context(|| ccm.log())?;
+    println!(
+        "    ingress after {:.2}s: {}",
+        t2.elapsed().as_secs_f64(),
+        ingress_hostname(&svc).unwrap_or_default()
+    );
+    let lbs = LbClients::new(env.moto_endpoint()).await;
+    let elb_name = load_balancer_name(&svc);
+    let elb = wait_for("both remaining instances registered", WAIT, || async {
+        Ok(lbs
+            .classic(&elb_name)
+            .await?
+            .filter(|d| d.instances().len() == remaining.len()))
+    })
+    .await
+    .with_context(|| ccm.log())?;
+    println!("\n{}\n", classic_table(std::slice::from_ref(&elb)));
+
+    // TODO(routes): print the cluster route table here (one route per node podCIDR) once the
+    // route controller lands.
+
     let counts = env.aws_request_counts().await?;
     let writes = env.kube_writes_by(Identity::CloudControllerManager.username())?;
-    println!("==> cost: EC2 requests seen by the emulator {counts:?}; Kubernetes writes by the CCM: {writes}");
+    println!("==> cost, as seen by the emulator and the apiserver audit log:");
+    for service in ["ec2", "elasticloadbalancing"] {
+        let of: BTreeMap<&str, u64> = counts
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(service)?.strip_prefix(':')?, *v)))
+            .collect();
+        println!(
+            "    {service} requests: {} {of:?}",
+            of.values().sum::<u64>()
+        );
+    }
+    println!("    Kubernetes writes by the CCM: {writes}");
     Ok(())
 }
