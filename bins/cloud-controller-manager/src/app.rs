@@ -10,6 +10,7 @@ use stratus_aws::{AwsCloud, AwsOptions};
 use stratus_cloud::Cloud;
 use stratus_controllers::informer::NodeInformer;
 use stratus_controllers::{node, node_ipam, node_lifecycle, route, service};
+use stratus_election::{ElectionConfig, Leadership};
 
 use crate::options::{enabled_controllers, Options};
 use crate::pod_network::PodNetwork;
@@ -27,6 +28,9 @@ pub async fn run(opts: Options, network: PodNetwork) -> anyhow::Result<()> {
         Some(path) => CloudConfig::load(path).map_err(|e| anyhow::anyhow!("{e}"))?,
         None => CloudConfig::default(),
     };
+    if opts.leader_elect {
+        election_config(&opts).validate()?;
+    }
     // Refuse a config that cannot scope the cloud before touching any API.
     stratus_aws::cloud::scope_for(&config, opts.allow_untagged_cloud)?;
     let client = kube_client(&opts).await?;
@@ -42,6 +46,19 @@ pub async fn run(opts: Options, network: PodNetwork) -> anyhow::Result<()> {
     let instances = cloud
         .instances_v2()
         .context("provider has no instances support")?;
+    // Controllers start only once this replica leads; a signal while waiting just exits.
+    let mut leadership = if opts.leader_elect {
+        let election = election_config(&opts);
+        tokio::select! {
+            l = Leadership::acquire(client.clone(), election) => Some(l?),
+            _ = stratus_runtime::shutdown::signal() => {
+                tracing::info!("shutting down before leading");
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
     let mut tasks = tokio::task::JoinSet::new();
     let mut informer = NodeInformer::new(client.clone());
     for name in &controllers {
@@ -142,14 +159,47 @@ pub async fn run(opts: Options, network: PodNetwork) -> anyhow::Result<()> {
         tasks.spawn(watch);
     }
     tracing::info!(cluster = %opts.cluster_name, region = cloud.region(), "cloud-controller-manager running");
+    let lost = async {
+        match leadership.as_mut() {
+            Some(l) => l.lost().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         _ = stratus_runtime::shutdown::signal() => tracing::info!("shutting down"),
         Some(r) = tasks.join_next() => {
             r.context("controller task panicked")?;
             bail!("a controller stopped unexpectedly");
         }
+        _ = lost => {
+            // As upstream: a replica that lost the lease stops acting at once, by exiting.
+            bail!("leader election lost");
+        }
+    }
+    tasks.abort_all();
+    if let Some(l) = leadership {
+        l.release().await;
     }
     Ok(())
+}
+
+/// The election settings from the upstream flags; the identity is the host name plus a random
+/// suffix, as upstream.
+fn election_config(opts: &Options) -> ElectionConfig {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "cloud-controller-manager".into());
+    ElectionConfig {
+        lease_name: opts.leader_elect_resource_name.clone(),
+        namespace: opts.leader_elect_resource_namespace.clone(),
+        identity: format!("{host}_{:016x}", rand::random::<u64>()),
+        lease_duration: opts.leader_elect_lease_duration,
+        renew_deadline: opts.leader_elect_renew_deadline,
+        retry_period: opts.leader_elect_retry_period,
+    }
 }
 
 async fn kube_client(opts: &Options) -> anyhow::Result<kube::Client> {

@@ -12,13 +12,7 @@ use crate::pod_network::{
 
 /// Upstream flags Stratus does not implement: refused by name instead of silently ignored.
 const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
-    "leader-elect",
-    "leader-elect-lease-duration",
-    "leader-elect-renew-deadline",
-    "leader-elect-retry-period",
     "leader-elect-resource-lock",
-    "leader-elect-resource-name",
-    "leader-elect-resource-namespace",
     "enable-leader-migration",
     "leader-migration-config",
     "secure-port",
@@ -55,7 +49,9 @@ const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
 #[command(
     name = "cloud-controller-manager",
     version,
-    about = "Stratus cloud-controller-manager"
+    about = "Stratus cloud-controller-manager",
+    // As pflag: a flag given twice takes the last value.
+    args_override_self = true
 )]
 pub struct Options {
     /// The cloud provider (only `aws` in this build).
@@ -91,6 +87,30 @@ pub struct Options {
     /// Log verbosity (klog-style).
     #[arg(long = "v", short = 'v', default_value_t = 0)]
     pub verbosity: u8,
+    /// Run the controllers only while holding the leader lease (several replicas, one active).
+    #[arg(long = "leader-elect", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
+    pub leader_elect: bool,
+    /// How long a silent leader keeps the lease.
+    #[arg(long = "leader-elect-lease-duration", default_value = "15s", value_parser = parse_go_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up leading.
+    #[arg(long = "leader-elect-renew-deadline", default_value = "10s", value_parser = parse_go_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often candidates try to take the lease and the leader renews it.
+    #[arg(long = "leader-elect-retry-period", default_value = "2s", value_parser = parse_go_duration)]
+    pub leader_elect_retry_period: Duration,
+    /// Name of the Lease.
+    #[arg(
+        long = "leader-elect-resource-name",
+        default_value = "cloud-controller-manager"
+    )]
+    pub leader_elect_resource_name: String,
+    /// Namespace of the Lease.
+    #[arg(
+        long = "leader-elect-resource-namespace",
+        default_value = "kube-system"
+    )]
+    pub leader_elect_resource_namespace: String,
     /// Services whose load balancers are synced concurrently.
     #[arg(long = "concurrent-service-syncs", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrent_service_syncs: u16,
@@ -267,7 +287,7 @@ mod tests {
     fn refuses_unimplemented_upstream_flags_by_name() {
         let args: Vec<String> = [
             "--cloud-provider=aws",
-            "--leader-elect=true",
+            "--leader-elect-resource-lock=leases",
             "--secure-port",
             "0",
         ]
@@ -275,7 +295,10 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         let e = refuse_unimplemented(&args).unwrap_err();
-        assert!(e.contains("--leader-elect, --secure-port"), "{e}");
+        assert!(
+            e.contains("--leader-elect-resource-lock, --secure-port"),
+            "{e}"
+        );
         assert!(refuse_unimplemented(&["--v=3".to_string()]).is_ok());
     }
 

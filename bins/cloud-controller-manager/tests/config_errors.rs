@@ -77,12 +77,22 @@ fn unreadable_config_is_named() {
 
 #[test]
 fn unimplemented_upstream_flags_and_bad_values_are_refused() {
-    let (ok, err) = run(&["--cloud-provider=aws", "--leader-elect=true"]);
+    let (ok, err) = run(&[
+        "--cloud-provider=aws",
+        "--leader-elect-resource-lock=leases",
+    ]);
     assert!(!ok);
     assert!(
-        err.contains("--leader-elect") && err.contains("does not implement"),
+        err.contains("--leader-elect-resource-lock") && err.contains("does not implement"),
         "{err}"
     );
+    let (ok, err) = run(&[
+        "--cloud-provider=aws",
+        "--leader-elect-lease-duration=5s",
+        "--leader-elect-renew-deadline=10s",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("--leader-elect-lease-duration"), "{err}");
     let (ok, err) = run(&["--cloud-provider=gce"]);
     assert!(!ok);
     assert!(err.contains("gce"), "{err}");

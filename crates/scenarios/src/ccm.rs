@@ -85,6 +85,19 @@ impl CcmProcess {
             .ok()
     }
 
+    /// Sends SIGTERM (a graceful stop) without waiting.
+    pub fn terminate(&self) {
+        // SAFETY: kill(2) with a PID we own and a valid signal number has no memory effects.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+    }
+
+    /// Waits until the process has exited.
+    pub fn wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.wait().ok()
+    }
+
     /// SIGKILLs the process (a crash: no clean-up, no goodbye) and reaps it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -57,6 +57,11 @@ impl Setup {
             format!("--cloud-config={}", config.display()),
             "--node-monitor-period=500ms".into(),
             "--instance-cache-refresh-period=1s".into(),
+            // Leader election stays on (the upstream default), with short timings so a
+            // restarted CCM does not wait long for its predecessor's lease.
+            "--leader-elect-lease-duration=2s".into(),
+            "--leader-elect-renew-deadline=1500ms".into(),
+            "--leader-elect-retry-period=500ms".into(),
             "--v=2".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));

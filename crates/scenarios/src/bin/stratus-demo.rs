@@ -1,6 +1,7 @@
 //! `make demo`: a local control plane and emulated AWS, EC2 instances with matching uninitialised
-//! Nodes, the cloud-controller-manager initialising them, then one instance terminated, then a
-//! LoadBalancer Service given a Classic ELB in front of the remaining nodes.
+//! Nodes, the cloud-controller-manager initialising them (and giving them pod CIDRs), then one
+//! instance terminated, then a LoadBalancer Service given a Classic ELB in front of the remaining
+//! nodes, and the pod routes in the cluster's two route tables.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -15,11 +16,12 @@ use stratus_scenarios::service_fixture::{
     create_lb_service, get_service, ingress_hostname, load_balancer_name, set_ready,
 };
 use stratus_scenarios::table::{classic_table, node_table};
-use stratus_scenarios::{ec2_fixture, wait_for};
+use stratus_scenarios::{ec2_fixture, route_fixture, wait_for};
 use stratus_testenv::{Identity, TestEnv};
 
 const CLUSTER: &str = "demo";
 const WAIT: Duration = Duration::from_secs(120);
+const POD_CIDR: &str = "10.244.0.0/16";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -53,6 +55,12 @@ async fn main() -> anyhow::Result<()> {
     for i in &launched {
         ec2_fixture::set_instance_groups(&ec2, &i.id, std::slice::from_ref(&node_group)).await?;
     }
+    println!("==> two route tables tagged for the cluster (the CCM keeps pod routes in both)");
+    let vpc = route_fixture::vpc_of_subnet(&ec2, &subnets[0]).await?;
+    let tables = [
+        route_fixture::cluster_route_table(&ec2, &vpc, CLUSTER).await?,
+        route_fixture::cluster_route_table(&ec2, &vpc, CLUSTER).await?,
+    ];
     println!("==> registering uninitialised Nodes named three ways: instance ID, private DNS name, unrelated name + IP");
     let names = [
         launched[0].id.clone(),
@@ -77,6 +85,9 @@ async fn main() -> anyhow::Result<()> {
         format!("--cloud-config={}", config.display()),
         "--node-monitor-period=1s".to_string(),
         "--instance-cache-refresh-period=2s".to_string(),
+        format!("--cluster-cidr={POD_CIDR}"),
+        "--allocate-node-cidrs=true".to_string(),
+        "--route-reconciliation-period=5s".to_string(),
     ];
     let ccm = CcmProcess::start(&ccm_bin, &env, &args)?;
     let t0 = Instant::now();
@@ -146,8 +157,32 @@ async fn main() -> anyhow::Result<()> {
     .with_context(|| ccm.log())?;
     println!("\n{}\n", classic_table(std::slice::from_ref(&elb)));
 
-    // TODO(routes): print the cluster route table here (one route per node podCIDR) once the
-    // route controller lands.
+    println!("==> pod routes: one per node pod CIDR (from --allocate-node-cidrs), in both tables");
+    let node_list = nodes.list(&ListParams::default()).await?.items;
+    let wanted: Vec<String> = node_list
+        .iter()
+        .filter_map(|n| n.spec.as_ref()?.pod_cidr.clone())
+        .collect();
+    let routed = wait_for("pod routes in both tables", WAIT, || async {
+        let mut all = Vec::new();
+        for t in &tables {
+            let routes = route_fixture::routes(&ec2, t).await?;
+            if !wanted.iter().all(|c| routes.contains_key(c)) {
+                return Ok(None);
+            }
+            all.push((t.clone(), routes));
+        }
+        Ok(Some(all))
+    })
+    .await
+    .with_context(|| ccm.log())?;
+    println!("\n{:<24} {:<16} TARGET", "ROUTE-TABLE", "DESTINATION");
+    for (table, routes) in &routed {
+        for (dest, target) in routes.iter().filter(|(d, _)| d.starts_with("10.244.")) {
+            println!("{table:<24} {dest:<16} {target}");
+        }
+    }
+    println!();
 
     let counts = env.aws_request_counts().await?;
     let writes = env.kube_writes_by(Identity::CloudControllerManager.username())?;

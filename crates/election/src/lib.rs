@@ -1,0 +1,11 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, as client-go's `leaderelection` does it:
+//! a candidate takes the lease when it is free or its holder has not renewed it within the lease
+//! duration (measured on the candidate's own clock), renews it every retry period, loses it when
+//! renewals fail for the renew deadline, and gives it up on shutdown so a standby takes over at
+//! once.
+
+pub mod decision;
+pub mod elector;
+
+pub use decision::{decide, Decision, LeaseView, Observation};
+pub use elector::{ElectionConfig, ElectionError, Leadership};
