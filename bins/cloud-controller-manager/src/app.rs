@@ -14,6 +14,7 @@ use stratus_election::{ElectionConfig, Leadership};
 
 use crate::options::{enabled_controllers, Options};
 use crate::pod_network::PodNetwork;
+use crate::secure_serving::{self, CacheSync};
 
 /// Runs the cloud-controller-manager until SIGTERM/SIGINT.
 pub async fn run(opts: Options, network: PodNetwork) -> anyhow::Result<()> {
@@ -43,6 +44,9 @@ pub async fn run(opts: Options, network: PodNetwork) -> anyhow::Result<()> {
         },
     };
     let cloud = AwsCloud::start(&config, aws, &mut registry).await?;
+    let readiness = stratus_serving::Readiness::default();
+    let cache_sync = CacheSync::new(&readiness);
+    let server = secure_serving::start(&opts, &client, Arc::new(registry), readiness).await?;
     let instances = cloud
         .instances_v2()
         .context("provider has no instances support")?;
@@ -61,6 +65,7 @@ pub async fn run(opts: Options, network: PodNetwork) -> anyhow::Result<()> {
     };
     let mut tasks = tokio::task::JoinSet::new();
     let mut informer = NodeInformer::new(client.clone());
+    cache_sync.track(informer.store(), cloud.instance_cache().clone());
     for name in &controllers {
         match *name {
             "cloud-node" => {
@@ -179,6 +184,9 @@ pub async fn run(opts: Options, network: PodNetwork) -> anyhow::Result<()> {
     tasks.abort_all();
     if let Some(l) = leadership {
         l.release().await;
+    }
+    if let Some(server) = server {
+        server.shutdown(secure_serving::SHUTDOWN_GRACE).await;
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 mod app;
 mod options;
 mod pod_network;
+mod secure_serving;
 
 use clap::Parser;
 

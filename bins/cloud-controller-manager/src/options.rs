@@ -1,10 +1,12 @@
 //! Command-line flags, compatible with the upstream cloud-controller-manager's names.
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
 use stratus_runtime::duration::parse_go_duration;
+use stratus_serving::{AlwaysAllow, DecisionTtls, ServingConfig, TlsSource};
 
 use crate::pod_network::{
     parse_allocator_type, parse_cluster_cidrs, pod_network, ClusterCidrs, MaskFlags, PodNetwork,
@@ -15,13 +17,6 @@ const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
     "leader-elect-resource-lock",
     "enable-leader-migration",
     "leader-migration-config",
-    "secure-port",
-    "bind-address",
-    "tls-cert-file",
-    "tls-private-key-file",
-    "cert-dir",
-    "authentication-kubeconfig",
-    "authorization-kubeconfig",
     "use-service-account-credentials",
     "concurrent-node-status-updates",
     "external-cloud-volume-plugin",
@@ -42,6 +37,22 @@ const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
     "tagging-controller-rate-limit",
     "resources",
     "tags",
+    // Secure serving: client certificates and front-proxy headers are not trusted, TLS settings
+    // are rustls's defaults, HTTP/2 is not served.
+    "client-ca-file",
+    "requestheader-client-ca-file",
+    "requestheader-allowed-names",
+    "requestheader-username-headers",
+    "requestheader-uid-headers",
+    "requestheader-group-headers",
+    "requestheader-extra-headers-prefix",
+    "authentication-tolerate-lookup-failure",
+    "tls-cipher-suites",
+    "tls-min-version",
+    "tls-sni-cert-key",
+    "http2-max-streams-per-connection",
+    "permit-port-sharing",
+    "permit-address-sharing",
 ];
 
 /// Flags of `cloud-controller-manager`.
@@ -147,6 +158,42 @@ pub struct Options {
     /// Node pod CIDR mask size for the IPv6 cluster CIDR [default: 64].
     #[arg(long = "node-cidr-mask-size-ipv6", value_parser = clap::value_parser!(u8).range(1..=128))]
     pub node_cidr_mask_size_ipv6: Option<u8>,
+    /// The port HTTPS (/healthz, /livez, /readyz, /metrics) is served on; 0 turns serving off.
+    #[arg(long = "secure-port", default_value_t = 10258)]
+    pub secure_port: u16,
+    /// The address HTTPS is served on (0.0.0.0 or :: for every interface).
+    #[arg(long = "bind-address", default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// PEM serving certificate (then the intermediates); a self-signed one when unset.
+    #[arg(long = "tls-cert-file", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long = "tls-private-key-file", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Where the self-signed certificate is kept (cloud-controller-manager.crt/.key); in memory when unset.
+    #[arg(long = "cert-dir")]
+    pub cert_dir: Option<PathBuf>,
+    /// Kubeconfig of the API server that reviews bearer tokens; the CCM's own when unset.
+    #[arg(long = "authentication-kubeconfig")]
+    pub authentication_kubeconfig: Option<PathBuf>,
+    /// Kubeconfig of the API server that authorizes requests; the CCM's own when unset.
+    #[arg(long = "authorization-kubeconfig")]
+    pub authorization_kubeconfig: Option<PathBuf>,
+    /// Accepted and ignored: the client-certificate settings it skips looking up are never used.
+    #[arg(long = "authentication-skip-lookup", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub authentication_skip_lookup: bool,
+    /// How long token reviews are cached.
+    #[arg(long = "authentication-token-webhook-cache-ttl", default_value = "10s", value_parser = parse_go_duration)]
+    pub authentication_token_webhook_cache_ttl: Duration,
+    /// How long 'authorized' answers are cached.
+    #[arg(long = "authorization-webhook-cache-authorized-ttl", default_value = "10s", value_parser = parse_go_duration)]
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+    /// How long 'unauthorized' answers are cached.
+    #[arg(long = "authorization-webhook-cache-unauthorized-ttl", default_value = "10s", value_parser = parse_go_duration)]
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
+    /// Paths served without authentication or authorization (a trailing * matches a prefix).
+    #[arg(long = "authorization-always-allow-paths", default_value = stratus_serving::DEFAULT_ALWAYS_ALLOW_PATHS, value_parser = parse_always_allow_paths)]
+    pub authorization_always_allow_paths: AlwaysAllow,
 }
 
 impl Options {
@@ -162,6 +209,41 @@ impl Options {
             },
         )
     }
+}
+
+impl Options {
+    /// What `--secure-port` and its companion flags ask for; `None` when the port is 0.
+    pub fn serving(&self) -> Option<ServingConfig> {
+        if self.secure_port == 0 {
+            return None;
+        }
+        let tls = match (&self.tls_cert_file, &self.tls_private_key_file) {
+            (Some(cert), Some(key)) => TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            // clap requires both or neither.
+            _ => TlsSource::SelfSigned {
+                cert_dir: self.cert_dir.clone(),
+                hosts: stratus_serving::self_signed::default_hosts(self.bind_address),
+            },
+        };
+        Some(ServingConfig {
+            address: SocketAddr::new(self.bind_address, self.secure_port),
+            tls,
+            always_allow: self.authorization_always_allow_paths.clone(),
+            token_ttl: self.authentication_token_webhook_cache_ttl,
+            decision_ttls: DecisionTtls {
+                allowed: self.authorization_webhook_cache_authorized_ttl,
+                denied: self.authorization_webhook_cache_unauthorized_ttl,
+            },
+        })
+    }
+}
+
+/// `--authorization-always-allow-paths`: comma-separated paths.
+fn parse_always_allow_paths(value: &str) -> Result<AlwaysAllow, String> {
+    AlwaysAllow::parse(&value.split(',').collect::<Vec<_>>())
 }
 
 /// Rejects upstream flags we do not implement, with a message naming them.
@@ -288,17 +370,18 @@ mod tests {
         let args: Vec<String> = [
             "--cloud-provider=aws",
             "--leader-elect-resource-lock=leases",
-            "--secure-port",
-            "0",
+            "--client-ca-file",
+            "/ca.crt",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
         let e = refuse_unimplemented(&args).unwrap_err();
         assert!(
-            e.contains("--leader-elect-resource-lock, --secure-port"),
+            e.contains("--leader-elect-resource-lock, --client-ca-file"),
             "{e}"
         );
+        assert!(refuse_unimplemented(&["--secure-port=0".to_string()]).is_ok());
         assert!(refuse_unimplemented(&["--v=3".to_string()]).is_ok());
     }
 
@@ -338,6 +421,90 @@ mod tests {
             assert!(e.to_string().contains(flag), "{bad}: {e}");
         }
         assert!(refuse_unimplemented(&["--cluster-cidr=10.0.0.0/8".to_string()]).is_ok());
+    }
+
+    #[test]
+    fn serving_flags() {
+        let o = parse(&["--cloud-provider=aws"]).unwrap();
+        let c = o.serving().expect("served by default");
+        assert_eq!(c.address, "0.0.0.0:10258".parse().unwrap());
+        assert!(matches!(
+            &c.tls,
+            TlsSource::SelfSigned { cert_dir: None, hosts } if hosts.contains(&"localhost".to_string())
+        ));
+        assert!(c.always_allow.matches("/healthz"));
+        assert!(c.always_allow.matches("/readyz"));
+        assert!(c.always_allow.matches("/livez"));
+        assert!(!c.always_allow.matches("/metrics"));
+        assert_eq!(c.token_ttl, Duration::from_secs(10));
+        assert_eq!(
+            c.decision_ttls,
+            DecisionTtls {
+                allowed: Duration::from_secs(10),
+                denied: Duration::from_secs(10)
+            }
+        );
+        assert!(!o.authentication_skip_lookup);
+
+        assert!(parse(&["--cloud-provider=aws", "--secure-port=0"])
+            .unwrap()
+            .serving()
+            .is_none());
+
+        let o = parse(&[
+            "--cloud-provider=aws",
+            "--secure-port=8443",
+            "--bind-address=::1",
+            "--tls-cert-file=/tls/tls.crt",
+            "--tls-private-key-file=/tls/tls.key",
+            "--authorization-always-allow-paths=/healthz,/metrics",
+            "--authentication-skip-lookup",
+            "--authentication-token-webhook-cache-ttl=0s",
+            "--authorization-webhook-cache-authorized-ttl=1m",
+            "--authorization-webhook-cache-unauthorized-ttl=5s",
+        ])
+        .unwrap();
+        let c = o.serving().unwrap();
+        assert_eq!(c.address, "[::1]:8443".parse().unwrap());
+        assert_eq!(
+            c.tls,
+            TlsSource::Files {
+                cert: "/tls/tls.crt".into(),
+                key: "/tls/tls.key".into()
+            }
+        );
+        assert!(c.always_allow.matches("/metrics"));
+        assert!(!c.always_allow.matches("/readyz"));
+        assert_eq!(c.token_ttl, Duration::ZERO);
+        assert_eq!(c.decision_ttls.allowed, Duration::from_secs(60));
+        assert!(o.authentication_skip_lookup);
+
+        let o = parse(&["--cloud-provider=aws", "--cert-dir=/var/run/ccm"]).unwrap();
+        assert!(matches!(
+            o.serving().unwrap().tls,
+            TlsSource::SelfSigned { cert_dir: Some(d), .. } if d == std::path::Path::new("/var/run/ccm")
+        ));
+        let o = parse(&[
+            "--cloud-provider=aws",
+            "--authorization-always-allow-paths=",
+        ])
+        .unwrap();
+        assert!(!o.serving().unwrap().always_allow.matches("/healthz"));
+
+        for (bad, flag) in [
+            ("--tls-cert-file=/tls/tls.crt", "--tls-private-key-file"),
+            ("--tls-private-key-file=/tls/tls.key", "--tls-cert-file"),
+            (
+                "--authorization-always-allow-paths=/he*z",
+                "--authorization-always-allow-paths",
+            ),
+            ("--secure-port=70000", "--secure-port"),
+            ("--bind-address=localhost", "--bind-address"),
+        ] {
+            let e = parse(&["--cloud-provider=aws", bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            assert!(e.to_string().contains(flag), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -42,11 +42,17 @@ pub struct CcmProcess {
 
 impl CcmProcess {
     /// Starts `bin` with `args`, authenticated as the cloud-controller-manager identity.
+    ///
+    /// HTTPS is served only when `args` name a `--secure-port`: the upstream default port would
+    /// clash between CCMs running side by side.
     pub fn start(bin: &Path, env: &TestEnv, args: &[String]) -> anyhow::Result<CcmProcess> {
         let n = std::fs::read_dir(env.dir())?.count();
         let log = env.dir().join(format!("ccm-{n}.log"));
         let out = std::fs::File::create(&log)?;
         let mut cmd = Command::new(bin);
+        if !args.iter().any(|a| a.starts_with("--secure-port")) {
+            cmd.arg("--secure-port=0");
+        }
         cmd.args(args)
             .arg(format!(
                 "--kubeconfig={}",

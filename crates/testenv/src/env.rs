@@ -31,11 +31,21 @@ pub enum Identity {
     /// Authenticates exactly like the ServiceAccount `kube-system/cloud-controller-manager`, so
     /// RBAC bindings to that ServiceAccount apply.
     CloudControllerManager,
+    /// `stratus-nobody`, authenticated and bound to nothing: only what every authenticated user
+    /// may do (discovery, `/healthz`...).
+    Nobody,
+    /// `stratus-prometheus`, a scraper; bound to nothing until a test grants it something.
+    Prometheus,
 }
 
 impl Identity {
     /// Every identity; each gets a token and a kubeconfig.
-    pub const ALL: &'static [Identity] = &[Identity::Admin, Identity::CloudControllerManager];
+    pub const ALL: &'static [Identity] = &[
+        Identity::Admin,
+        Identity::CloudControllerManager,
+        Identity::Nobody,
+        Identity::Prometheus,
+    ];
 
     pub fn username(self) -> &'static str {
         match self {
@@ -43,6 +53,8 @@ impl Identity {
             Identity::CloudControllerManager => {
                 "system:serviceaccount:kube-system:cloud-controller-manager"
             }
+            Identity::Nobody => "stratus-nobody",
+            Identity::Prometheus => "stratus-prometheus",
         }
     }
 
@@ -54,6 +66,7 @@ impl Identity {
                 "system:serviceaccounts:kube-system",
                 "system:authenticated",
             ],
+            Identity::Nobody | Identity::Prometheus => &["system:authenticated"],
         }
     }
 
@@ -62,6 +75,8 @@ impl Identity {
         match self {
             Identity::Admin => "admin",
             Identity::CloudControllerManager => "cloud-controller-manager",
+            Identity::Nobody => "nobody",
+            Identity::Prometheus => "prometheus",
         }
     }
 }
@@ -361,6 +376,15 @@ impl TestEnv {
         Ok(())
     }
 
+    /// Lets every AWS request held so far go on (see [`proxy::RELEASE_PATH`]); pair it with
+    /// `hold_aws_requests(&[])` so that new requests are not held again.
+    pub async fn release_held_aws_requests(&self) -> Result<()> {
+        let url = format!("{}{}", self.aws_endpoint, proxy::RELEASE_PATH);
+        let (status, _) = HttpClient::new().send(http::Method::POST, &url).await?;
+        anyhow::ensure!(status.is_success(), "POST {url}: {status}");
+        Ok(())
+    }
+
     /// Zeroes the proxy's request counters.
     pub async fn reset_aws_request_counts(&self) -> Result<()> {
         let url = format!("{}{}", self.aws_endpoint, proxy::RESET_PATH);
@@ -374,6 +398,28 @@ impl TestEnv {
     /// (a fixed cost per retry period, not work). The log is written before the response is
     /// sent, so a write is counted as soon as the client saw its response.
     pub fn kube_writes_by(&self, username: &str) -> Result<u64> {
+        self.count_writes(|event| {
+            let lease = event
+                .object_ref
+                .as_ref()
+                .is_some_and(|o| o.resource == "leases");
+            event.user.username == username && !lease
+        })
+    }
+
+    /// Completed write requests made by `username` to `resource` (e.g. `tokenreviews`), from the
+    /// audit log (see [`TestEnv::kube_writes_by`]).
+    pub fn kube_writes_to(&self, username: &str, resource: &str) -> Result<u64> {
+        self.count_writes(|event| {
+            event.user.username == username
+                && event
+                    .object_ref
+                    .as_ref()
+                    .is_some_and(|o| o.resource == resource)
+        })
+    }
+
+    fn count_writes(&self, matches: impl Fn(&AuditEvent) -> bool) -> Result<u64> {
         let text = match std::fs::read_to_string(&self.audit_log) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -387,14 +433,9 @@ impl TestEnv {
             .lines()
             .filter_map(|line| serde_json::from_str::<AuditEvent>(line).ok())
         {
-            let lease = event
-                .object_ref
-                .as_ref()
-                .is_some_and(|o| o.resource == "leases");
             if event.stage == "ResponseComplete"
                 && WRITE_VERBS.contains(&event.verb.as_str())
-                && event.user.username == username
-                && !lease
+                && matches(&event)
             {
                 writes += 1;
             }

@@ -12,6 +12,8 @@
 //!   false}`; matching requests are then held without an answer (before reaching moto, or after
 //!   moto acted) until the client gives up or dies — a crash in the middle of a call. An empty
 //!   list releases nothing already held but stops holding new requests.
+//! - `POST /__stratus/release`: lets every request held so far go on (forwarded, or answered
+//!   with the answer held back), as if the network came back.
 //!
 //! Per-request behaviour is decided in one place (`Proxy::decide`), where fault injection
 //! (throttling errors, latency) per action can be added.
@@ -37,6 +39,8 @@ pub const COUNTS_PATH: &str = "/__stratus/counts";
 pub const RESET_PATH: &str = "/__stratus/reset";
 /// Path of the hold endpoint.
 pub const HOLD_PATH: &str = "/__stratus/hold";
+/// Path of the release endpoint.
+pub const RELEASE_PATH: &str = "/__stratus/release";
 
 /// Requests to hold without an answer.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -53,6 +57,7 @@ pub struct Hold {
 pub struct Counters {
     counts: Mutex<BTreeMap<String, u64>>,
     holds: Mutex<Vec<Hold>>,
+    release: tokio::sync::Notify,
 }
 
 impl Counters {
@@ -81,6 +86,11 @@ impl Counters {
 
     pub fn set_holds(&self, holds: Vec<Hold>) {
         *self.holds.lock().unwrap_or_else(|e| e.into_inner()) = holds;
+    }
+
+    /// Lets every request held so far go on.
+    pub fn release_held(&self) {
+        self.release.notify_waiters();
     }
 
     fn hold_for(&self, action: &str) -> Option<Hold> {
@@ -233,6 +243,10 @@ impl Proxy {
                 self.counters.reset();
                 return json_response(StatusCode::OK, b"{}".to_vec());
             }
+            (&Method::POST, RELEASE_PATH) => {
+                self.counters.release_held();
+                return json_response(StatusCode::OK, b"{}".to_vec());
+            }
             (&Method::POST, HOLD_PATH) => {
                 let body = request.into_body().collect().await.map(|c| c.to_bytes());
                 return match body.map(|b| serde_json::from_slice::<Vec<Hold>>(&b)) {
@@ -260,12 +274,18 @@ impl Proxy {
         let info = RequestInfo::classify(&parts.headers, &parts.uri, &body);
         self.counters.record(&info.key());
 
+        // Registered before deciding, so a release right after the decision is not missed.
+        let released = self.counters.release.notified();
         match self.decide(&info) {
             Decision::Forward => self.forward(parts, body).await,
-            Decision::HoldRequest => futures::future::pending().await,
+            Decision::HoldRequest => {
+                released.await;
+                self.forward(parts, body).await
+            }
             Decision::HoldResponse => {
-                let _ = self.forward(parts, body).await;
-                futures::future::pending().await
+                let response = self.forward(parts, body).await;
+                released.await;
+                response
             }
         }
     }

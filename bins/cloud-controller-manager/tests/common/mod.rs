@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod https;
 pub mod lb;
 
 use std::path::PathBuf;

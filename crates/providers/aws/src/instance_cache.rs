@@ -294,6 +294,13 @@ impl InstanceCache {
         *self.synced.borrow()
     }
 
+    /// Completes once the first listing has completed (however long that takes).
+    pub async fn wait_until_synced(&self) {
+        let mut synced = self.synced.subscribe();
+        // The sender lives as long as `self`, so waiting cannot fail.
+        let _ = synced.wait_for(|s| *s).await;
+    }
+
     /// Number of instances currently known.
     pub fn len(&self) -> usize {
         self.snapshot.read().expect("snapshot lock").by_id.len()

@@ -1,0 +1,391 @@
+//! Secure serving of the real CCM binary against a real kube-apiserver: open health paths,
+//! `/metrics` behind delegated authentication (TokenReview) and authorization
+//! (SubjectAccessReview), `/readyz` following the caches, the certificate served, and the stop
+//! on SIGTERM.
+
+mod common;
+
+use std::net::{SocketAddr, TcpListener};
+use std::process::Command;
+use std::time::Duration;
+
+use common::https::{self, Answer, Trust};
+use common::{setup, Setup, WAIT};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use kube::api::{Api, PostParams};
+use stratus_scenarios::ccm::CcmProcess;
+use stratus_scenarios::wait_for;
+use stratus_testenv::proxy::Hold;
+use stratus_testenv::Identity;
+
+/// A port free right now on 127.0.0.1.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// Starts the CCM serving HTTPS on a free loopback port.
+fn start_serving(s: &Setup, extra: &[&str]) -> (CcmProcess, SocketAddr) {
+    let port = free_port();
+    let mut args = vec![
+        format!("--secure-port={port}"),
+        "--bind-address=127.0.0.1".to_string(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ccm = s.start_ccm(&args);
+    (ccm, SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
+/// The first answer of `path`, once the server accepts connections.
+async fn first_answer(
+    ccm: &CcmProcess,
+    addr: SocketAddr,
+    path: &str,
+    token: Option<&str>,
+    trust: &Trust,
+) -> Answer {
+    wait_for(&format!("an answer on {path}"), WAIT, || async {
+        Ok(https::get(addr, path, token, trust).await.ok())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()))
+}
+
+async fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> Answer {
+    https::get(addr, path, token, &Trust::Any)
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e:#}"))
+}
+
+/// Lets `user` GET `/metrics`, as a Prometheus deployment's RBAC would.
+async fn grant_metrics(admin: &kube::Client, user: &str) {
+    let name = "stratus-test-metrics-reader".to_string();
+    let role = ClusterRole {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        rules: Some(vec![PolicyRule {
+            non_resource_urls: Some(vec!["/metrics".into()]),
+            verbs: vec!["get".into()],
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create ClusterRole");
+    let binding = ClusterRoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name,
+        },
+        subjects: Some(vec![Subject {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "User".into(),
+            name: user.into(),
+            namespace: None,
+        }]),
+    };
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("create ClusterRoleBinding");
+}
+
+/// TokenReviews and SubjectAccessReviews the CCM has made so far.
+fn reviews(s: &Setup) -> (u64, u64) {
+    let ccm = Identity::CloudControllerManager.username();
+    (
+        s.env.kube_writes_to(ccm, "tokenreviews").unwrap(),
+        s.env.kube_writes_to(ccm, "subjectaccessreviews").unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_need_an_accepted_token_of_an_allowed_user() {
+    let s = setup("serving", true).await;
+    grant_metrics(&s.admin, Identity::Prometheus.username()).await;
+    // Long cache lifetimes, so that the review counts below do not depend on the test's speed.
+    let (ccm, addr) = start_serving(
+        &s,
+        &[
+            "--authentication-token-webhook-cache-ttl=10m",
+            "--authorization-webhook-cache-authorized-ttl=10m",
+            "--authorization-webhook-cache-unauthorized-ttl=10m",
+        ],
+    );
+    let healthz = first_answer(&ccm, addr, "/healthz", None, &Trust::Any).await;
+    assert_eq!((healthz.status, healthz.body.as_str()), (200, "ok"));
+    let livez = get(addr, "/livez", None).await;
+    assert_eq!((livez.status, livez.body.as_str()), (200, "ok"));
+    wait_for("/readyz 200", WAIT, || async {
+        Ok((get(addr, "/readyz", None).await.status == 200).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
+
+    // The self-signed certificate is valid for the loopback address it is reached on.
+    let trusted = https::get(addr, "/healthz", None, &Trust::Only(healthz.server_cert))
+        .await
+        .expect("the self-signed certificate names 127.0.0.1");
+    assert_eq!(trusted.status, 200);
+
+    // No token, or one the apiserver does not know: 401 with a Kubernetes Status.
+    let anonymous = get(addr, "/metrics", None).await;
+    assert_eq!(anonymous.status, 401, "{anonymous:?}");
+    let status: serde_json::Value = serde_json::from_str(&anonymous.body).unwrap();
+    assert_eq!(
+        (status["kind"].as_str(), status["reason"].as_str()),
+        (Some("Status"), Some("Unauthorized"))
+    );
+    let forged = get(addr, "/metrics", Some("not-a-token-of-this-cluster")).await;
+    assert_eq!(forged.status, 401, "{forged:?}");
+
+    // A known user without RBAC for /metrics: 403 naming the user and the path.
+    let nobody = get(addr, "/metrics", Some(s.env.token(Identity::Nobody))).await;
+    assert_eq!(nobody.status, 403, "{nobody:?}");
+    assert!(
+        nobody.body.contains("stratus-nobody") && nobody.body.contains("/metrics"),
+        "{}",
+        nobody.body
+    );
+
+    // A user allowed `get /metrics`: the registry the AWS metrics live in.
+    let scrape = get(addr, "/metrics", Some(s.env.token(Identity::Prometheus))).await;
+    assert_eq!(scrape.status, 200, "{scrape:?}");
+    assert!(
+        scrape
+            .content_type
+            .starts_with("application/openmetrics-text"),
+        "{}",
+        scrape.content_type
+    );
+    assert!(
+        scrape
+            .body
+            .lines()
+            .any(|l| l.starts_with("stratus_aws_api_requests_total{")
+                && l.contains("operation=\"DescribeInstances\"")),
+        "{}",
+        scrape.body
+    );
+
+    // Each answer was asked once and then remembered: a scrape storm does not reach the
+    // apiserver. The forged token and the two users cost one TokenReview each; the two users
+    // one SubjectAccessReview each.
+    assert_eq!(reviews(&s), (3, 2), "{}", ccm.log());
+    for _ in 0..5 {
+        assert_eq!(
+            get(addr, "/metrics", Some(s.env.token(Identity::Prometheus)))
+                .await
+                .status,
+            200
+        );
+        assert_eq!(
+            get(addr, "/metrics", Some(s.env.token(Identity::Nobody)))
+                .await
+                .status,
+            403
+        );
+        assert_eq!(
+            get(addr, "/metrics", Some("not-a-token-of-this-cluster"))
+                .await
+                .status,
+            401
+        );
+    }
+    // Open paths consult nobody, whatever the token.
+    let open = get(addr, "/healthz", Some(s.env.token(Identity::Nobody))).await;
+    assert_eq!(open.status, 200);
+    assert_eq!(reviews(&s), (3, 2));
+
+    // Unknown paths are not open: authorization first (as upstream), so 403 here.
+    assert_eq!(
+        get(
+            addr,
+            "/debug/pprof",
+            Some(s.env.token(Identity::Prometheus))
+        )
+        .await
+        .status,
+        403
+    );
+    assert!(
+        !ccm.log().contains(s.env.token(Identity::Prometheus)),
+        "tokens must never be logged"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_fails_until_the_instance_cache_has_synced() {
+    let s = setup("readiness", true).await;
+    // The instance cache's first DescribeInstances gets no answer until released.
+    s.env
+        .hold_aws_requests(&[Hold {
+            action: "DescribeInstances".into(),
+            after_forward: false,
+        }])
+        .await
+        .unwrap();
+    let (ccm, addr) = start_serving(&s, &[]);
+    first_answer(&ccm, addr, "/healthz", None, &Trust::Any).await;
+
+    // Not ready, and for the instance cache alone once the node informer has listed.
+    let waiting = wait_for("/readyz naming the instance cache only", WAIT, || async {
+        let a = get(addr, "/readyz", None).await;
+        Ok((a.body.contains("[+]node-informer-sync ok")
+            && a.body.contains("[-]instance-cache-sync failed"))
+        .then_some(a))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
+    assert_eq!(waiting.status, 503, "{waiting:?}");
+    assert!(
+        waiting.body.ends_with("readyz check failed\n"),
+        "{}",
+        waiting.body
+    );
+    let held = s.env.aws_request_counts().await.unwrap();
+    assert!(
+        held.get("ec2:DescribeInstances").copied().unwrap_or(0) >= 1,
+        "{held:?}"
+    );
+    // Liveness does not depend on the caches.
+    assert_eq!(get(addr, "/healthz", None).await.status, 200);
+    assert_eq!(get(addr, "/readyz", None).await.status, 503);
+
+    // Released, the held listing completes (well before the SDK's 30 s attempt timeout would
+    // have retried it).
+    s.env.hold_aws_requests(&[]).await.unwrap();
+    s.env.release_held_aws_requests().await.unwrap();
+    let ready = wait_for("/readyz 200", Duration::from_secs(15), || async {
+        let a = get(addr, "/readyz", None).await;
+        Ok((a.status == 200).then_some(a))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
+    assert_eq!(ready.body, "ok");
+    let verbose = get(addr, "/readyz?verbose", None).await;
+    assert!(
+        verbose.body.contains("[+]instance-cache-sync ok")
+            && verbose.body.ends_with("readyz check passed\n"),
+        "{}",
+        verbose.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_the_given_certificate_and_stops_on_sigterm() {
+    let s = setup("tls-files", true).await;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params =
+        rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let cert_file = s.env.dir().join("serving.crt");
+    let key_file = s.env.dir().join("serving.key");
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let (ccm, addr) = start_serving(
+        &s,
+        &[
+            &format!("--tls-cert-file={}", cert_file.display()),
+            &format!("--tls-private-key-file={}", key_file.display()),
+        ],
+    );
+    // Verified against that certificate alone, and it is the very one presented.
+    let trust = Trust::Only(cert.der().clone());
+    let answer = first_answer(&ccm, addr, "/healthz", None, &trust).await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.server_cert, *cert.der());
+
+    // SIGTERM: a clean exit, and the port closed.
+    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+    let sent = unsafe { libc::kill(ccm.pid() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(sent, 0);
+    let ccm = std::sync::Mutex::new(ccm);
+    let status = wait_for("the CCM to exit", WAIT, || async {
+        Ok(ccm.lock().unwrap().try_exit())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.lock().unwrap().log()));
+    let ccm = ccm.into_inner().unwrap();
+    assert!(status.success(), "{status:?}\n{}", ccm.log());
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "the port is still open after exit"
+    );
+}
+
+/// Runs the binary to its (early) exit with a kubeconfig naming an unreachable apiserver.
+fn run_to_exit(extra: &[&str]) -> (Option<i32>, String) {
+    let dir = std::env::temp_dir().join(format!("stratus-serving-flags-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user:\n    token: t\ncurrent-context: c\n",
+    )
+    .unwrap();
+    let out = Command::new(common::ccm_binary())
+        .args([
+            "--cloud-provider=aws",
+            "--allow-untagged-cloud",
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            "--bind-address=127.0.0.1",
+        ])
+        .args(extra)
+        .env_remove("KUBECONFIG")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+        .output()
+        .expect("run ccm");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_serving_settings_are_refused_naming_the_flag() {
+    let (code, err) = run_to_exit(&["--tls-cert-file=/etc/tls.crt"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--tls-private-key-file"), "{err}");
+
+    let (code, err) = run_to_exit(&["--authorization-always-allow-paths=/he*lthz"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--authorization-always-allow-paths"), "{err}");
+
+    let (code, err) = run_to_exit(&[
+        &format!("--secure-port={}", free_port()),
+        "--tls-cert-file=/nonexistent/tls.crt",
+        "--tls-private-key-file=/nonexistent/tls.key",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--tls-cert-file /nonexistent/tls.crt"),
+        "{err}"
+    );
+
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let (code, err) = run_to_exit(&[&format!("--secure-port={port}")]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--secure-port") && err.contains(&port.to_string()),
+        "{err}"
+    );
+}

@@ -1,0 +1,21 @@
+//! Secure serving of the cloud-controller-manager, as upstream's `--secure-port`: HTTPS with the
+//! given or a self-signed certificate; `/healthz`, `/livez` and `/readyz` open (the
+//! `--authorization-always-allow-paths`), everything else (`/metrics`) for bearer tokens the
+//! Kubernetes API server accepts (TokenReview) of users it allows the path
+//! (SubjectAccessReview), both answers cached briefly.
+
+pub mod authn;
+pub mod authz;
+pub mod handler;
+pub mod paths;
+pub mod readiness;
+pub mod self_signed;
+pub mod server;
+pub mod tls;
+pub mod ttl_cache;
+
+pub use authz::DecisionTtls;
+pub use paths::{AlwaysAllow, DEFAULT_ALWAYS_ALLOW_PATHS};
+pub use readiness::{Readiness, ReadyFlag};
+pub use server::{ReviewClients, SecureServer, ServingConfig};
+pub use tls::TlsSource;

@@ -1,0 +1,151 @@
+//! Readiness: named conditions the application sets once (e.g. "caches synced"), reported by
+//! `/readyz` in the upstream format (`[+]name ok` / `[-]name failed: reason`).
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The set of conditions; clones share them.
+#[derive(Debug, Clone, Default)]
+pub struct Readiness {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    checks: Mutex<Vec<Arc<Check>>>,
+    shutting_down: AtomicBool,
+}
+
+#[derive(Debug)]
+struct Check {
+    name: String,
+    reason: String,
+    done: AtomicBool,
+}
+
+/// One condition; [`ReadyFlag::set`] marks it met for good.
+#[derive(Debug, Clone)]
+pub struct ReadyFlag(Arc<Check>);
+
+impl ReadyFlag {
+    pub fn set(&self) {
+        if !self.0.done.swap(true, Ordering::AcqRel) {
+            tracing::info!(check = %self.0.name, "readiness condition met");
+        }
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.done.load(Ordering::Acquire)
+    }
+}
+
+/// What `/readyz` answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub ready: bool,
+    /// `ok`, or one line per condition when not ready (or when `verbose`).
+    pub body: String,
+}
+
+impl Readiness {
+    /// Adds a condition, unmet until its flag is set; `reason` says what is awaited.
+    pub fn add(&self, name: &str, reason: &str) -> ReadyFlag {
+        let check = Arc::new(Check {
+            name: name.to_string(),
+            reason: reason.to_string(),
+            done: AtomicBool::new(false),
+        });
+        self.lock().push(check.clone());
+        ReadyFlag(check)
+    }
+
+    /// From now on not ready: the process is stopping.
+    pub fn shutting_down(&self) {
+        self.inner.shutting_down.store(true, Ordering::Release);
+    }
+
+    /// The answer now; `verbose` lists every condition even when ready.
+    pub fn report(&self, verbose: bool) -> Report {
+        let checks = self.lock().clone();
+        let stopping = self.inner.shutting_down.load(Ordering::Acquire);
+        let ready = !stopping && checks.iter().all(|c| c.done.load(Ordering::Acquire));
+        if ready && !verbose {
+            return Report {
+                ready,
+                body: "ok".into(),
+            };
+        }
+        let mut body = String::from("[+]ping ok\n");
+        for c in &checks {
+            if c.done.load(Ordering::Acquire) {
+                let _ = writeln!(body, "[+]{} ok", c.name);
+            } else {
+                let _ = writeln!(body, "[-]{} failed: {}", c.name, c.reason);
+            }
+        }
+        if stopping {
+            body.push_str("[-]shutdown failed: the process is shutting down\n");
+        } else {
+            body.push_str("[+]shutdown ok\n");
+        }
+        body.push_str(if ready {
+            "readyz check passed\n"
+        } else {
+            "readyz check failed\n"
+        });
+        Report { ready, body }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Check>>> {
+        self.inner.checks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_once_every_condition_is_met() {
+        let r = Readiness::default();
+        let informer = r.add("informer-sync", "nodes not listed yet");
+        let cache = r.add("instance-cache-sync", "instances not listed yet");
+        let before = r.report(false);
+        assert!(!before.ready);
+        assert!(
+            before
+                .body
+                .contains("[-]informer-sync failed: nodes not listed yet"),
+            "{}",
+            before.body
+        );
+        assert!(before.body.ends_with("readyz check failed\n"));
+        informer.set();
+        let half = r.report(false);
+        assert!(!half.ready);
+        assert!(half.body.contains("[+]informer-sync ok"), "{}", half.body);
+        assert!(half.body.contains("[-]instance-cache-sync failed"));
+        cache.set();
+        assert!(cache.is_set());
+        assert_eq!(
+            r.report(false),
+            Report {
+                ready: true,
+                body: "ok".into()
+            }
+        );
+        assert!(r.report(true).body.contains("[+]instance-cache-sync ok"));
+        assert!(r.report(true).body.ends_with("readyz check passed\n"));
+    }
+
+    #[test]
+    fn no_conditions_means_ready_and_shutdown_means_not() {
+        let r = Readiness::default();
+        assert!(r.report(false).ready);
+        r.clone().shutting_down();
+        let after = r.report(false);
+        assert!(!after.ready);
+        assert!(after.body.contains("[-]shutdown failed"), "{}", after.body);
+    }
+}

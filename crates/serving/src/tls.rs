@@ -1,0 +1,120 @@
+//! The rustls server configuration (aws-lc-rs provider, HTTP/1.1): from the certificate and key
+//! files given, or from a self-signed certificate.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+use crate::self_signed;
+
+/// Where the serving certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsSource {
+    /// `--tls-cert-file` (PEM, the chain after the leaf) and `--tls-private-key-file` (PEM).
+    Files { cert: PathBuf, key: PathBuf },
+    /// Generated for `hosts`; kept in `cert_dir` when given (see [`self_signed::load_or_generate`]).
+    SelfSigned {
+        cert_dir: Option<PathBuf>,
+        hosts: Vec<String>,
+    },
+}
+
+/// The server configuration for `source`.
+pub fn server_config(source: &TlsSource) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    let (chain, key) = match source {
+        TlsSource::Files { cert, key } => load_files(cert, key)?,
+        TlsSource::SelfSigned {
+            cert_dir: Some(dir),
+            hosts,
+        } => {
+            let (cert, key) = self_signed::load_or_generate(dir, hosts)?;
+            load_files(&cert, &key)?
+        }
+        TlsSource::SelfSigned {
+            cert_dir: None,
+            hosts,
+        } => {
+            let generated = self_signed::generate(hosts)?;
+            tracing::info!(hosts = ?hosts, "serving with a self-signed certificate kept in memory");
+            (
+                vec![CertificateDer::from(generated.cert_der)],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(generated.key_der)),
+            )
+        }
+    };
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .context("the serving certificate does not match its private key")?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+fn load_files(
+    cert: &Path,
+    key: &Path,
+) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("--tls-cert-file {}: cannot read", cert.display()))?;
+    anyhow::ensure!(
+        !chain.is_empty(),
+        "--tls-cert-file {}: no PEM certificate in it",
+        cert.display()
+    );
+    let key = PrivateKeyDer::from_pem_file(key).with_context(|| {
+        format!(
+            "--tls-private-key-file {}: cannot read a PEM private key",
+            key.display()
+        )
+    })?;
+    Ok((chain, key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_memory_self_signed_config() {
+        let config = server_config(&TlsSource::SelfSigned {
+            cert_dir: None,
+            hosts: vec!["localhost".into(), "127.0.0.1".into()],
+        })
+        .unwrap();
+        assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+    }
+
+    #[test]
+    fn unreadable_or_mismatched_files_are_named() {
+        let missing = TlsSource::Files {
+            cert: "/nonexistent/tls.crt".into(),
+            key: "/nonexistent/tls.key".into(),
+        };
+        let e = format!("{:#}", server_config(&missing).unwrap_err());
+        assert!(e.contains("--tls-cert-file /nonexistent/tls.crt"), "{e}");
+
+        let dir = std::env::temp_dir().join(format!("stratus-serving-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let hosts = vec!["localhost".to_string()];
+        let (a, b) = (
+            self_signed::generate(&hosts).unwrap(),
+            self_signed::generate(&hosts).unwrap(),
+        );
+        let (cert, key) = (dir.join("a.crt"), dir.join("b.key"));
+        std::fs::write(&cert, a.cert_pem).unwrap();
+        std::fs::write(&key, b.key_pem).unwrap();
+        let e = format!(
+            "{:#}",
+            server_config(&TlsSource::Files { cert, key }).unwrap_err()
+        );
+        assert!(e.contains("does not match"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
