@@ -10,7 +10,7 @@ IDLE ?= 60
 
 all: test
 
-## install: build kube-apiserver + etcd from their Go modules and the moto venv (idempotent)
+## install: build kube-apiserver, etcd and helm from their Go modules and the moto venv (idempotent)
 install:
 	$(CARGO) run -q -p stratus-testenv --bin testenv -- install
 
