@@ -16,7 +16,7 @@ LB_FLAGS ?=
 
 all: test
 
-## install: build kube-apiserver + etcd from their Go modules and the moto venv (idempotent)
+## install: build kube-apiserver, etcd and helm from their Go modules and the moto venv (idempotent)
 install:
 	$(CARGO) run -q -p stratus-testenv --bin testenv -- install
 

@@ -26,7 +26,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build kube-apiserver and etcd and install moto into the cache (idempotent).
+    /// Build kube-apiserver, etcd and helm and install moto into the cache (idempotent).
     Install,
     /// Start a detached environment with its files in DIR; prints the env file to source.
     Up {
@@ -78,6 +78,7 @@ fn install() -> Result<()> {
     let paths = crate::ensure_installed()?;
     println!("kube-apiserver: {}", paths.kube_apiserver.display());
     println!("etcd:           {}", paths.etcd.display());
+    println!("helm:           {}", paths.helm.display());
     println!("moto_server:    {}", paths.moto_server.display());
     Ok(())
 }

@@ -1,11 +1,13 @@
 //! Builds and caches the test environment's tools: kube-apiserver and etcd (from the pinned Go
-//! module in `crates/testenv/go`) and a Python venv with the moto AWS emulator.
+//! module in `crates/testenv/go`), the helm CLI (from its own pinned Go module in
+//! `crates/testenv/go-helm`) and a Python venv with the moto AWS emulator.
 //!
 //! Everything lives in the cache directory (`$STRATUS_CACHE`, default `$HOME/.cache/stratus`).
 //! Each tool set has a stamp file recording what it was built from, so a changed pin rebuilds and
 //! an unchanged one costs a few `stat`s. An exclusive lock file serialises concurrent callers
 //! (several test binaries start at once under `cargo test`).
 
+use std::fmt::Write as _;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,8 @@ pub struct Paths {
     pub cache: PathBuf,
     pub kube_apiserver: PathBuf,
     pub etcd: PathBuf,
+    /// The helm CLI (the chart tests run it).
+    pub helm: PathBuf,
     /// The Python venv holding moto.
     pub venv: PathBuf,
     pub moto_server: PathBuf,
@@ -49,6 +53,7 @@ impl Paths {
         Ok(Paths {
             kube_apiserver: bin.join("kube-apiserver"),
             etcd: bin.join("etcd"),
+            helm: bin.join("helm"),
             moto_server: venv.join("bin/moto_server"),
             install_log: cache.join("install.log"),
             venv,
@@ -66,8 +71,14 @@ pub fn go_module_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("go")
 }
 
-/// Makes sure kube-apiserver, etcd and moto are installed in the cache, building them if missing
-/// or stale. Blocking; safe to call from several processes at once.
+/// The Go module pinning helm (separate, so helm's k8s.io/* versions never have to agree with
+/// kube-apiserver's).
+pub fn helm_module_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("go-helm")
+}
+
+/// Makes sure kube-apiserver, etcd, helm and moto are installed in the cache, building them if
+/// missing or stale. Blocking; safe to call from several processes at once.
 pub fn ensure_installed() -> Result<Paths> {
     let paths = Paths::from_env()?;
     fs::create_dir_all(&paths.cache)
@@ -84,6 +95,7 @@ pub fn ensure_installed() -> Result<Paths> {
         .with_context(|| format!("locking {}", lock_path.display()))?;
 
     ensure_go_tools(&paths)?;
+    ensure_helm(&paths)?;
     ensure_moto(&paths)?;
     // The lock is released when `lock` is dropped (closing the file).
     drop(lock);
@@ -92,53 +104,128 @@ pub fn ensure_installed() -> Result<Paths> {
 
 fn ensure_go_tools(paths: &Paths) -> Result<()> {
     let module = go_module_dir();
-    let mut fingerprint = RECIPE_VERSION.as_bytes().to_vec();
-    for file in ["go.mod", "go.sum"] {
-        let path = module.join(file);
-        fingerprint.extend(fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
-    }
     let go_mod = fs::read_to_string(module.join("go.mod"))?;
     let kubernetes_version = required_version(&go_mod, "k8s.io/kubernetes")
         .context("go.mod does not require k8s.io/kubernetes")?;
     // Without this, `/version` reports `v0.0.0-master+$Format:%H$`.
     let apiserver_ldflags =
         format!("-s -w -X k8s.io/component-base/version.gitVersion={kubernetes_version}");
+    ensure_go_builds(
+        paths,
+        &module,
+        &paths.bin_dir().join(".stamp"),
+        &[
+            GoBuild {
+                out: &paths.kube_apiserver,
+                package: "k8s.io/kubernetes/cmd/kube-apiserver",
+                ldflags: &apiserver_ldflags,
+                cgo: true,
+            },
+            GoBuild {
+                out: &paths.etcd,
+                package: "go.etcd.io/etcd/server/v3",
+                ldflags: "-s -w",
+                cgo: true,
+            },
+        ],
+    )
+}
+
+fn ensure_helm(paths: &Paths) -> Result<()> {
+    let module = helm_module_dir();
+    let go_mod = fs::read_to_string(module.join("go.mod"))?;
+    let ldflags = helm_ldflags(&go_mod)?;
+    ensure_go_builds(
+        paths,
+        &module,
+        &paths.bin_dir().join(".stamp-helm"),
+        &[GoBuild {
+            out: &paths.helm,
+            package: "helm.sh/helm/v3/cmd/helm",
+            ldflags: &ldflags,
+            // As helm's own Makefile builds it: a static binary.
+            cgo: false,
+        }],
+    )
+}
+
+/// The link flags helm's Makefile sets: its version (`helm version`) and the Kubernetes version
+/// `helm template` and `helm lint` assume without a cluster (v1.N for k8s.io/client-go v0.N, as
+/// the Makefile computes it).
+fn helm_ldflags(go_mod: &str) -> Result<String> {
+    let helm_version =
+        required_version(go_mod, "helm.sh/helm/v3").context("go.mod does not require helm")?;
+    let client_go = required_version(go_mod, "k8s.io/client-go")
+        .context("go.mod does not require k8s.io/client-go")?;
+    let minor = client_go
+        .strip_prefix("v0.")
+        .and_then(|rest| rest.split('.').next())
+        .filter(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
+        .with_context(|| format!("unexpected k8s.io/client-go version {client_go}"))?;
+    let mut flags = format!("-s -w -X helm.sh/helm/v3/internal/version.version={helm_version}");
+    for package in ["pkg/chartutil", "pkg/lint/rules"] {
+        write!(
+            flags,
+            " -X helm.sh/helm/v3/{package}.k8sVersionMajor=1 -X helm.sh/helm/v3/{package}.k8sVersionMinor={minor}"
+        )?;
+    }
+    Ok(flags)
+}
+
+/// One binary of a Go module.
+struct GoBuild<'a> {
+    out: &'a Path,
+    package: &'a str,
+    ldflags: &'a str,
+    cgo: bool,
+}
+
+/// Builds `builds` from `module` unless every output exists and `stamp` records the module's
+/// current go.mod/go.sum (and the recipe version). The link flags are derived from go.mod, so
+/// they need no place in the fingerprint (which must stay as it is: other checkouts share the
+/// cache, and a changed fingerprint would rebuild kube-apiserver for all of them).
+fn ensure_go_builds(paths: &Paths, module: &Path, stamp: &Path, builds: &[GoBuild]) -> Result<()> {
+    let mut fingerprint = RECIPE_VERSION.as_bytes().to_vec();
+    for file in ["go.mod", "go.sum"] {
+        let path = module.join(file);
+        fingerprint.extend(fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
+    }
     let stamp_value = format!("{:016x}\n", fnv1a64(&fingerprint));
-    let stamp = paths.bin_dir().join(".stamp");
-    if paths.kube_apiserver.is_file()
-        && paths.etcd.is_file()
-        && fs::read_to_string(&stamp).ok().as_deref() == Some(stamp_value.as_str())
+    if builds.iter().all(|b| b.out.is_file())
+        && fs::read_to_string(stamp).ok().as_deref() == Some(stamp_value.as_str())
     {
         return Ok(());
     }
 
     fs::create_dir_all(paths.bin_dir())?;
     let go = std::env::var_os("STRATUS_GO").unwrap_or_else(|| "go".into());
-    for (out, package, ldflags) in [
-        (
-            &paths.kube_apiserver,
-            "k8s.io/kubernetes/cmd/kube-apiserver",
-            apiserver_ldflags.as_str(),
-        ),
-        (&paths.etcd, "go.etcd.io/etcd/server/v3", "-s -w"),
-    ] {
+    for build in builds {
         // Build next to the target and rename, so a concurrently running binary is never
         // overwritten in place and an interrupted build never leaves a truncated binary.
-        let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
+        let tmp = build
+            .out
+            .with_extension(format!("tmp-{}", std::process::id()));
         let mut cmd = Command::new(&go);
-        cmd.current_dir(&module)
-            .args(["build", "-trimpath", "-ldflags", ldflags, "-o"])
+        cmd.current_dir(module)
+            .args(["build", "-trimpath", "-ldflags", build.ldflags, "-o"])
             .arg(&tmp)
-            .arg(package);
-        let result = run_logged(cmd, &paths.install_log, &format!("go build {package}"));
+            .arg(build.package);
+        if !build.cgo {
+            cmd.env("CGO_ENABLED", "0");
+        }
+        let result = run_logged(
+            cmd,
+            &paths.install_log,
+            &format!("go build {}", build.package),
+        );
         if result.is_err() {
             let _ = fs::remove_file(&tmp);
         }
         result?;
-        fs::rename(&tmp, out)
-            .with_context(|| format!("moving {} to {}", tmp.display(), out.display()))?;
+        fs::rename(&tmp, build.out)
+            .with_context(|| format!("moving {} to {}", tmp.display(), build.out.display()))?;
     }
-    fs::write(&stamp, stamp_value).with_context(|| format!("writing {}", stamp.display()))?;
+    fs::write(stamp, stamp_value).with_context(|| format!("writing {}", stamp.display()))?;
     Ok(())
 }
 
@@ -240,6 +327,32 @@ mod tests {
         );
         assert_eq!(required_version(go_mod, "k8s.io/api"), Some("v0.34.4"));
         assert_eq!(required_version(go_mod, "k8s.io/nope"), None);
+    }
+
+    #[test]
+    fn helm_ldflags_carry_versions() {
+        let go_mod = "module x\n\nrequire helm.sh/helm/v3 v3.22.0\n\nrequire (\n\tk8s.io/client-go v0.37.1 // indirect\n)\n";
+        let flags = helm_ldflags(go_mod).unwrap();
+        assert!(
+            flags.contains("internal/version.version=v3.22.0"),
+            "{flags}"
+        );
+        assert!(
+            flags.contains("pkg/chartutil.k8sVersionMinor=37"),
+            "{flags}"
+        );
+        assert!(
+            flags.contains("pkg/lint/rules.k8sVersionMinor=37"),
+            "{flags}"
+        );
+        assert!(helm_ldflags("module x\n").is_err());
+    }
+
+    #[test]
+    fn real_helm_go_mod_gives_ldflags() {
+        let go_mod = fs::read_to_string(helm_module_dir().join("go.mod")).unwrap();
+        let flags = helm_ldflags(&go_mod).unwrap();
+        assert!(flags.contains("version.version=v3."), "{flags}");
     }
 
     #[test]

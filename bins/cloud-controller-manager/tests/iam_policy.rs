@@ -1,0 +1,160 @@
+//! `deploy/iam-policy.json` grants exactly the AWS API actions the provider calls: every
+//! `AwsApi::call("Operation", ..)` in `crates/providers/aws/src` (EC2 or Elastic Load Balancing,
+//! by the SDK the file uses) plus `ec2:CreateTags` for tag-on-create, and nothing else.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use stratus_scenarios::kube_fixture::repo_root;
+
+/// Rust sources under `dir`, recursively, skipping unit-test files.
+fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs")
+            && path.file_name().is_some_and(|n| n != "tests.rs")
+        {
+            out.push(path);
+        }
+    }
+}
+
+/// The string literals following `marker` (e.g. `.call("`) in `text`.
+fn literals_after<'a>(text: &'a str, marker: &str) -> Vec<&'a str> {
+    text.match_indices(marker)
+        .filter_map(|(i, _)| {
+            let rest = &text[i + marker.len()..];
+            rest.find('"').map(|end| &rest[..end])
+        })
+        .collect()
+}
+
+/// `describe_vpcs` -> `DescribeVpcs`.
+fn pascal(snake: &str) -> String {
+    snake
+        .split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// SDK operations sent in `text`: `client.operation()` (whitespace allowed around the dot).
+fn sdk_operations(text: &str) -> BTreeSet<String> {
+    let compact: String = text.split_whitespace().collect();
+    compact
+        .match_indices("client.")
+        .filter_map(|(i, m)| {
+            let rest = &compact[i + m.len()..];
+            let end = rest.find("()")?;
+            let name = &rest[..end];
+            (name != "clone" && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+                .then(|| pascal(name))
+        })
+        .collect()
+}
+
+/// The actions the provider's code calls.
+fn called_actions() -> BTreeSet<String> {
+    let mut files = Vec::new();
+    sources(&repo_root().join("crates/providers/aws/src"), &mut files);
+    let mut actions = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        // Unit tests sit at the end of a file.
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        let compact: String = code.split_whitespace().collect();
+        let calls: BTreeSet<String> = literals_after(&compact, ".call(\"")
+            .into_iter()
+            .map(String::from)
+            .collect();
+        if calls.is_empty() {
+            continue;
+        }
+        // The labels name what is sent: every SDK operation of the file is labelled.
+        let sent = sdk_operations(code);
+        assert!(
+            sent.is_subset(&calls),
+            "{}: SDK operations {:?} are sent without a matching .call(\"…\") label",
+            file.display(),
+            sent.difference(&calls).collect::<Vec<_>>()
+        );
+        let elb = code.contains("aws_sdk_elasticloadbalancing");
+        let ec2 = code.contains("aws_sdk_ec2");
+        let service = match (ec2, elb) {
+            (true, false) => "ec2",
+            (false, true) => "elasticloadbalancing",
+            _ => panic!("{}: cannot tell which AWS service it calls", file.display()),
+        };
+        // Tag-on-create (TagSpecifications) needs ec2:CreateTags.
+        if service == "ec2" && code.contains(".tag_specifications(") {
+            actions.insert("ec2:CreateTags".to_string());
+        }
+        actions.extend(calls.into_iter().map(|c| format!("{service}:{c}")));
+    }
+    actions
+}
+
+#[test]
+fn iam_policy_grants_exactly_the_called_actions() {
+    let text = std::fs::read_to_string(repo_root().join("deploy/iam-policy.json")).unwrap();
+    let policy: serde_json::Value = serde_json::from_str(&text).expect("policy is JSON");
+    assert_eq!(policy["Version"], "2012-10-17");
+    let mut granted = BTreeSet::new();
+    for statement in policy["Statement"].as_array().expect("Statement list") {
+        assert_eq!(statement["Effect"], "Allow", "{statement}");
+        assert_eq!(statement["Resource"], "*", "{statement}");
+        let actions = match &statement["Action"] {
+            serde_json::Value::String(a) => vec![a.clone()],
+            serde_json::Value::Array(a) => a
+                .iter()
+                .map(|v| v.as_str().expect("action string").to_string())
+                .collect(),
+            other => panic!("unexpected Action {other}"),
+        };
+        for action in actions {
+            assert!(!action.contains('*'), "wildcard action {action}");
+            assert!(granted.insert(action.clone()), "{action} granted twice");
+            if action == "ec2:CreateTags" {
+                // Only while creating a security group, never on existing resources.
+                assert_eq!(
+                    statement["Condition"]["StringEquals"]["ec2:CreateAction"],
+                    "CreateSecurityGroup"
+                );
+            } else {
+                assert!(statement.get("Condition").is_none(), "{statement}");
+            }
+        }
+    }
+    let called = called_actions();
+    assert!(called.contains("ec2:DescribeInstances"), "{called:?}");
+    assert!(
+        called.contains("elasticloadbalancing:RegisterTargets"),
+        "{called:?}"
+    );
+    assert_eq!(
+        granted,
+        called,
+        "\nmissing from deploy/iam-policy.json: {:?}\nnot called by the code: {:?}",
+        called.difference(&granted).collect::<Vec<_>>(),
+        granted.difference(&called).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn sdk_operation_scan_finds_split_calls() {
+    let code = "self.client\n    .describe_vpcs()\n    .send(); other.client.clone(); client . create_route ()";
+    assert_eq!(
+        sdk_operations(code),
+        ["CreateRoute".to_string(), "DescribeVpcs".to_string()].into()
+    );
+    assert_eq!(
+        literals_after(r#"api.call("A", x); api.call("B","#, ".call(\""),
+        ["A", "B"]
+    );
+}
