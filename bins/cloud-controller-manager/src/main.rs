@@ -1,6 +1,8 @@
 //! Stratus cloud-controller-manager: parses flags, builds the provider, runs the controllers.
 
 mod app;
+mod controller_clients;
+mod migration;
 mod options;
 mod pod_network;
 mod secure_serving;
@@ -22,7 +24,7 @@ fn main() -> std::process::ExitCode {
         }
     };
     stratus_runtime::memory::tune_allocator();
-    stratus_runtime::logging::init(opts.verbosity, false);
+    stratus_runtime::logging::init(opts.verbosity, opts.logging_format == "json");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -15,9 +15,6 @@ use crate::pod_network::{
 /// Upstream flags Stratus does not implement: refused by name instead of silently ignored.
 const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
     "leader-elect-resource-lock",
-    "enable-leader-migration",
-    "leader-migration-config",
-    "use-service-account-credentials",
     "concurrent-node-status-updates",
     "external-cloud-volume-plugin",
     "kube-api-qps",
@@ -26,7 +23,6 @@ const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
     "feature-gates",
     "webhooks",
     "webhook-secure-port",
-    "logging-format",
     "profiling",
     "contention-profiling",
     "min-resync-period",
@@ -122,6 +118,21 @@ pub struct Options {
         default_value = "kube-system"
     )]
     pub leader_elect_resource_namespace: String,
+    /// Run the controllers listed for migration under the migration Lease shared with
+    /// kube-controller-manager (upstream's default configuration unless --leader-migration-config).
+    #[arg(long = "enable-leader-migration", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub enable_leader_migration: bool,
+    /// A LeaderMigrationConfiguration file (controllermanager.config.k8s.io); implies nothing
+    /// without --enable-leader-migration.
+    #[arg(long = "leader-migration-config")]
+    pub leader_migration_config: Option<PathBuf>,
+    /// Each controller uses its own ServiceAccount in kube-system (node-controller,
+    /// service-controller, route-controller) with short-lived tokens.
+    #[arg(long = "use-service-account-credentials", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub use_service_account_credentials: bool,
+    /// Log format: `text` or `json` (one JSON object per line).
+    #[arg(long = "logging-format", default_value = "text", value_parser = ["text", "json"])]
+    pub logging_format: String,
     /// Services whose load balancers are synced concurrently.
     #[arg(long = "concurrent-service-syncs", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrent_service_syncs: u16,

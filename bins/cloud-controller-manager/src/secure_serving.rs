@@ -1,6 +1,6 @@
 //! Secure serving wired into the CCM: token and access reviews through the CCM's own client
 //! unless --authentication-kubeconfig / --authorization-kubeconfig name others, and readiness
-//! once the node informer and the AWS instance cache have synced.
+//! once the node informer(s) and the AWS instance cache of the leading controllers have synced.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -71,39 +71,27 @@ async fn review_client(
     kube::Client::try_from(config).with_context(|| format!("{flag}: cannot build the client"))
 }
 
-/// The readiness conditions of the caches; added before serving starts, so `/readyz` never
-/// answers ready before they exist.
-pub struct CacheSync {
-    nodes: ReadyFlag,
-    instances: ReadyFlag,
+/// Adds readiness condition `name`, met once the node informer's store has its first list.
+/// Conditions are added when a controller group starts leading: a standby replica has nothing to
+/// sync and is ready.
+pub fn track_node_informer(readiness: &Readiness, name: &str, nodes: Store<Node>) {
+    let flag: ReadyFlag = readiness.add(name, "the node informer has not listed Nodes yet");
+    tokio::spawn(async move {
+        if wait_until_listed(&nodes, LISTED_POLL).await {
+            flag.set();
+        }
+    });
 }
 
-impl CacheSync {
-    pub fn new(readiness: &Readiness) -> Self {
-        Self {
-            nodes: readiness.add(
-                "node-informer-sync",
-                "the node informer has not listed Nodes yet",
-            ),
-            instances: readiness.add(
-                "instance-cache-sync",
-                "the AWS instance cache has not completed its first listing",
-            ),
-        }
-    }
-
-    /// Sets each condition when its cache has synced (in background tasks).
-    pub fn track(self, nodes: Store<Node>, instances: Arc<InstanceCache>) {
-        let flag = self.nodes;
-        tokio::spawn(async move {
-            if wait_until_listed(&nodes, LISTED_POLL).await {
-                flag.set();
-            }
-        });
-        let flag = self.instances;
-        tokio::spawn(async move {
-            instances.wait_until_synced().await;
-            flag.set();
-        });
-    }
+/// Adds readiness condition `instance-cache-sync`, met once the AWS instance cache has completed
+/// its first listing (waiting starts the listing).
+pub fn track_instance_cache(readiness: &Readiness, instances: Arc<InstanceCache>) {
+    let flag = readiness.add(
+        "instance-cache-sync",
+        "the AWS instance cache has not completed its first listing",
+    );
+    tokio::spawn(async move {
+        instances.wait_until_synced().await;
+        flag.set();
+    });
 }

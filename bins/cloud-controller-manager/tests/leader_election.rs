@@ -1,16 +1,19 @@
 //! Leader election with two and three replicas against a real kube-apiserver: one acts at a
 //! time, a SIGKILLed leader is replaced within the lease duration, a SIGTERMed one hands over at
-//! once, and no node is initialised twice.
+//! once, and no node is initialised (nor load balancer created) twice.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::lb::{lb_setup, NS};
 use common::{setup, Setup, WAIT};
 use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::kube_fixture::{self, get_node, has_taint, UNINITIALIZED};
-use stratus_scenarios::wait_for;
+use stratus_scenarios::service_fixture::{create_lb_service, load_balancer_name};
+use stratus_scenarios::{ec2_fixture, wait_for};
+use stratus_testenv::proxy::Hold;
 
 const ACQUIRED: &str = "acquired the lease";
 const INITIALIZED: &str = "node initialized";
@@ -110,4 +113,54 @@ async fn one_replica_acts_and_the_standby_takes_over() {
     // No node was initialised twice across all replicas.
     let total = initializations(&a) + initializations(&b) + initializations(&c);
     assert_eq!(total, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_in_the_middle_of_creating_a_load_balancer_makes_one() {
+    let lb = lb_setup("election-lb", 2).await;
+    // The leader dies while CreateLoadBalancer is in flight (AWS made the ELB, the answer is lost).
+    lb.s.env
+        .hold_aws_requests(&[Hold {
+            action: "CreateLoadBalancer".into(),
+            after_forward: true,
+        }])
+        .await
+        .unwrap();
+    let timings = [
+        "--leader-elect-lease-duration=4s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=250ms",
+    ];
+    let mut a = lb.ccm(&timings);
+    let mut b = lb.ccm(&timings);
+    let first = wait_leader(&[&a, &b]).await;
+    let svc = create_lb_service(&lb.s.admin, NS, "web", &[80], BTreeMap::new())
+        .await
+        .unwrap();
+    let name = load_balancer_name(&svc);
+    wait_for("ELB made by the leader", WAIT, || async {
+        Ok(lb.lbs.classic(&name).await?.map(|_| ()))
+    })
+    .await
+    .unwrap();
+    let (leader, standby) = if first == 0 {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+    leader.kill();
+    lb.s.env.hold_aws_requests(&[]).await.unwrap();
+    lb.wait_ingress("web").await;
+    assert!(standby.log().contains(ACQUIRED));
+    let all: Vec<&String> = lb.nodes.values().collect();
+    lb.wait_registered(&name, &all).await;
+    assert_eq!(lb.lbs.classic_names().await.unwrap(), vec![name.clone()]);
+    assert_eq!(
+        ec2_fixture::security_groups_named(&lb.s.ec2, "k8s-elb-a")
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "one group of the ELB"
+    );
 }

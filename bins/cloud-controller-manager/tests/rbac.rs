@@ -67,10 +67,9 @@ const REQUIRED: &[Access] = &[
         "service/driver.rs: Controller::new(Api::<Service>::all) (initial list, relists)"),
     access("watch", "", "services", None,
         "service/driver.rs: Controller::new(Api::<Service>::all)"),
-    access("patch", "", "services", Some("default"),
-        "service/driver.rs ensure/cleanup: add and remove the load-balancer-cleanup finalizer"),
     access("patch", "", "services/status", Some("default"),
-        "service/driver.rs: patch_status sets and clears status.loadBalancer.ingress"),
+        "service/driver.rs: patch_status sets and clears status.loadBalancer.ingress and adds and \
+         removes the load-balancer-cleanup finalizer"),
     access("create", "events.k8s.io", "events", Some("default"),
         "events.rs EventPublisher::publish -> kube Recorder: the first Event of a series"),
     access("patch", "events.k8s.io", "events", Some("default"),
@@ -134,6 +133,13 @@ const FORBIDDEN: &[Access] = &[
         "services",
         Some("default"),
         "only merge patches",
+    ),
+    access(
+        "patch",
+        "",
+        "services",
+        Some("default"),
+        "finalizers go through the status subresource: Service specs are never written",
     ),
     access(
         "delete",

@@ -207,6 +207,11 @@ impl Leadership {
         let _ = self.lost.wait_for(|l| *l).await;
     }
 
+    /// A signal that turns true when the lease is lost (for waiting without borrowing `self`).
+    pub fn lost_signal(&self) -> watch::Receiver<bool> {
+        self.lost.clone()
+    }
+
     /// Stops renewing and gives the lease up, so a standby takes over at once.
     pub async fn release(self) {
         self.renewer.abort();

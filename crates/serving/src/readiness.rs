@@ -60,6 +60,11 @@ impl Readiness {
         ReadyFlag(check)
     }
 
+    /// Whether any condition was added.
+    pub fn has_conditions(&self) -> bool {
+        !self.lock().is_empty()
+    }
+
     /// From now on not ready: the process is stopping.
     pub fn shutting_down(&self) {
         self.inner.shutting_down.store(true, Ordering::Release);

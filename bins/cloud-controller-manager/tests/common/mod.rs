@@ -63,7 +63,7 @@ impl Setup {
             "--leader-elect-lease-duration=2s".into(),
             "--leader-elect-renew-deadline=1500ms".into(),
             "--leader-elect-retry-period=500ms".into(),
-            "--v=2".into(),
+            "--v=4".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         CcmProcess::start(&ccm_binary(), &self.env, &args).expect("start ccm")

@@ -203,7 +203,9 @@ async fn ensure(svc: &Service, add_finalizer: bool, ctx: &Ctx) -> Result<Action,
             "finalizers": finalizers,
             "resourceVersion": svc.metadata.resource_version,
         }});
-        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        // Through the status subresource, as upstream: metadata changes are kept there, and the
+        // controller needs no write access to Service specs (its bootstrap role has none).
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         // The watch brings the updated Service back; continue from there.
         return Ok(Action::await_change());
@@ -379,11 +381,6 @@ async fn cleanup(svc: &Service, ctx: &Ctx) -> Result<Action, ServiceError> {
             "Deleted load balancer".into(),
         )
         .await;
-    if svc.metadata.deletion_timestamp.is_none() && ingress_status_patch(svc, &[]).is_some() {
-        let clear = json!({"status": {"loadBalancer": {"ingress": null}}});
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&clear))
-            .await?;
-    }
     let finalizers: Vec<String> = svc
         .metadata
         .finalizers
@@ -392,12 +389,16 @@ async fn cleanup(svc: &Service, ctx: &Ctx) -> Result<Action, ServiceError> {
         .filter(|f| *f != FINALIZER)
         .cloned()
         .collect();
-    let patch = json!({"metadata": {
+    let mut patch = json!({"metadata": {
         "finalizers": finalizers,
         "resourceVersion": svc.metadata.resource_version,
     }});
+    // One write: the finalizer goes and, unless the Service is being deleted, the ingress too.
+    if svc.metadata.deletion_timestamp.is_none() && ingress_status_patch(svc, &[]).is_some() {
+        patch["status"] = json!({"loadBalancer": {"ingress": null}});
+    }
     match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
         Ok(_) => {}

@@ -262,13 +262,16 @@ pub struct InstanceCache {
     options: CacheOptions,
     snapshot: RwLock<Snapshot>,
     synced: watch::Sender<bool>,
+    /// Set on first use: until then nothing is listed (a standby replica makes no EC2 calls).
+    active: watch::Sender<bool>,
     last_error: RwLock<Option<CloudError>>,
     lookups: mpsc::UnboundedSender<Lookup>,
     misses: std::sync::Mutex<Misses>,
 }
 
 impl InstanceCache {
-    /// Creates the cache and starts its refresher and batcher tasks on the current runtime.
+    /// Creates the cache and starts its refresher and batcher tasks on the current runtime. The
+    /// refresher lists nothing until the cache is first used (see [`InstanceCache::activate`]).
     pub fn start(ec2: Ec2, scope: Scope, options: CacheOptions) -> Arc<InstanceCache> {
         let (tx, rx) = mpsc::unbounded_channel();
         let (synced, _) = watch::channel(scope == Scope::Unscoped);
@@ -278,6 +281,7 @@ impl InstanceCache {
             options,
             snapshot: RwLock::new(Snapshot::default()),
             synced,
+            active: watch::channel(false).0,
             last_error: RwLock::new(None),
             lookups: tx,
             misses: std::sync::Mutex::new(Misses::default()),
@@ -289,6 +293,13 @@ impl InstanceCache {
         cache
     }
 
+    /// Starts the periodic listing (idempotent). Waiting for the cache or looking an instance up
+    /// activates it too.
+    pub fn activate(&self) {
+        self.active
+            .send_if_modified(|active| !std::mem::replace(active, true));
+    }
+
     /// Whether the first listing has completed.
     pub fn has_synced(&self) -> bool {
         *self.synced.borrow()
@@ -296,6 +307,7 @@ impl InstanceCache {
 
     /// Completes once the first listing has completed (however long that takes).
     pub async fn wait_until_synced(&self) {
+        self.activate();
         let mut synced = self.synced.subscribe();
         // The sender lives as long as `self`, so waiting cannot fail.
         let _ = synced.wait_for(|s| *s).await;
@@ -364,6 +376,7 @@ impl InstanceCache {
     }
 
     async fn wait_synced(&self) -> Result<(), CloudError> {
+        self.activate();
         let mut rx = self.synced.subscribe();
         let waited = tokio::time::timeout(self.options.sync_timeout, rx.wait_for(|s| *s)).await;
         match waited {
@@ -403,6 +416,9 @@ impl InstanceCache {
     }
 
     async fn run_refresher(self: Arc<Self>) {
+        let mut active = self.active.subscribe();
+        // The sender lives as long as `self`.
+        let _ = active.wait_for(|a| *a).await;
         let mut failures = 0u32;
         loop {
             let wait = match self.refresh().await {
