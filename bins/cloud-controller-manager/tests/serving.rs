@@ -389,3 +389,59 @@ fn bad_serving_settings_are_refused_naming_the_flag() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_is_ready_and_makes_no_cloud_call() {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let s = setup("standby", true).await;
+    // Another replica holds the lease for an hour.
+    let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some("cloud-controller-manager".into()),
+            namespace: Some("kube-system".into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("other-replica".into()),
+            lease_duration_seconds: Some(3600),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            ..LeaseSpec::default()
+        }),
+    };
+    Api::<Lease>::namespaced(s.admin.clone(), "kube-system")
+        .create(&PostParams::default(), &lease)
+        .await
+        .unwrap();
+    let (ccm, addr) = start_serving(&s, &[]);
+    wait_for("standby waiting", WAIT, || async {
+        Ok(ccm.log().contains("waiting for the lease").then_some(()))
+    })
+    .await
+    .unwrap();
+    let ready = first_answer(&ccm, addr, "/readyz?verbose", None, &Trust::Any).await;
+    assert_eq!(ready.status, 200, "{ready:?}");
+    assert!(!ready.body.contains("informer"), "{}", ready.body);
+    // A full retry period later it is still a standby that has asked AWS nothing.
+    wait_for("a second lease attempt", WAIT, || async {
+        let writes = s
+            .env
+            .kube_writes_to(Identity::CloudControllerManager.username(), "leases")?;
+        let log = ccm.log();
+        Ok(
+            (writes == 0 && !log.contains("acquired the lease") && ready_polls(&log) >= 2)
+                .then_some(()),
+        )
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
+    let counts = s.env.aws_request_counts().await.unwrap();
+    assert!(counts.is_empty(), "a standby called AWS: {counts:?}");
+}
+
+/// How many times the standby has looked at the lease (each try logs at debug level).
+fn ready_polls(log: &str) -> usize {
+    log.matches("lease held by another candidate").count()
+}

@@ -185,7 +185,9 @@ impl Leadership {
                     tracing::info!(lease = %config.lease_name, identity = %config.identity, "acquired the lease");
                     break;
                 }
-                Ok(false) => {}
+                Ok(false) => {
+                    tracing::debug!(lease = %config.lease_name, "lease held by another candidate")
+                }
                 Err(e) => {
                     tracing::warn!(lease = %config.lease_name, error = %e, "lease read or write failed")
                 }
