@@ -8,13 +8,10 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::lb::{lb_setup, Lb, FINALIZER, NS};
-use common::WAIT;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, PostParams};
-use stratus_scenarios::kube_fixture::{self, get_node, has_taint, UNINITIALIZED};
 use stratus_scenarios::service_fixture::{create_lb_service, get_service};
-use stratus_scenarios::wait_for;
 use stratus_testenv::Identity;
 
 const MIGRATION_LEASE: &str = "cloud-provider-extraction-migration";
@@ -57,22 +54,6 @@ async fn holder(lb: &Lb, name: &str) -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
-/// An uninitialised node backed by a new instance, initialised by the cloud-node controller.
-async fn node_initialized(lb: &Lb) {
-    let inst = lb.s.launch(1).await;
-    let name = inst[0].id.clone();
-    kube_fixture::create_uninitialized_node(&lb.s.admin, &name, &[], BTreeMap::new())
-        .await
-        .unwrap();
-    wait_for(&format!("{name} initialized"), WAIT, || async {
-        Ok(get_node(&lb.s.admin, &name)
-            .await?
-            .filter(|n| !has_taint(n, UNINITIALIZED)))
-    })
-    .await
-    .unwrap();
-}
-
 /// Load-balancer calls seen by the AWS proxy.
 async fn elb_requests(lb: &Lb) -> u64 {
     lb.s.env
@@ -103,7 +84,7 @@ async fn migrated_controllers_wait_for_the_migration_lease() {
         .unwrap();
     // cloud-node is not migrated (upstream default): it runs under the main lease at once, and
     // initialises a node created after the Service.
-    node_initialized(&lb).await;
+    lb.s.initialized_node().await;
     assert!(
         holder(&lb, "cloud-controller-manager").await.is_some(),
         "main lease held"
@@ -176,7 +157,7 @@ async fn controllers_given_to_kube_controller_manager_never_run_here() {
         .await
         .unwrap();
     // cloud-node is migrated here: it runs once the (free) custom migration lease is ours.
-    node_initialized(&lb).await;
+    lb.s.initialized_node().await;
     assert!(holder(&lb, "custom-migration").await.is_some());
     assert!(
         ccm.log()

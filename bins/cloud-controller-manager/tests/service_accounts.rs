@@ -10,7 +10,6 @@ use common::lb::{lb_setup, NS};
 use common::WAIT;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::Api;
-use stratus_scenarios::kube_fixture::{self, get_node, has_taint, UNINITIALIZED};
 use stratus_scenarios::service_fixture::create_lb_service;
 use stratus_scenarios::wait_for;
 use stratus_testenv::Identity;
@@ -26,21 +25,10 @@ async fn each_controller_writes_as_its_own_service_account() {
         "--controllers=cloud-node,service",
         "--use-service-account-credentials",
     ]);
-    let inst = lb.s.launch(1).await;
-    let name = inst[0].id.clone();
-    kube_fixture::create_uninitialized_node(&lb.s.admin, &name, &[], BTreeMap::new())
-        .await
-        .unwrap();
     create_lb_service(&lb.s.admin, NS, "web", &[80], BTreeMap::new())
         .await
         .unwrap();
-    wait_for(&format!("{name} initialized"), WAIT, || async {
-        Ok(get_node(&lb.s.admin, &name)
-            .await?
-            .filter(|n| !has_taint(n, UNINITIALIZED)))
-    })
-    .await
-    .unwrap();
+    lb.s.initialized_node().await;
     let ingress = wait_for("ingress of web", WAIT, || async {
         Ok(
             stratus_scenarios::service_fixture::get_service(&lb.s.admin, NS, "web")

@@ -427,25 +427,7 @@ async fn crash_in_the_middle_of_creating_resumes_without_duplicates() {
     lb.s.env.hold_aws_requests(&[]).await.unwrap();
     let _ccm = lb.ccm(&[]);
     lb.wait_ingress("web").await;
-    let all: Vec<&String> = lb.nodes.values().collect();
-    lb.wait_registered(&name, &all).await;
-    assert_eq!(lb.lbs.classic_names().await.unwrap(), vec![name.clone()]);
-    assert_eq!(
-        ec2_fixture::security_groups_named(&lb.s.ec2, "k8s-elb-a")
-            .await
-            .unwrap()
-            .len(),
-        1,
-        "one group of the ELB"
-    );
-    assert_eq!(
-        ec2_fixture::security_groups_named(&lb.s.ec2, "k8s-elb-backend-")
-            .await
-            .unwrap()
-            .len(),
-        1,
-        "one backend group"
-    );
+    lb.assert_made_once(&name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -110,6 +110,26 @@ impl Lb {
         .unwrap();
     }
 
+    /// Waits until Classic ELB `name` is the only one, has every node registered, and has one
+    /// security group of its own and one cluster backend group: nothing was made twice.
+    pub async fn assert_made_once(&self, name: &str) {
+        let all: Vec<&String> = self.nodes.values().collect();
+        self.wait_registered(name, &all).await;
+        assert_eq!(
+            self.lbs.classic_names().await.unwrap(),
+            vec![name.to_string()]
+        );
+        for (prefix, what) in [
+            ("k8s-elb-a", "group of the ELB"),
+            ("k8s-elb-backend-", "backend group"),
+        ] {
+            let groups = ec2_fixture::security_groups_named(&self.s.ec2, prefix)
+                .await
+                .unwrap();
+            assert_eq!(groups.len(), 1, "one {what}: {groups:?}");
+        }
+    }
+
     /// Everything this test's CCM could have made: ELBs, NLBs, target groups, k8s-* groups.
     pub async fn leftovers(&self) -> Vec<String> {
         let mut out = self.lbs.classic_names().await.unwrap();

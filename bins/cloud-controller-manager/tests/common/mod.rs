@@ -69,6 +69,23 @@ impl Setup {
         CcmProcess::start(&ccm_binary(), &self.env, &args).expect("start ccm")
     }
 
+    /// An uninitialised Node named after a new instance, waited on until the CCM initialised it.
+    pub async fn initialized_node(&self) -> String {
+        let inst = self.launch(1).await;
+        let name = inst[0].id.clone();
+        kube_fixture::create_uninitialized_node(&self.admin, &name, &[], Default::default())
+            .await
+            .unwrap();
+        stratus_scenarios::wait_for(&format!("{name} initialized"), WAIT, || async {
+            Ok(kube_fixture::get_node(&self.admin, &name)
+                .await?
+                .filter(|n| !kube_fixture::has_taint(n, kube_fixture::UNINITIALIZED)))
+        })
+        .await
+        .unwrap();
+        name
+    }
+
     pub async fn launch(&self, count: i32) -> Vec<ec2_fixture::Launched> {
         ec2_fixture::launch(
             &self.ec2,
