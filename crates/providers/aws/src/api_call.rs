@@ -1,4 +1,5 @@
-//! One way to call AWS: measure every attempt, classify errors, retry with jittered backoff.
+//! One way to call AWS: wait for the service's rate limiter, measure every attempt, classify
+//! errors, retry with jittered backoff (throttling also shrinks the limiter's budget).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use stratus_cloud::CloudError;
 
 use crate::metrics::{AwsMetrics, ErrorLabels, OperationLabels};
+use crate::rate_limit::{default_limits, CallClass, ServiceLimiter, ServiceLimits};
 
 /// Error codes AWS services use for throttling.
 const THROTTLE_CODES: &[&str] = &[
@@ -42,6 +44,47 @@ const SERVER_CODES: &[&str] = &[
     "Unavailable",
     "InsufficientInstanceCapacity",
 ];
+
+/// Mutations that leave the same state when repeated (same name and settings, or a pure set/
+/// add/remove of members), so an attempt whose answer was lost may be sent again. Other
+/// mutations (CreateSecurityGroup, AuthorizeSecurityGroupIngress, CreateRoute, CreateListener...)
+/// are retried only when AWS throttled them, which means they were not carried out; after any
+/// other failure the controller's next reconcile looks the resource up before trying again.
+const IDEMPOTENT_MUTATIONS: &[&str] = &[
+    "AddTags",
+    "ApplySecurityGroupsToLoadBalancer",
+    "AttachLoadBalancerToSubnets",
+    "ConfigureHealthCheck",
+    "CreateLoadBalancer",
+    "CreateTargetGroup",
+    "CreateTags",
+    "DeleteLoadBalancer",
+    "DeregisterInstancesFromLoadBalancer",
+    "DeregisterTargets",
+    "DetachLoadBalancerFromSubnets",
+    "ModifyInstanceAttribute",
+    "ModifyListener",
+    "ModifyLoadBalancerAttributes",
+    "ModifyTargetGroup",
+    "ModifyTargetGroupAttributes",
+    "RegisterInstancesWithLoadBalancer",
+    "RegisterTargets",
+    "ReplaceRoute",
+    "SetLoadBalancerPoliciesForBackendServer",
+    "SetLoadBalancerPoliciesOfListener",
+];
+
+/// Whether a failed attempt of `operation` may be sent again.
+fn may_retry(operation: &str, failure: Failure) -> bool {
+    match failure {
+        // Throttled requests were not carried out.
+        Failure::Throttled => true,
+        Failure::Transient => {
+            CallClass::of(operation) == CallClass::Read || IDEMPOTENT_MUTATIONS.contains(&operation)
+        }
+        Failure::Unauthorized | Failure::Rejected => false,
+    }
+}
 
 /// Retry budget for one logical call.
 #[derive(Debug, Clone, Copy)]
@@ -82,6 +125,8 @@ pub struct AwsApi {
     service: &'static str,
     metrics: Arc<AwsMetrics>,
     retry: RetryPolicy,
+    /// Shared by every clone: one limiter per service endpoint.
+    limiter: Arc<ServiceLimiter>,
 }
 
 /// What kind of failure one attempt met.
@@ -104,12 +149,28 @@ fn classify(code: Option<&str>) -> Failure {
 }
 
 impl AwsApi {
-    /// An API caller for `service` (e.g. `ec2`).
+    /// An API caller for `service` (e.g. `ec2`) with the service's default rate limits.
     pub fn new(service: &'static str, metrics: Arc<AwsMetrics>, retry: RetryPolicy) -> Self {
+        Self::with_limits(service, metrics, retry, default_limits(service))
+    }
+
+    /// An API caller for `service` with the given rate limits.
+    pub fn with_limits(
+        service: &'static str,
+        metrics: Arc<AwsMetrics>,
+        retry: RetryPolicy,
+        limits: ServiceLimits,
+    ) -> Self {
+        let limiter = Arc::new(ServiceLimiter::new(
+            service,
+            limits,
+            metrics.limiter.clone(),
+        ));
         Self {
             service,
             metrics,
             retry,
+            limiter,
         }
     }
 
@@ -131,6 +192,7 @@ impl AwsApi {
         };
         let mut tries = 0;
         loop {
+            self.limiter.acquire(operation).await;
             let started = Instant::now();
             let result = attempt().await;
             self.metrics.requests.get_or_create(&labels).inc();
@@ -155,10 +217,10 @@ impl AwsApi {
                 .inc();
             if failure == Failure::Throttled {
                 self.metrics.throttles.get_or_create(&labels).inc();
+                self.limiter.throttled(operation);
             }
             tries += 1;
-            let retryable = matches!(failure, Failure::Throttled | Failure::Transient);
-            if !retryable || tries >= self.retry.max_attempts {
+            if !may_retry(operation, failure) || tries >= self.retry.max_attempts {
                 return Err(cloud_error);
             }
             let delay = self.retry.backoff(tries - 1);
@@ -233,6 +295,20 @@ mod tests {
         assert_eq!(classify(Some("InternalError")), Failure::Transient);
         assert_eq!(classify(None), Failure::Transient);
         assert_eq!(classify(Some("InvalidParameterValue")), Failure::Rejected);
+    }
+
+    #[test]
+    fn only_safe_attempts_are_sent_again() {
+        assert!(may_retry("DescribeInstances", Failure::Transient));
+        assert!(may_retry("RegisterTargets", Failure::Transient));
+        assert!(may_retry("CreateSecurityGroup", Failure::Throttled));
+        assert!(!may_retry("CreateSecurityGroup", Failure::Transient));
+        assert!(!may_retry(
+            "AuthorizeSecurityGroupIngress",
+            Failure::Transient
+        ));
+        assert!(!may_retry("DescribeInstances", Failure::Rejected));
+        assert!(!may_retry("DescribeInstances", Failure::Unauthorized));
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod instances_v2;
 pub mod lb;
 pub mod metrics;
 pub mod provider_id;
+pub mod rate_limit;
 pub mod routes;
 pub mod subnet_selection;
 pub mod zones;

@@ -32,6 +32,8 @@ pub struct AwsMetrics {
     pub errors: Family<ErrorLabels, Counter>,
     pub throttles: Family<OperationLabels, Counter>,
     pub latency: Family<OperationLabels, Histogram, fn() -> Histogram>,
+    /// The client-side rate limiters' metrics.
+    pub limiter: std::sync::Arc<crate::rate_limit::LimiterMetrics>,
 }
 
 impl Default for AwsMetrics {
@@ -41,6 +43,7 @@ impl Default for AwsMetrics {
             errors: Family::default(),
             throttles: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
+            limiter: Default::default(),
         }
     }
 }
@@ -48,7 +51,10 @@ impl Default for AwsMetrics {
 impl AwsMetrics {
     /// Creates the metrics and registers them under `stratus_aws_api_*`.
     pub fn register(registry: &mut Registry) -> AwsMetrics {
-        let m = AwsMetrics::default();
+        let m = AwsMetrics {
+            limiter: std::sync::Arc::new(crate::rate_limit::LimiterMetrics::register(registry)),
+            ..AwsMetrics::default()
+        };
         let r = registry.sub_registry_with_prefix("stratus_aws_api");
         r.register("requests", "AWS API request attempts", m.requests.clone());
         r.register(
