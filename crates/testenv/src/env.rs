@@ -376,6 +376,26 @@ impl TestEnv {
         Ok(())
     }
 
+    /// Injects AWS faults from now on (see [`proxy::Fault`]); an empty list stops injecting.
+    pub async fn set_aws_faults(&self, faults: &[proxy::Fault]) -> Result<()> {
+        let url = format!("{}{}", self.aws_endpoint, proxy::FAULTS_PATH);
+        let body = serde_json::to_vec(faults)?;
+        let (status, _) = HttpClient::new()
+            .send_body(http::Method::POST, &url, body)
+            .await?;
+        anyhow::ensure!(status.is_success(), "POST {url}: {status}");
+        Ok(())
+    }
+
+    /// What the AWS proxy saw each second (requests, injected throttles and failures), keyed by
+    /// Unix second.
+    pub async fn aws_timeline(&self) -> Result<BTreeMap<u64, proxy::Second>> {
+        let url = format!("{}{}", self.aws_endpoint, proxy::TIMELINE_PATH);
+        let (status, body) = HttpClient::new().get(&url).await?;
+        anyhow::ensure!(status.is_success(), "GET {url}: {status}");
+        serde_json::from_slice(&body).with_context(|| format!("parsing {url}"))
+    }
+
     /// Lets every AWS request held so far go on (see [`proxy::RELEASE_PATH`]); pair it with
     /// `hold_aws_requests(&[])` so that new requests are not held again.
     pub async fn release_held_aws_requests(&self) -> Result<()> {

@@ -14,6 +14,7 @@
 
 pub mod cli;
 pub mod env;
+pub mod faults;
 pub mod install;
 mod process;
 pub mod proxy;

@@ -15,11 +15,15 @@
 //! - `POST /__stratus/release`: lets every request held so far go on (forwarded, or answered
 //!   with the answer held back), as if the network came back.
 //!
-//! Per-request behaviour is decided in one place (`Proxy::decide`), where fault injection
-//! (throttling errors, latency) per action can be added.
+//! - `POST /__stratus/faults`: a JSON list of [`Fault`] rules (e.g. `[{"service": "ec2",
+//!   "kind": "throttle", "rate": 0.3}]`): matching requests are throttled, failed with a 5xx,
+//!   delayed, or dropped; an empty list stops injecting. Usable with curl against `testenv up`.
+//! - `GET /__stratus/timeline`: per-second counts (requests, injected throttles, other
+//!   injected failures) keyed by Unix second.
+//!
+//! Per-request behaviour is decided in one place (`Proxy::decide`).
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,6 +45,13 @@ pub const RESET_PATH: &str = "/__stratus/reset";
 pub const HOLD_PATH: &str = "/__stratus/hold";
 /// Path of the release endpoint.
 pub const RELEASE_PATH: &str = "/__stratus/release";
+/// Path of the fault-injection endpoint.
+pub const FAULTS_PATH: &str = "/__stratus/faults";
+/// Path of the per-second timeline endpoint.
+pub const TIMELINE_PATH: &str = "/__stratus/timeline";
+
+pub use crate::faults::{Fault, FaultKind, Second};
+use crate::faults::{error_answer, latency, pick, Timeline};
 
 /// Requests to hold without an answer.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -58,6 +69,8 @@ pub struct Counters {
     counts: Mutex<BTreeMap<String, u64>>,
     holds: Mutex<Vec<Hold>>,
     release: tokio::sync::Notify,
+    faults: Mutex<Vec<Fault>>,
+    timeline: Mutex<Timeline>,
 }
 
 impl Counters {
@@ -82,6 +95,38 @@ impl Counters {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+        self.timeline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    pub fn set_faults(&self, faults: Vec<Fault>) {
+        *self.faults.lock().unwrap_or_else(|e| e.into_inner()) = faults;
+    }
+
+    /// The fault (if any) a request meets; recorded in the timeline.
+    fn fault_for(&self, info: &RequestInfo) -> Option<FaultKind> {
+        let fault = {
+            let faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+            pick(&faults, &info.service, &info.action, rand_unit).cloned()
+        };
+        let second = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        self.timeline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(second, fault.as_ref());
+        fault
+    }
+
+    pub fn timeline(&self) -> BTreeMap<u64, Second> {
+        self.timeline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .snapshot()
     }
 
     pub fn set_holds(&self, holds: Vec<Hold>) {
@@ -101,6 +146,17 @@ impl Counters {
             .find(|h| h.action == action)
             .cloned()
     }
+}
+
+/// A uniform number in [0, 1) (the standard library's per-process random hasher keys, mixed
+/// with a counter: no extra dependency, plenty for sampling fault rates).
+fn rand_unit() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// What the proxy understood about an AWS request.
@@ -170,7 +226,7 @@ fn action_param(form: &str) -> Option<&str> {
 }
 
 /// What to do with one request; the hook for fault injection.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 enum Decision {
     /// Pass the request to the upstream unchanged.
     Forward,
@@ -178,6 +234,8 @@ enum Decision {
     HoldRequest,
     /// Forward, then never answer.
     HoldResponse,
+    /// An injected fault.
+    Inject(FaultKind),
 }
 
 type ProxyBody = BoxBody<Bytes, hyper::Error>;
@@ -217,7 +275,14 @@ pub async fn serve(listener: TcpListener, upstream: String, counters: Arc<Counte
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let proxy = proxy.clone();
-                async move { Ok::<_, Infallible>(proxy.handle(request).await) }
+                async move {
+                    let response = proxy.handle(request).await;
+                    if response.extensions().get::<Dropped>().is_some() {
+                        // An error from the service makes hyper close the connection unanswered.
+                        return Err(std::io::Error::other("injected connection drop"));
+                    }
+                    Ok(response)
+                }
             });
             if let Err(err) = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -245,6 +310,28 @@ impl Proxy {
             }
             (&Method::POST, RELEASE_PATH) => {
                 self.counters.release_held();
+                return json_response(StatusCode::OK, b"{}".to_vec());
+            }
+            (&Method::GET, TIMELINE_PATH) => {
+                let timeline = self.counters.timeline();
+                return json_response(
+                    StatusCode::OK,
+                    serde_json::to_vec(&timeline).unwrap_or_default(),
+                );
+            }
+            (&Method::POST, FAULTS_PATH) => {
+                let body = request.into_body().collect().await.map(|c| c.to_bytes());
+                let faults = match body.map(|b| serde_json::from_slice::<Vec<Fault>>(&b)) {
+                    Ok(Ok(faults)) => faults,
+                    Ok(Err(e)) => {
+                        return error_response(StatusCode::BAD_REQUEST, &format!("faults: {e}"))
+                    }
+                    Err(e) => return error_response(StatusCode::BAD_REQUEST, &format!("body: {e}")),
+                };
+                if let Some(e) = faults.iter().find_map(|f| f.validate().err()) {
+                    return error_response(StatusCode::BAD_REQUEST, &format!("faults: {e}"));
+                }
+                self.counters.set_faults(faults);
                 return json_response(StatusCode::OK, b"{}".to_vec());
             }
             (&Method::POST, HOLD_PATH) => {
@@ -287,11 +374,33 @@ impl Proxy {
                 released.await;
                 response
             }
+            Decision::Inject(kind) => {
+                if let Some(delay) = latency(&kind) {
+                    tokio::time::sleep(delay).await;
+                    return self.forward(parts, body).await;
+                }
+                match error_answer(&info.service, &kind) {
+                    Some((status, xml)) => {
+                        let mut response = Response::new(full(xml.into_bytes()));
+                        *response.status_mut() = status;
+                        response.headers_mut().insert(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("text/xml"),
+                        );
+                        response
+                    }
+                    // Drop: the caller turns this marker into a closed connection.
+                    None => dropped_marker(),
+                }
+            }
         }
     }
 
     /// Decides what to do with a request (see [`Decision`]).
     fn decide(&self, info: &RequestInfo) -> Decision {
+        if let Some(kind) = self.counters.fault_for(info) {
+            return Decision::Inject(kind);
+        }
         match self.counters.hold_for(&info.action) {
             None => Decision::Forward,
             Some(h) if h.after_forward => Decision::HoldResponse,
@@ -341,6 +450,16 @@ fn without_hop_by_hop(mut headers: HeaderMap) -> HeaderMap {
     }
     headers.remove("keep-alive");
     headers
+}
+
+/// Marks a response that must not be sent: the connection is dropped instead.
+#[derive(Clone, Copy)]
+struct Dropped;
+
+fn dropped_marker() -> Response<ProxyBody> {
+    let mut response = Response::new(full(Vec::new()));
+    response.extensions_mut().insert(Dropped);
+    response
 }
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response<ProxyBody> {
