@@ -167,15 +167,27 @@ mod tests {
         );
         assert_eq!(pick(&faults, "ec2", "DescribeVpcs", || 0.0), None);
         assert_eq!(
-            pick(&faults, "elasticloadbalancing", "CreateLoadBalancer", || 0.29),
+            pick(
+                &faults,
+                "elasticloadbalancing",
+                "CreateLoadBalancer",
+                || 0.29
+            ),
             Some(&FaultKind::Throttle)
         );
         assert_eq!(
-            pick(&faults, "elasticloadbalancing", "CreateLoadBalancer", || 0.3),
+            pick(
+                &faults,
+                "elasticloadbalancing",
+                "CreateLoadBalancer",
+                || 0.3
+            ),
             None
         );
         assert!(faults.iter().all(|f| f.validate().is_ok()));
-        assert!(fault(r#"{"kind":"throttle","rate":1.5}"#).validate().is_err());
+        assert!(fault(r#"{"kind":"throttle","rate":1.5}"#)
+            .validate()
+            .is_err());
         assert!(fault(r#"{"kind":"server_error","status":404}"#)
             .validate()
             .is_err());
@@ -190,8 +202,7 @@ mod tests {
         let (status, body) = error_answer("elasticloadbalancing", &FaultKind::Throttle).unwrap();
         assert_eq!(status, 400);
         assert!(body.starts_with("<ErrorResponse>") && body.contains("<Code>Throttling</Code>"));
-        let (status, body) =
-            error_answer("ec2", &FaultKind::ServerError { status: 503 }).unwrap();
+        let (status, body) = error_answer("ec2", &FaultKind::ServerError { status: 503 }).unwrap();
         assert_eq!(status, 503);
         assert!(body.contains("ServiceUnavailable"));
         assert!(error_answer("ec2", &FaultKind::Drop).is_none());

@@ -50,8 +50,8 @@ pub const FAULTS_PATH: &str = "/__stratus/faults";
 /// Path of the per-second timeline endpoint.
 pub const TIMELINE_PATH: &str = "/__stratus/timeline";
 
-pub use crate::faults::{Fault, FaultKind, Second};
 use crate::faults::{error_answer, latency, pick, Timeline};
+pub use crate::faults::{Fault, FaultKind, Second};
 
 /// Requests to hold without an answer.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -326,7 +326,9 @@ impl Proxy {
                     Ok(Err(e)) => {
                         return error_response(StatusCode::BAD_REQUEST, &format!("faults: {e}"))
                     }
-                    Err(e) => return error_response(StatusCode::BAD_REQUEST, &format!("body: {e}")),
+                    Err(e) => {
+                        return error_response(StatusCode::BAD_REQUEST, &format!("body: {e}"))
+                    }
                 };
                 if let Some(e) = faults.iter().find_map(|f| f.validate().err()) {
                     return error_response(StatusCode::BAD_REQUEST, &format!("faults: {e}"));
@@ -383,10 +385,9 @@ impl Proxy {
                     Some((status, xml)) => {
                         let mut response = Response::new(full(xml.into_bytes()));
                         *response.status_mut() = status;
-                        response.headers_mut().insert(
-                            header::CONTENT_TYPE,
-                            HeaderValue::from_static("text/xml"),
-                        );
+                        response
+                            .headers_mut()
+                            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
                         response
                     }
                     // Drop: the caller turns this marker into a closed connection.
