@@ -9,11 +9,11 @@ use std::net::{SocketAddr, TcpListener};
 use std::process::Command;
 use std::time::Duration;
 
-use common::https::{self, Answer, Trust};
 use common::{setup, Setup, WAIT};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use kube::api::{Api, PostParams};
 use stratus_scenarios::ccm::CcmProcess;
+use stratus_scenarios::https::{self, Answer, Trust};
 use stratus_scenarios::wait_for;
 use stratus_testenv::proxy::Hold;
 use stratus_testenv::Identity;

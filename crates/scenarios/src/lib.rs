@@ -4,10 +4,12 @@
 
 pub mod ccm;
 pub mod ec2_fixture;
+pub mod https;
 pub mod kube_fixture;
 pub mod lb_fixture;
 pub mod route_fixture;
 pub mod service_fixture;
+pub mod svg_chart;
 pub mod table;
 pub mod wait;
 

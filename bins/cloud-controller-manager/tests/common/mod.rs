@@ -3,7 +3,6 @@
 
 #![allow(dead_code)]
 
-pub mod https;
 pub mod lb;
 
 use std::path::PathBuf;
