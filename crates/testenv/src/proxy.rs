@@ -109,7 +109,7 @@ impl Counters {
     fn fault_for(&self, info: &RequestInfo) -> Option<FaultKind> {
         let fault = {
             let faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
-            pick(&faults, &info.service, &info.action, rand_unit).cloned()
+            pick(&faults, &info.service, &info.action, rand::random::<f64>).cloned()
         };
         let second = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -146,17 +146,6 @@ impl Counters {
             .find(|h| h.action == action)
             .cloned()
     }
-}
-
-/// A uniform number in [0, 1) (the standard library's per-process random hasher keys, mixed
-/// with a counter: no extra dependency, plenty for sampling fault rates).
-fn rand_unit() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// What the proxy understood about an AWS request.

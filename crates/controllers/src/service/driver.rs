@@ -410,14 +410,28 @@ async fn cleanup(svc: &Service, ctx: &Ctx) -> Result<Action, ServiceError> {
     Ok(Action::await_change())
 }
 
+/// First retry delay after a throttled or unavailable cloud (doubling per failure).
+const TRANSIENT_BACKOFF: Duration = Duration::from_secs(1);
+
 fn error_policy(svc: Arc<Service>, error: &ServiceError, ctx: Arc<Ctx>) -> Action {
     let k = key(&svc);
     let mut failures = ctx.failures.lock().expect("failures lock");
     let n = failures.entry(k.clone()).or_insert(0);
     *n += 1;
     let conflict = matches!(error, ServiceError::Kube(kube::Error::Api(s)) if s.code == 409);
+    // Throttling and outages pass: retry sooner (the AWS rate limiter already spaces the calls
+    // out), with jitter so Services that failed together do not retry together.
+    let passing = matches!(
+        error,
+        ServiceError::Cloud(CloudError::Throttled { .. } | CloudError::Unavailable { .. })
+    );
     let delay = if conflict {
         Duration::from_millis(200)
+    } else if passing {
+        let cap = TRANSIENT_BACKOFF
+            .saturating_mul(1u32 << (*n - 1).min(16))
+            .min(ctx.config.max_backoff);
+        cap.mul_f64(0.5 + rand::random::<f64>() / 2.0)
     } else {
         ctx.config
             .base_backoff
