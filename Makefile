@@ -11,8 +11,9 @@ CHURN ?= 20
 SERVICE_SYNCS ?= 8
 # More stratus-bench-lb flags, e.g. LB_FLAGS="--ccm-log /tmp/ccm.log --node-churn-quiet-period 2s"
 LB_FLAGS ?=
+ECR_RUNS ?= 200
 
-.PHONY: all install build lint unit test demo bench-nodes bench-lb env-up env-down clean-env
+.PHONY: all install build lint unit test demo bench-nodes bench-lb bench-ecr env-up env-down clean-env
 
 all: test
 
@@ -48,6 +49,13 @@ bench-lb: install
 	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-lb --services $(SERVICES) --nodes $(LB_NODES) --churn $(CHURN) --concurrent-service-syncs $(SERVICE_SYNCS) $(LB_FLAGS) | tee bench/results/bench-lb.json
+
+## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
+# (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)
+bench-ecr:
+	$(CARGO) build -q --release -p ecr-credential-provider -p stratus-scenarios --bin ecr-credential-provider --bin stratus-bench-ecr
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-ecr --runs $(ECR_RUNS) | tee bench/results/bench-ecr.json
 
 ## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env)
 env-up: install

@@ -118,8 +118,10 @@ async fn a_corrupt_or_open_cache_file_is_ignored_and_replaced() {
 async fn a_stale_entry_answers_while_aws_is_unreachable() {
     // Tokens of 8 s: fresh for 4 s, then stale until they expire.
     let w = World::start(Some(Duration::from_secs(8))).await;
-    let started = std::time::Instant::now();
     w.run(&request(V1, IMAGE, None, &[]), &[]).auth(HOST);
+    // Taken after the token was issued, so the entry is surely stale 4.5 s and expired 8.5 s
+    // from here.
+    let started = std::time::Instant::now();
 
     // AWS goes away.
     let unreachable = [("AWS_ENDPOINT_URL", "http://127.0.0.1:9")];
