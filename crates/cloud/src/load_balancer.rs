@@ -141,7 +141,10 @@ mod tests {
             name: "web".into(),
             uid: "0123456789012345678901234567890é-x".into(),
         };
-        assert_eq!(s.default_load_balancer_name(), "a0123456789012345678901234567890");
+        assert_eq!(
+            s.default_load_balancer_name(),
+            "a0123456789012345678901234567890"
+        );
         let s = ServiceRef {
             uid: "ééé-1".into(),
             ..s

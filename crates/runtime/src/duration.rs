@@ -47,7 +47,9 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
     let mut total: u128 = 0;
     let mut rest = s;
     while !rest.is_empty() {
-        let int_len = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let int_len = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let (int_digits, after) = rest.split_at(int_len);
         let (frac_digits, after) = match after.strip_prefix('.') {
             Some(f) => f.split_at(f.find(|c: char| !c.is_ascii_digit()).unwrap_or(f.len())),
@@ -63,8 +65,12 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
         if unit.is_empty() {
             return Err(err("missing unit (ns, us, ms, s, m or h)"));
         }
-        let unit = unit_nanos(unit)
-            .ok_or_else(|| err(&format!("unknown unit {:?} (ns, us, ms, s, m or h)", shown(unit))))?;
+        let unit = unit_nanos(unit).ok_or_else(|| {
+            err(&format!(
+                "unknown unit {:?} (ns, us, ms, s, m or h)",
+                shown(unit)
+            ))
+        })?;
         let out_of_range = || err(&format!("longer than {MAX_SECONDS} seconds"));
         // Leading zeros cannot overflow; any more than 20 significant digits certainly does.
         let int_digits = int_digits.trim_start_matches('0');
@@ -206,7 +212,9 @@ mod tests {
     #[test]
     fn refuses_out_of_range_without_overflow() {
         let long = format!("{}s", "9".repeat(40));
-        assert!(parse_go_duration(&long).unwrap_err().contains("longer than"));
+        assert!(parse_go_duration(&long)
+            .unwrap_err()
+            .contains("longer than"));
         assert!(parse_go_duration("1000000001s").is_err());
         assert!(parse_go_duration("1000000000s").is_ok());
         assert!(parse_go_duration(&format!("{}1s", "0".repeat(100))).is_ok());

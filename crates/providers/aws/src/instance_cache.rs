@@ -575,7 +575,12 @@ mod tests {
             ]
         );
         n.addresses = (0..5000u32)
-            .map(|i| NodeAddress::new(NodeAddressType::InternalIP, std::net::Ipv4Addr::from(i).to_string()))
+            .map(|i| {
+                NodeAddress::new(
+                    NodeAddressType::InternalIP,
+                    std::net::Ipv4Addr::from(i).to_string(),
+                )
+            })
             .collect();
         assert_eq!(lookup_keys(&n).unwrap().len(), 1 + MAX_IP_KEYS);
     }

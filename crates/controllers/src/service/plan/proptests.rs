@@ -13,15 +13,19 @@ fn port() -> impl Strategy<Value = K8sPort> {
     ]);
     let number = prop_oneof![1i32..=65535, any::<i32>()];
     let node_port = prop::option::of(prop_oneof![30000i32..=32767, any::<i32>()]);
-    (number, node_port, protocol, prop::option::of("[a-z0-9-]{0,15}")).prop_map(
-        |(port, node_port, protocol, name)| K8sPort {
+    (
+        number,
+        node_port,
+        protocol,
+        prop::option::of("[a-z0-9-]{0,15}"),
+    )
+        .prop_map(|(port, node_port, protocol, name)| K8sPort {
             port,
             node_port,
             protocol,
             name,
             ..K8sPort::default()
-        },
-    )
+        })
 }
 
 fn service(ports: Vec<K8sPort>, ranges: Vec<String>, hc: Option<i32>) -> Service {

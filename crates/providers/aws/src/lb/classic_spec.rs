@@ -372,7 +372,10 @@ mod tests {
     fn refuses_more_ports_than_listeners() {
         let ports: Vec<(u16, u16)> = (1..=101).map(|p| (p, 30000 + p)).collect();
         let e = spec(&request(&ports), &[]).unwrap_err();
-        assert!(e.contains("101 ports") && e.contains("at most 100 listeners"), "{e}");
+        assert!(
+            e.contains("101 ports") && e.contains("at most 100 listeners"),
+            "{e}"
+        );
         assert!(spec(&request(&ports[..MAX_CLASSIC_LISTENERS]), &[]).is_ok());
     }
 }

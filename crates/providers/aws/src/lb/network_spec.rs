@@ -392,7 +392,10 @@ mod tests {
         let ports: Vec<(Protocol, u16, u16)> =
             (1..=51).map(|p| (Protocol::Tcp, p, 30000 + p)).collect();
         let e = spec(&request(&ports), &[]).unwrap_err();
-        assert!(e.contains("51 ports") && e.contains("at most 50 listeners"), "{e}");
+        assert!(
+            e.contains("51 ports") && e.contains("at most 50 listeners"),
+            "{e}"
+        );
         assert!(spec(&request(&ports[..MAX_NLB_LISTENERS]), &[]).is_ok());
     }
 }

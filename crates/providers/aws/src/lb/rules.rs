@@ -155,7 +155,14 @@ mod tests {
     #[test]
     fn source_ranges_are_checked() {
         assert!(check_source_ranges(&["10.0.0.0/8".into(), "::/0".into()]).is_ok());
-        for bad in ["10.0.0.0", "10.0.0.0/33", "foo/8", "::/129", "10.0.0.0/+8", "10.0.0.0/ 8"] {
+        for bad in [
+            "10.0.0.0",
+            "10.0.0.0/33",
+            "foo/8",
+            "::/129",
+            "10.0.0.0/+8",
+            "10.0.0.0/ 8",
+        ] {
             assert!(check_source_ranges(&[bad.into()]).is_err(), "{bad}");
         }
     }

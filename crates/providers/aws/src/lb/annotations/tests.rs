@@ -281,7 +281,10 @@ fn ten_thousand_characters_are_refused_with_the_bound_in_the_message() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].kind, ProblemKind::ValueTooLong);
     let text = found[0].to_string();
-    assert!(text.contains("10000 characters long, at most 4096"), "{text}");
+    assert!(
+        text.contains("10000 characters long, at most 4096"),
+        "{text}"
+    );
     assert!(text.len() < 400, "the value is quoted only in part: {text}");
     // Tags may legitimately be longer: 50 tags of the longest key and value.
     let tags = (0..MAX_TAGS)
@@ -395,7 +398,8 @@ fn arbitrary_annotations() -> impl Strategy<Value = BTreeMap<String, String>> {
     let value = prop_oneof![
         any::<String>(),
         "[a-z0-9=,:./ *-]{0,40}",
-        (0usize..3, MAX_VALUE_CHARS - 10..MAX_VALUE_CHARS + 10).prop_map(|(c, n)| ["x", ",", "é"][c].repeat(n)),
+        (0usize..3, MAX_VALUE_CHARS - 10..MAX_VALUE_CHARS + 10)
+            .prop_map(|(c, n)| ["x", ",", "é"][c].repeat(n)),
     ];
     proptest::collection::btree_map(suffix.prop_map(|s| format!("{PREFIX}{s}")), value, 0..12)
 }
