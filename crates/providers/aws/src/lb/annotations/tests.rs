@@ -1,3 +1,5 @@
+//! Unit and property tests of the annotation parser: one problem per class, limits, "never panics".
+
 use super::*;
 use proptest::prelude::*;
 
