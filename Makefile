@@ -15,8 +15,9 @@ THROTTLE ?= 0.3
 THROTTLE_SECONDS ?= 30
 # More stratus-bench-lb flags, e.g. LB_FLAGS="--ccm-log /tmp/ccm.log --node-churn-quiet-period 2s"
 LB_FLAGS ?=
+ECR_RUNS ?= 200
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-faults env-up env-down clean-env
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-faults bench-ecr env-up env-down clean-env
 
 all: test
 
@@ -59,8 +60,15 @@ bench-faults: install
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
-## bench: every benchmark (nodes, load balancers, faults); JSON and SVG in bench/results/
-bench: bench-nodes bench-lb bench-faults
+## bench: every benchmark (nodes, load balancers, faults, ECR credential provider); JSON and SVG in bench/results/
+bench: bench-nodes bench-lb bench-faults bench-ecr
+
+## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
+# (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)
+bench-ecr:
+	$(CARGO) build -q --release -p ecr-credential-provider -p stratus-scenarios --bin ecr-credential-provider --bin stratus-bench-ecr
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-ecr --runs $(ECR_RUNS) | tee bench/results/bench-ecr.json
 
 ## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env)
 env-up: install

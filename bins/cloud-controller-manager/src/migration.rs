@@ -187,6 +187,9 @@ pub fn assign(enabled: &[&'static str], config: &MigrationConfig) -> Assignment 
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

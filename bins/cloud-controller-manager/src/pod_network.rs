@@ -149,6 +149,9 @@ fn node_mask_sizes(cidrs: &[Cidr], m: MaskFlags) -> Result<Vec<(u8, &'static str
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

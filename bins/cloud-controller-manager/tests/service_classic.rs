@@ -403,6 +403,81 @@ async fn invalid_annotation_warns_and_leaves_the_load_balancer_alone() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absurd_services_warn_before_any_aws_write() {
+    let lb = lb_setup("absurd", 1).await;
+    let _ccm = lb.ccm(&[]);
+    lb.s.env.reset_aws_request_counts().await.unwrap();
+
+    // 2000 ports, a 10,000-character annotation, 61 source ranges.
+    let ports: Vec<i32> = (1..=2000).collect();
+    create_lb_service(&lb.s.admin, NS, "many-ports", &ports, BTreeMap::new())
+        .await
+        .unwrap();
+    let long_path = format!("/{}", "x".repeat(9_999));
+    create_lb_service(
+        &lb.s.admin,
+        NS,
+        "long-annotation",
+        &[80],
+        annotations(&[("healthcheck-path", long_path.as_str())]),
+    )
+    .await
+    .unwrap();
+    let ranges: Vec<String> = (0..61).map(|i| format!("10.{i}.0.0/16")).collect();
+    let many_ranges: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+        "metadata": {"name": "many-ranges"},
+        "spec": {"type": "LoadBalancer", "loadBalancerSourceRanges": ranges,
+                 "ports": [{"port": 80, "protocol": "TCP"}]}}))
+    .unwrap();
+    kube::Api::<k8s_openapi::api::core::v1::Service>::namespaced(lb.s.admin.clone(), NS)
+        .create(&Default::default(), &many_ranges)
+        .await
+        .unwrap();
+
+    for (service, want) in [
+        ("many-ports", "2000 ports"),
+        ("long-annotation", "at most 4096"),
+        ("many-ranges", "61 ranges given, at most 60"),
+    ] {
+        let warning = wait_for(&format!("warning about {service}"), WAIT, || async {
+            let events = events_about(&lb.s.admin, "Service", service).await?;
+            Ok(events.into_iter().find(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some("SyncLoadBalancerFailed")
+            }))
+        })
+        .await
+        .unwrap();
+        let note = warning.note.unwrap_or_default();
+        assert!(note.contains(want), "{service}: {note}");
+        assert!(note.len() <= 1000, "{service}: {} bytes", note.len());
+        let svc = get_service(&lb.s.admin, NS, service)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(ingress_hostname(&svc), None, "{service}");
+    }
+
+    // Nothing was made or changed in AWS: no write of any kind, and nothing left behind.
+    let counts = lb.s.env.aws_request_counts().await.unwrap();
+    let writes: Vec<&String> = counts
+        .keys()
+        .filter(|k| {
+            let action = k.split_once(':').map_or(k.as_str(), |(_, a)| a);
+            !["Describe", "Get", "List"]
+                .iter()
+                .any(|read| action.starts_with(read))
+        })
+        .collect();
+    assert!(writes.is_empty(), "AWS writes: {counts:?}");
+    assert!(
+        lb.leftovers().await.is_empty(),
+        "{:?}",
+        lb.leftovers().await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_in_the_middle_of_creating_resumes_without_duplicates() {
     let lb = lb_setup("crash", 2).await;
     // The CCM dies while CreateLoadBalancer is in flight (AWS made the ELB, the answer is lost).

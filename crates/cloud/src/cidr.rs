@@ -139,6 +139,9 @@ impl FromStr for Cidr {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -45,12 +45,15 @@ pub struct ServiceRef {
 
 impl ServiceRef {
     /// The upstream default load-balancer name: `a` + the UID without dashes, cut to 32 chars.
+    ///
+    /// UIDs are UUIDs, so only dashes are dropped in practice; anything else that is not an ASCII
+    /// letter or digit (which no AWS load-balancer name may hold) is dropped as well, so the cut
+    /// never splits a character.
     pub fn default_load_balancer_name(&self) -> String {
-        let mut name: String = std::iter::once('a')
-            .chain(self.uid.chars().filter(|c| *c != '-'))
-            .collect();
-        name.truncate(32);
-        name
+        std::iter::once('a')
+            .chain(self.uid.chars().filter(char::is_ascii_alphanumeric))
+            .take(32)
+            .collect()
     }
 }
 
@@ -112,6 +115,9 @@ pub trait LoadBalancer: Send + Sync {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -125,6 +131,25 @@ mod tests {
         let n = s.default_load_balancer_name();
         assert_eq!(n, "a3f2b7c1e8d4a4e5f9a6b0c1d2e3f4a5");
         assert_eq!(n.len(), 32);
+    }
+
+    #[test]
+    fn default_name_of_a_non_ascii_uid_does_not_panic() {
+        // Regression: `String::truncate(32)` panicked when byte 32 fell inside a character.
+        let s = ServiceRef {
+            namespace: "ns".into(),
+            name: "web".into(),
+            uid: "0123456789012345678901234567890é-x".into(),
+        };
+        assert_eq!(
+            s.default_load_balancer_name(),
+            "a0123456789012345678901234567890"
+        );
+        let s = ServiceRef {
+            uid: "ééé-1".into(),
+            ..s
+        };
+        assert_eq!(s.default_load_balancer_name(), "a1");
     }
 
     #[test]

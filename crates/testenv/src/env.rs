@@ -749,13 +749,13 @@ fn start_timeout() -> Duration {
 /// Runs the counting proxy on a dedicated thread with its own runtime, so it keeps serving
 /// whatever the caller's runtime does (e.g. a current-thread test runtime blocked in a sync
 /// call, or a runtime shutting down before the env is dropped).
-struct ProxyThread {
+pub(crate) struct ProxyThread {
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl ProxyThread {
-    fn start(listener: StdTcpListener, upstream: String) -> Result<ProxyThread> {
+    pub(crate) fn start(listener: StdTcpListener, upstream: String) -> Result<ProxyThread> {
         listener.set_nonblocking(true)?;
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let (started, startup) = std::sync::mpsc::channel::<std::io::Result<()>>();
@@ -805,7 +805,7 @@ impl ProxyThread {
         }
     }
 
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
@@ -823,7 +823,7 @@ impl Drop for ProxyThread {
 
 /// Whether a start failed because a picked port was taken in the meantime (Go: "bind: address
 /// already in use", Python: "[Errno 98] Address already in use").
-fn is_port_conflict(err: &anyhow::Error) -> bool {
+pub(crate) fn is_port_conflict(err: &anyhow::Error) -> bool {
     format!("{err:#}")
         .to_ascii_lowercase()
         .contains("address already in use")

@@ -1,6 +1,7 @@
 //! Stratus test environment: a real etcd + kube-apiserver (RBAC, audit log) and the moto AWS
 //! emulator behind a request-counting proxy, for integration tests and for humans
-//! (`testenv up`).
+//! (`testenv up`). [`AwsEnv`] is the AWS part alone, for components that never talk to
+//! Kubernetes.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -12,6 +13,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod aws_env;
 pub mod cli;
 pub mod env;
 pub mod faults;
@@ -20,5 +22,6 @@ mod process;
 pub mod proxy;
 mod util;
 
+pub use aws_env::AwsEnv;
 pub use env::{Identity, TestEnv};
 pub use install::{ensure_installed, Paths};

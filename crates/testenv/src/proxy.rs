@@ -14,6 +14,16 @@
 //!   list releases nothing already held but stops holding new requests.
 //! - `POST /__stratus/release`: lets every request held so far go on (forwarded, or answered
 //!   with the answer held back), as if the network came back.
+//! - `POST /__stratus/ecr-token`: `{"lifetime_seconds": 43200}` (or `null`) sets how long the
+//!   ECR authorization tokens handed out from now on live (see below).
+//!
+//! Two gaps of moto are filled here, for the ECR credential provider:
+//! - moto's ECR `GetAuthorizationToken` always answers `expiresAt` 2015-01-01 (already expired).
+//!   With a lifetime set, the proxy rewrites `expiresAt` to now + lifetime.
+//! - moto has no ECR Public service. The proxy answers ECR Public `GetAuthorizationToken` itself
+//!   (counted like any request) with the fixed token `AWS:ecr-public-auth-token`, expiring after
+//!   the lifetime, or on 2015-01-01 like moto's private ECR when none is set. Other ECR Public
+//!   calls are forwarded to moto, which rejects them.
 //!
 //! - `POST /__stratus/faults`: a JSON list of [`Fault`] rules (e.g. `[{"service": "ec2",
 //!   "kind": "throttle", "rate": 0.3}]`): matching requests are throttled, failed with a 5xx,
@@ -52,6 +62,23 @@ pub const TIMELINE_PATH: &str = "/__stratus/timeline";
 
 use crate::faults::{error_answer, latency, pick, Timeline};
 pub use crate::faults::{Fault, FaultKind, Second};
+/// Path of the ECR token lifetime endpoint.
+pub const ECR_TOKEN_PATH: &str = "/__stratus/ecr-token";
+
+/// Body of [`ECR_TOKEN_PATH`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EcrToken {
+    /// Lifetime of the ECR (and ECR Public) authorization tokens answered from now on; `None`
+    /// keeps moto's already expired tokens.
+    pub lifetime_seconds: Option<u64>,
+}
+
+/// The password of the ECR Public token the proxy hands out (user `AWS`).
+pub const ECR_PUBLIC_PASSWORD: &str = "ecr-public-auth-token";
+/// `base64("AWS:ecr-public-auth-token")`.
+const ECR_PUBLIC_TOKEN: &str = "QVdTOmVjci1wdWJsaWMtYXV0aC10b2tlbg==";
+/// 2015-01-01T00:00:00Z, moto's fixed ECR token expiry.
+const MOTO_ECR_EXPIRY: f64 = 1_420_070_400.0;
 
 /// Requests to hold without an answer.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -71,6 +98,7 @@ pub struct Counters {
     release: tokio::sync::Notify,
     faults: Mutex<Vec<Fault>>,
     timeline: Mutex<Timeline>,
+    ecr_token_lifetime: Mutex<Option<u64>>,
 }
 
 impl Counters {
@@ -136,6 +164,26 @@ impl Counters {
     /// Lets every request held so far go on.
     pub fn release_held(&self) {
         self.release.notify_waiters();
+    }
+
+    /// Sets the lifetime of the ECR tokens answered from now on (see the module docs).
+    pub fn set_ecr_token_lifetime(&self, seconds: Option<u64>) {
+        *self
+            .ecr_token_lifetime
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = seconds;
+    }
+
+    /// The `expiresAt` (Unix seconds) of an ECR token answered now, if a lifetime is set.
+    fn ecr_token_expiry(&self) -> Option<f64> {
+        let lifetime = (*self
+            .ecr_token_lifetime
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()))?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Some((now.as_secs() + lifetime) as f64)
     }
 
     fn hold_for(&self, action: &str) -> Option<Hold> {
@@ -325,6 +373,19 @@ impl Proxy {
                 self.counters.set_faults(faults);
                 return json_response(StatusCode::OK, b"{}".to_vec());
             }
+            (&Method::POST, ECR_TOKEN_PATH) => {
+                let body = request.into_body().collect().await.map(|c| c.to_bytes());
+                return match body.map(|b| serde_json::from_slice::<EcrToken>(&b)) {
+                    Ok(Ok(token)) => {
+                        self.counters.set_ecr_token_lifetime(token.lifetime_seconds);
+                        json_response(StatusCode::OK, b"{}".to_vec())
+                    }
+                    Ok(Err(e)) => {
+                        error_response(StatusCode::BAD_REQUEST, &format!("ecr token: {e}"))
+                    }
+                    Err(e) => error_response(StatusCode::BAD_REQUEST, &format!("body: {e}")),
+                };
+            }
             (&Method::POST, HOLD_PATH) => {
                 let body = request.into_body().collect().await.map(|c| c.to_bytes());
                 return match body.map(|b| serde_json::from_slice::<Vec<Hold>>(&b)) {
@@ -355,6 +416,20 @@ impl Proxy {
         // Registered before deciding, so a release right after the decision is not missed.
         let released = self.counters.release.notified();
         match self.decide(&info) {
+            Decision::Forward if info.service == "ecr-public" => {
+                if info.action == "GetAuthorizationToken" {
+                    ecr_public_token(self.counters.ecr_token_expiry())
+                } else {
+                    self.forward(parts, body).await
+                }
+            }
+            Decision::Forward if info.key() == "ecr:GetAuthorizationToken" => {
+                let response = self.forward(parts, body).await;
+                match self.counters.ecr_token_expiry() {
+                    Some(expires_at) => with_ecr_expiry(response, expires_at).await,
+                    None => response,
+                }
+            }
             Decision::Forward => self.forward(parts, body).await,
             Decision::HoldRequest => {
                 released.await;
@@ -423,6 +498,52 @@ impl Proxy {
             ),
         }
     }
+}
+
+/// The proxy's own answer to ECR Public `GetAuthorizationToken` (moto has no ECR Public).
+fn ecr_public_token(expires_at: Option<f64>) -> Response<ProxyBody> {
+    let body = serde_json::json!({
+        "authorizationData": {
+            "authorizationToken": ECR_PUBLIC_TOKEN,
+            "expiresAt": expires_at.unwrap_or(MOTO_ECR_EXPIRY),
+        }
+    });
+    let mut response = json_response(StatusCode::OK, body.to_string().into_bytes());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-amz-json-1.1"),
+    );
+    response
+}
+
+/// Rewrites every `authorizationData[].expiresAt` of a successful ECR `GetAuthorizationToken`
+/// answer to `expires_at`; anything else passes unchanged.
+async fn with_ecr_expiry(response: Response<ProxyBody>, expires_at: f64) -> Response<ProxyBody> {
+    if !response.status().is_success() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(err) => {
+            return error_response(
+                StatusCode::BAD_GATEWAY,
+                &format!("reading the upstream answer: {err}"),
+            )
+        }
+    };
+    let rewritten = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|mut answer| {
+            for data in answer.get_mut("authorizationData")?.as_array_mut()? {
+                data.as_object_mut()?
+                    .insert("expiresAt".to_owned(), serde_json::json!(expires_at));
+            }
+            serde_json::to_vec(&answer).ok()
+        });
+    let body = rewritten.unwrap_or_else(|| bytes.to_vec());
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, full(body))
 }
 
 /// Drops connection-scoped headers; the body is re-framed by hyper.
@@ -531,6 +652,39 @@ mod tests {
         ]);
         let info = RequestInfo::classify(&h, &"/".parse().unwrap(), b"{\"Action\":\"nope\"}");
         assert_eq!(info.key(), "logs:PutLogEvents");
+    }
+
+    async fn body_json(response: Response<ProxyBody>) -> serde_json::Value {
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[tokio::test]
+    async fn ecr_tokens_get_the_configured_expiry() {
+        let moto = br#"{"authorizationData":[{"authorizationToken":"QVdTOng=","expiresAt":1420070400.0,"proxyEndpoint":"https://x"}]}"#;
+        let response = json_response(StatusCode::OK, moto.to_vec());
+        let answer = body_json(with_ecr_expiry(response, 1_900_000_000.0).await).await;
+        assert_eq!(answer["authorizationData"][0]["expiresAt"], 1_900_000_000.0);
+        assert_eq!(
+            answer["authorizationData"][0]["authorizationToken"],
+            "QVdTOng="
+        );
+        // Errors pass unchanged.
+        let error = error_response(StatusCode::BAD_REQUEST, "nope");
+        let passed = with_ecr_expiry(error, 1.0).await;
+        assert_eq!(passed.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[tokio::test]
+    async fn ecr_public_tokens_are_answered_by_the_proxy() {
+        let answer = body_json(ecr_public_token(Some(1_900_000_000.0))).await;
+        assert_eq!(answer["authorizationData"]["expiresAt"], 1_900_000_000.0);
+        assert_eq!(
+            answer["authorizationData"]["authorizationToken"],
+            ECR_PUBLIC_TOKEN
+        );
+        let answer = body_json(ecr_public_token(None)).await;
+        assert_eq!(answer["authorizationData"]["expiresAt"], MOTO_ECR_EXPIRY);
     }
 
     #[test]

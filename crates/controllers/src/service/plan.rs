@@ -102,11 +102,15 @@ pub enum RequestError {
     NoNodePort(i32),
     #[error("port {0} is out of range")]
     BadPort(i32),
-    #[error("the Service has {0} ports; at most {1} are accepted")]
+    #[error("the Service has {0} ports; a load balancer has at most {1} listeners")]
     TooManyPorts(usize, usize),
 }
 
-/// Most ports one load balancer request may carry (absurd objects are refused, not attempted).
+/// Most ports one load balancer request may carry: absurd objects (a Service may list thousands
+/// of ports) are refused with a Warning Event before any cloud call, not attempted.
+///
+/// 100 is the largest listener count of any load balancer we make (a Classic ELB's quota of
+/// listeners per load balancer; an NLB allows 50, which the AWS provider checks itself).
 pub const MAX_PORTS: usize = 100;
 
 /// The cloud request for a Service and its target nodes.
@@ -194,6 +198,9 @@ pub fn ingress_status_patch(svc: &Service, ingress: &[Ingress]) -> Option<Value>
         .collect();
     Some(json!({"status": {"loadBalancer": {"ingress": list}}}))
 }
+
+#[cfg(test)]
+mod proptests;
 
 #[cfg(test)]
 mod tests {

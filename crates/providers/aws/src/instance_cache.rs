@@ -84,13 +84,25 @@ pub fn lookup_keys(node: &NodeInfo) -> Result<Vec<LookupKey>, CloudError> {
         return Ok(keys);
     }
     keys.push(LookupKey::PrivateDnsName(node.name.clone()));
-    keys.extend(
-        node.known_ips()
-            .into_iter()
-            .map(|ip| LookupKey::PrivateIp(ip.to_string())),
-    );
+    // Kubelet-reported addresses are not validated by the apiserver: only real IP addresses, in
+    // their canonical spelling (as EC2 reports them), and only the first few, become keys.
+    for ip in node.known_ips() {
+        let Ok(ip) = ip.trim().parse::<std::net::IpAddr>() else {
+            continue;
+        };
+        let key = LookupKey::PrivateIp(ip.to_string());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+        if keys.len() > MAX_IP_KEYS {
+            break;
+        }
+    }
     Ok(keys)
 }
+
+/// Most node IPs looked up for one node (a node has one or two; a hostile one may list thousands).
+pub const MAX_IP_KEYS: usize = 16;
 
 struct Entry {
     instance: Arc<Instance>,
@@ -507,6 +519,9 @@ fn stopped() -> CloudError {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::instance::InstanceState;
@@ -540,6 +555,34 @@ mod tests {
         );
         n.provider_id = Some("gce://x/y/z".into());
         assert!(matches!(lookup_keys(&n), Err(CloudError::InvalidInput(_))));
+    }
+
+    #[test]
+    fn only_real_ips_become_keys_and_only_a_few() {
+        let mut n = NodeInfo::named("worker-7");
+        n.addresses = vec![
+            NodeAddress::new(NodeAddressType::InternalIP, "not-an-ip"),
+            NodeAddress::new(NodeAddressType::InternalIP, "10.0.0.1 "),
+            NodeAddress::new(NodeAddressType::InternalIP, "10.0.0.1"),
+            NodeAddress::new(NodeAddressType::InternalIP, "FD00::1"),
+        ];
+        assert_eq!(
+            lookup_keys(&n).unwrap(),
+            vec![
+                LookupKey::PrivateDnsName("worker-7".into()),
+                LookupKey::PrivateIp("10.0.0.1".into()),
+                LookupKey::PrivateIp("fd00::1".into()),
+            ]
+        );
+        n.addresses = (0..5000u32)
+            .map(|i| {
+                NodeAddress::new(
+                    NodeAddressType::InternalIP,
+                    std::net::Ipv4Addr::from(i).to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(lookup_keys(&n).unwrap().len(), 1 + MAX_IP_KEYS);
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub struct ProviderId {
     pub instance: InstanceId,
 }
 
-/// Why a provider ID could not be used.
+/// Why a provider ID could not be used. The ID is quoted cut to [`MAX_SHOWN_CHARS`] characters.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProviderIdError {
     #[error("provider ID {0:?} is not an AWS provider ID (want aws:///<zone>/<instance-id>)")]
@@ -48,6 +48,17 @@ pub enum ProviderIdError {
     BadInstance(String),
     #[error("provider ID {0:?} names a Fargate task, which has no EC2 instance")]
     Fargate(String),
+}
+
+/// Longest part of a provider ID quoted in an error (a hostile Node may carry a huge one).
+pub const MAX_SHOWN_CHARS: usize = 200;
+
+/// `text`, cut to [`MAX_SHOWN_CHARS`] characters.
+fn shown(text: &str) -> String {
+    match text.char_indices().nth(MAX_SHOWN_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
 }
 
 impl ProviderId {
@@ -61,18 +72,19 @@ impl ProviderId {
         }
         let rest = text
             .strip_prefix("aws://")
-            .ok_or_else(|| ProviderIdError::NotAws(text.to_string()))?;
-        let parts: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
+            .ok_or_else(|| ProviderIdError::NotAws(shown(text)))?;
+        // As upstream (`strings.Trim(url.Path, "/")`): slashes at either end do not count.
+        let parts: Vec<&str> = rest.trim_matches('/').split('/').collect();
         let (zone, id) = match parts.as_slice() {
             [id] => (None, *id),
             [zone, id] => (Some(*zone), *id),
-            _ => return Err(ProviderIdError::NotAws(text.to_string())),
+            _ => return Err(ProviderIdError::NotAws(shown(text))),
         };
         if id.starts_with("fargate-") {
-            return Err(ProviderIdError::Fargate(text.to_string()));
+            return Err(ProviderIdError::Fargate(shown(text)));
         }
         let instance =
-            InstanceId::parse(id).ok_or_else(|| ProviderIdError::BadInstance(text.to_string()))?;
+            InstanceId::parse(id).ok_or_else(|| ProviderIdError::BadInstance(shown(text)))?;
         Ok(ProviderId {
             zone: zone.filter(|z| !z.is_empty()).map(str::to_string),
             instance,
@@ -94,6 +106,9 @@ pub fn instance_id_from_node_name(name: &str) -> Option<InstanceId> {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -104,6 +119,7 @@ mod tests {
             ("aws:////i-0abc", None, "i-0abc"),
             ("aws://us-east-1a/i-0abc", Some("us-east-1a"), "i-0abc"),
             ("i-0123abcd", None, "i-0123abcd"),
+            ("aws:///us-east-1a/i-0abc/", Some("us-east-1a"), "i-0abc"),
         ];
         for (text, zone, id) in cases {
             let p = ProviderId::parse(text).unwrap();
@@ -128,6 +144,13 @@ mod tests {
         ));
         assert!(ProviderId::parse("aws:///a/b/i-1").is_err());
         assert!(ProviderId::parse("").is_err());
+    }
+
+    #[test]
+    fn errors_quote_a_huge_id_only_in_part() {
+        let huge = format!("aws:///us-east-1a/i-{}", "z".repeat(100_000));
+        let e = ProviderId::parse(&huge).unwrap_err().to_string();
+        assert!(e.len() < 400, "{} bytes", e.len());
     }
 
     #[test]

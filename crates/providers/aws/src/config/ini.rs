@@ -344,6 +344,9 @@ fn unescape(e: char) -> Result<char, String> {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

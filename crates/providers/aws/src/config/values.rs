@@ -164,6 +164,9 @@ pub(crate) fn canonical_service(service: &str) -> String {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -12,17 +12,39 @@ use std::net::Ipv4Addr;
 /// Common prefix of every annotation handled here.
 pub const PREFIX: &str = "service.beta.kubernetes.io/aws-load-balancer-";
 
-/// Values longer than this (in characters) are rejected without further parsing.
-pub const MAX_VALUE_CHARS: usize = 10_000;
+/// Values longer than this (in characters) are rejected without further parsing, except
+/// [`key::ADDITIONAL_RESOURCE_TAGS`] (see [`max_value_chars`]).
+///
+/// Kubernetes bounds only the total size of an object's annotations (256 KiB). No valid value
+/// of a load-balancer annotation comes near 4096 characters (an ARN is at most 2048, a health
+/// check path 1024, an ID list of every subnet of a VPC a few hundred), so anything longer is
+/// hostile or broken and is refused before it is split, parsed or echoed.
+pub const MAX_VALUE_CHARS: usize = 4096;
+
+/// The longest valid `additional-resource-tags` value: [`MAX_TAGS`] tags of the longest key and
+/// value AWS allows, each with `=`, `,` and a space.
+pub const MAX_TAGS_VALUE_CHARS: usize = MAX_TAGS * (MAX_TAG_KEY_CHARS + MAX_TAG_VALUE_CHARS + 3);
+
+/// The length bound of an annotation's value, in characters.
+pub fn max_value_chars(suffix: &str) -> usize {
+    if suffix == key::ADDITIONAL_RESOURCE_TAGS {
+        MAX_TAGS_VALUE_CHARS
+    } else {
+        MAX_VALUE_CHARS
+    }
+}
 
 /// Connection-draining timeout used when draining is enabled without an explicit timeout.
 pub const DEFAULT_CONNECTION_DRAINING_TIMEOUT: u32 = 300;
 
 /// Longest value or key excerpt echoed back in a problem message.
 const EXCERPT_CHARS: usize = 100;
-const MAX_TAGS: usize = 50;
-const MAX_TAG_KEY_CHARS: usize = 128;
-const MAX_TAG_VALUE_CHARS: usize = 256;
+/// Most user tags on one AWS resource (the AWS limit).
+pub const MAX_TAGS: usize = 50;
+/// Longest tag key AWS accepts.
+pub const MAX_TAG_KEY_CHARS: usize = 128;
+/// Longest tag value AWS accepts.
+pub const MAX_TAG_VALUE_CHARS: usize = 256;
 const MAX_HEALTHCHECK_PATH_CHARS: usize = 1024;
 
 /// Annotation suffixes (the part after [`PREFIX`]).
@@ -268,7 +290,7 @@ impl LbAnnotations {
 pub enum ProblemKind {
     /// A key under [`PREFIX`] that is not understood.
     UnknownKey,
-    /// A value longer than [`MAX_VALUE_CHARS`].
+    /// A value longer than its bound ([`max_value_chars`]).
     ValueTooLong,
     /// A value that does not parse or is out of range.
     InvalidValue,
@@ -782,17 +804,20 @@ impl<'a> Parser<'a> {
         };
         let mut out = BTreeMap::new();
         for (k, v) in pairs {
+            // Keys are user text: quoted cut and escaped, so a problem stays on one line.
+            let shown_key = excerpt(k).escape_debug().to_string();
             let reason = if k.chars().count() > MAX_TAG_KEY_CHARS {
                 Some(format!(
-                    "tag key \"{}\" is longer than {MAX_TAG_KEY_CHARS} characters",
-                    excerpt(k)
+                    "tag key \"{shown_key}\" is longer than {MAX_TAG_KEY_CHARS} characters"
                 ))
             } else if v.chars().count() > MAX_TAG_VALUE_CHARS {
                 Some(format!(
-                    "value of tag \"{k}\" is longer than {MAX_TAG_VALUE_CHARS} characters"
+                    "value of tag \"{shown_key}\" is longer than {MAX_TAG_VALUE_CHARS} characters"
                 ))
             } else if k.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("aws:")) {
-                Some(format!("tag key \"{k}\" uses the reserved aws: prefix"))
+                Some(format!(
+                    "tag key \"{shown_key}\" uses the reserved aws: prefix"
+                ))
             } else {
                 None
             };
@@ -912,13 +937,17 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, An
                 format!("unknown annotation (known: {})", KNOWN_SUFFIXES.join(", ")),
             ),
             Some(known) => {
-                if value.len() > MAX_VALUE_CHARS && value.chars().count() > MAX_VALUE_CHARS {
+                let max = max_value_chars(known);
+                if value.len() > max && value.chars().count() > max {
                     p.oversized.insert(known);
                     p.report(
                         suffix,
                         ProblemKind::ValueTooLong,
                         Some(value),
-                        format!("value longer than {MAX_VALUE_CHARS} characters"),
+                        format!(
+                            "value is {} characters long, at most {max} are accepted",
+                            value.chars().count()
+                        ),
                     );
                 }
             }
@@ -1005,6 +1034,9 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, An
         Err(AnnotationErrors(p.problems))
     }
 }
+
+#[cfg(test)]
+mod proptests;
 
 #[cfg(test)]
 mod tests;

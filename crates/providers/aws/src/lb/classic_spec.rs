@@ -106,6 +106,11 @@ fn tls_frontend(backend: BackendProtocol) -> &'static str {
     }
 }
 
+/// Most listeners of one Classic ELB: the "listeners per load balancer" quota of Elastic Load
+/// Balancing (100). One listener per Service port, so a Service with more ports is refused
+/// before any AWS call.
+pub const MAX_CLASSIC_LISTENERS: usize = 100;
+
 /// The desired Classic ELB, or why the Service cannot have one.
 pub fn classic_spec(
     request: &LoadBalancerRequest,
@@ -117,6 +122,12 @@ pub fn classic_spec(
     }
     if request.ports.is_empty() {
         return Err("the Service has no ports".into());
+    }
+    if request.ports.len() > MAX_CLASSIC_LISTENERS {
+        return Err(format!(
+            "the Service has {} ports, but a Classic ELB has at most {MAX_CLASSIC_LISTENERS} listeners",
+            request.ports.len()
+        ));
     }
     if let Some(p) = request.ports.iter().find(|p| p.protocol != Protocol::Tcp) {
         return Err(format!(
@@ -355,5 +366,16 @@ mod tests {
         let mut req = request(&[(80, 30080)]);
         req.requested_ip = Some("1.2.3.4".into());
         assert!(spec(&req, &[]).unwrap_err().contains("loadBalancerIP"));
+    }
+
+    #[test]
+    fn refuses_more_ports_than_listeners() {
+        let ports: Vec<(u16, u16)> = (1..=101).map(|p| (p, 30000 + p)).collect();
+        let e = spec(&request(&ports), &[]).unwrap_err();
+        assert!(
+            e.contains("101 ports") && e.contains("at most 100 listeners"),
+            "{e}"
+        );
+        assert!(spec(&request(&ports[..MAX_CLASSIC_LISTENERS]), &[]).is_ok());
     }
 }

@@ -96,6 +96,11 @@ pub fn target_group_name(
     name
 }
 
+/// Most listeners of one Network Load Balancer: the "listeners per Network Load Balancer" quota
+/// of Elastic Load Balancing (50). One listener (and one target group) per Service port, so a
+/// Service with more ports is refused before any AWS call.
+pub const MAX_NLB_LISTENERS: usize = 50;
+
 /// The desired NLB, or why the Service cannot have one.
 pub fn network_spec(
     request: &LoadBalancerRequest,
@@ -107,6 +112,12 @@ pub fn network_spec(
     }
     if request.ports.is_empty() {
         return Err("the Service has no ports".into());
+    }
+    if request.ports.len() > MAX_NLB_LISTENERS {
+        return Err(format!(
+            "the Service has {} ports, but a Network Load Balancer has at most {MAX_NLB_LISTENERS} listeners",
+            request.ports.len()
+        ));
     }
     let protocols: BTreeSet<Protocol> = request.ports.iter().map(|p| p.protocol).collect();
     if protocols.contains(&Protocol::Sctp) {
@@ -374,5 +385,17 @@ mod tests {
         assert_eq!(spec(&req, &[]).unwrap().ports[0].protocol, "UDP");
         req.requested_ip = Some("1.2.3.4".into());
         assert!(spec(&req, &[]).is_err());
+    }
+
+    #[test]
+    fn refuses_more_ports_than_listeners() {
+        let ports: Vec<(Protocol, u16, u16)> =
+            (1..=51).map(|p| (Protocol::Tcp, p, 30000 + p)).collect();
+        let e = spec(&request(&ports), &[]).unwrap_err();
+        assert!(
+            e.contains("51 ports") && e.contains("at most 50 listeners"),
+            "{e}"
+        );
+        assert!(spec(&request(&ports[..MAX_NLB_LISTENERS]), &[]).is_ok());
     }
 }

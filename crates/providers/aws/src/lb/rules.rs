@@ -3,6 +3,8 @@
 
 use std::collections::BTreeSet;
 
+use stratus_cloud::Cidr;
+
 /// All addresses, the default of `loadBalancerSourceRanges`.
 pub const ANYWHERE_V4: &str = "0.0.0.0/0";
 
@@ -37,12 +39,23 @@ pub struct GroupRule {
     pub description: String,
 }
 
-/// Source ranges of a load balancer: the Service's, or everywhere.
+/// Most distinct source ranges one load balancer accepts.
+///
+/// Each range is at least one ingress rule in one security group (a Classic ELB's own group
+/// holds one per listener port and range plus one for path-MTU discovery; an NLB's ranges are
+/// rules in the node groups), and AWS allows 60 inbound rules per group and address family by
+/// default. A Service with more ranges than that cannot be applied with default quotas, so it
+/// is refused before any AWS call instead of failing half-way through.
+pub const MAX_SOURCE_RANGES: usize = 60;
+
+/// Source ranges of a load balancer: the Service's, normalised as Go prints them (`10.0.0.1/8`
+/// is `10.0.0.0/8`) and deduplicated, or everywhere. Call [`check_source_ranges`] first.
 pub fn source_ranges(requested: &[String]) -> Vec<String> {
     let mut out: Vec<String> = requested
         .iter()
-        .map(|s| s.trim().to_string())
+        .map(|s| s.trim())
         .filter(|s| !s.is_empty())
+        .map(|s| Cidr::parse(s).map_or_else(|_| s.to_string(), |c| c.to_string()))
         .collect();
     if out.is_empty() {
         out.push(ANYWHERE_V4.to_string());
@@ -85,35 +98,25 @@ pub fn diff<T: Ord + Clone>(current: &BTreeSet<T>, desired: &BTreeSet<T>) -> (Ve
     (add, remove)
 }
 
-/// Validates source ranges before they reach AWS: each must be an IPv4 or IPv6 CIDR.
+/// Validates source ranges before they reach AWS: each must be an IPv4 or IPv6 CIDR, and
+/// there may be at most [`MAX_SOURCE_RANGES`] distinct ones.
 pub fn check_source_ranges(ranges: &[String]) -> Result<(), String> {
-    for r in ranges {
-        let r = r.trim();
-        let Some((addr, len)) = r.split_once('/') else {
-            return Err(format!(
-                "loadBalancerSourceRanges: {r:?} is not a CIDR (want e.g. 10.0.0.0/8)"
-            ));
-        };
-        let max = match addr.parse::<std::net::IpAddr>() {
-            Ok(std::net::IpAddr::V4(_)) => 32,
-            Ok(std::net::IpAddr::V6(_)) => 128,
-            Err(_) => {
-                return Err(format!(
-                    "loadBalancerSourceRanges: {r:?} has an invalid address"
-                ))
-            }
-        };
-        match len.parse::<u8>() {
-            Ok(n) if n <= max => {}
-            _ => {
-                return Err(format!(
-                    "loadBalancerSourceRanges: {r:?} has an invalid prefix length"
-                ))
-            }
-        }
+    let mut distinct = BTreeSet::new();
+    for r in ranges.iter().map(|r| r.trim()).filter(|r| !r.is_empty()) {
+        let cidr = Cidr::parse(r).map_err(|e| format!("loadBalancerSourceRanges: {e}"))?;
+        distinct.insert(cidr);
+    }
+    if distinct.len() > MAX_SOURCE_RANGES {
+        return Err(format!(
+            "loadBalancerSourceRanges: {} ranges given, at most {MAX_SOURCE_RANGES} are accepted (each is a rule in a security group, which holds 60 inbound rules by default)",
+            distinct.len()
+        ));
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod proptests;
 
 #[cfg(test)]
 mod tests {
@@ -152,8 +155,44 @@ mod tests {
     #[test]
     fn source_ranges_are_checked() {
         assert!(check_source_ranges(&["10.0.0.0/8".into(), "::/0".into()]).is_ok());
-        for bad in ["10.0.0.0", "10.0.0.0/33", "foo/8", "::/129"] {
+        for bad in [
+            "10.0.0.0",
+            "10.0.0.0/33",
+            "foo/8",
+            "::/129",
+            "10.0.0.0/+8",
+            "10.0.0.0/ 8",
+        ] {
             assert!(check_source_ranges(&[bad.into()]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_sign_in_the_prefix_is_refused() {
+        // Regression: `"+8".parse::<u8>()` is Ok, so `10.0.0.0/+8` passed the check and only
+        // failed at AWS, after the load balancer had been created.
+        let e = check_source_ranges(&["10.0.0.0/+8".into()]).unwrap_err();
+        assert!(e.contains("10.0.0.0/+8"), "{e}");
+    }
+
+    #[test]
+    fn ranges_are_normalised_before_deduplication() {
+        assert_eq!(
+            source_ranges(&["10.1.2.3/8".into(), "10.0.0.0/8".into(), "FD00::1/8".into()]),
+            vec!["10.0.0.0/8", "fd00::/8"]
+        );
+    }
+
+    #[test]
+    fn too_many_ranges_are_refused() {
+        let ranges: Vec<String> = (0..=MAX_SOURCE_RANGES)
+            .map(|i| format!("10.{i}.0.0/16"))
+            .collect();
+        let e = check_source_ranges(&ranges).unwrap_err();
+        assert!(e.contains("61 ranges given, at most 60"), "{e}");
+        assert!(check_source_ranges(&ranges[..MAX_SOURCE_RANGES]).is_ok());
+        // Duplicates (after normalisation) count once.
+        let same: Vec<String> = (0..500).map(|i| format!("10.0.{}.0/8", i % 256)).collect();
+        assert!(check_source_ranges(&same).is_ok());
     }
 }

@@ -1,3 +1,5 @@
+//! Unit and property tests of the annotation parser: one problem per class, limits, "never panics".
+
 use super::*;
 use proptest::prelude::*;
 
@@ -275,6 +277,45 @@ fn oversized_value_is_not_parsed_further() {
 }
 
 #[test]
+fn ten_thousand_characters_are_refused_with_the_bound_in_the_message() {
+    let long = "x".repeat(10_000);
+    let found = problems(&[(key::HC_PATH, long.as_str())]);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].kind, ProblemKind::ValueTooLong);
+    let text = found[0].to_string();
+    assert!(
+        text.contains("10000 characters long, at most 4096"),
+        "{text}"
+    );
+    assert!(text.len() < 400, "the value is quoted only in part: {text}");
+    // Tags may legitimately be longer: 50 tags of the longest key and value.
+    let tags = (0..MAX_TAGS)
+        .map(|i| format!("{:0>128}={}", i, "v".repeat(MAX_TAG_VALUE_CHARS)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert!(tags.len() > MAX_VALUE_CHARS && tags.len() <= MAX_TAGS_VALUE_CHARS);
+    let parsed = parse(&ann(&[(key::ADDITIONAL_RESOURCE_TAGS, tags.as_str())])).unwrap();
+    assert_eq!(parsed.additional_tags.len(), MAX_TAGS);
+}
+
+#[test]
+fn tag_problems_stay_on_one_line() {
+    // Regression: tag keys were echoed raw, so a key holding a newline split the Event note.
+    let values = [
+        "aws:x\ny=1".to_string(),
+        format!("a\nb=\u{1b}[31m{}", "v".repeat(300)),
+        format!("{}\n=v", "k".repeat(200)),
+    ];
+    for value in values {
+        let found = problems(&[(key::ADDITIONAL_RESOURCE_TAGS, value.as_str())]);
+        assert!(!found.is_empty());
+        for p in found {
+            assert!(!p.to_string().contains('\n'), "{p}");
+        }
+    }
+}
+
+#[test]
 fn elsewhere_types_are_left_alone() {
     for t in ["nlb-ip", "external"] {
         let parsed = parse(&ann(&[
@@ -359,7 +400,8 @@ fn arbitrary_annotations() -> impl Strategy<Value = BTreeMap<String, String>> {
     let value = prop_oneof![
         any::<String>(),
         "[a-z0-9=,:./ *-]{0,40}",
-        (0usize..3, 9_990usize..10_020).prop_map(|(c, n)| ["x", ",", "é"][c].repeat(n)),
+        (0usize..3, MAX_VALUE_CHARS - 10..MAX_VALUE_CHARS + 10)
+            .prop_map(|(c, n)| ["x", ",", "é"][c].repeat(n)),
     ];
     proptest::collection::btree_map(suffix.prop_map(|s| format!("{PREFIX}{s}")), value, 0..12)
 }
@@ -378,8 +420,8 @@ proptest! {
     }
 
     #[test]
-    fn parse_never_panics_on_huge_values(suffix in proptest::sample::select(KNOWN_SUFFIXES), n in 10_001usize..200_000) {
-        let map = ann(&[(suffix, &",".repeat(n))]);
+    fn parse_never_panics_on_huge_values(suffix in proptest::sample::select(KNOWN_SUFFIXES), n in 0usize..200_000) {
+        let map = ann(&[(suffix, &",".repeat(max_value_chars(suffix) + 1 + n))]);
         let errors = parse(&map).unwrap_err();
         let too_long = errors.0.iter().filter(|p| p.kind == ProblemKind::ValueTooLong).count();
         prop_assert_eq!(too_long, 1);
