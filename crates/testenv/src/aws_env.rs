@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use crate::env::{is_port_conflict, ProxyThread};
 use crate::install::ensure_installed;
 use crate::process::{Lifetime, Proc};
-use crate::proxy::{self, EcrToken};
+use crate::proxy_control::ProxyControl;
 use crate::util::{free_listeners, random_token, HttpClient};
 
 /// moto behind the counting proxy, each on a free 127.0.0.1 port. Dropping it stops both and
@@ -104,25 +104,20 @@ impl AwsEnv {
     /// Environment variables for a process using this environment as its AWS: the endpoint,
     /// moto's test credentials, `us-east-1`, and IMDS off.
     pub fn env_vars(&self) -> Vec<(String, String)> {
-        [
-            ("AWS_ENDPOINT_URL", self.aws_endpoint.clone()),
-            ("AWS_ACCESS_KEY_ID", "testing".to_owned()),
-            ("AWS_SECRET_ACCESS_KEY", "testing".to_owned()),
-            ("AWS_REGION", "us-east-1".to_owned()),
-            ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
+        self.proxy_control().aws_env_vars()
+    }
+
+    /// The AWS proxy's control endpoints.
+    pub fn proxy_control(&self) -> ProxyControl<'_> {
+        ProxyControl {
+            endpoint: &self.aws_endpoint,
+        }
     }
 
     /// AWS requests seen by the proxy so far, keyed by `service:Action` (unsigned requests,
     /// such as STS `AssumeRoleWithWebIdentity`, count as `unknown:Action`).
     pub async fn aws_request_counts(&self) -> Result<BTreeMap<String, u64>> {
-        let url = format!("{}{}", self.aws_endpoint, proxy::COUNTS_PATH);
-        let (status, body) = HttpClient::new().get(&url).await?;
-        anyhow::ensure!(status.is_success(), "GET {url}: {status}");
-        serde_json::from_slice(&body).with_context(|| format!("parsing {url}"))
+        self.proxy_control().counts().await
     }
 
     /// All AWS requests seen by the proxy so far.
@@ -132,24 +127,13 @@ impl AwsEnv {
 
     /// Zeroes the proxy's request counters.
     pub async fn reset_aws_request_counts(&self) -> Result<()> {
-        let url = format!("{}{}", self.aws_endpoint, proxy::RESET_PATH);
-        let (status, _) = HttpClient::new().send(http::Method::POST, &url).await?;
-        anyhow::ensure!(status.is_success(), "POST {url}: {status}");
-        Ok(())
+        self.proxy_control().reset().await
     }
 
     /// Sets the lifetime of the ECR and ECR Public tokens answered from now on; `None` keeps
     /// moto's already expired ones (see [`proxy`]).
     pub async fn set_ecr_token_lifetime(&self, lifetime: Option<Duration>) -> Result<()> {
-        let url = format!("{}{}", self.aws_endpoint, proxy::ECR_TOKEN_PATH);
-        let body = serde_json::to_vec(&EcrToken {
-            lifetime_seconds: lifetime.map(|l| l.as_secs()),
-        })?;
-        let (status, _) = HttpClient::new()
-            .send_body(http::Method::POST, &url, body)
-            .await?;
-        anyhow::ensure!(status.is_success(), "POST {url}: {status}");
-        Ok(())
+        self.proxy_control().set_ecr_token_lifetime(lifetime).await
     }
 }
 

@@ -20,6 +20,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use crate::install::{ensure_installed, Paths};
 use crate::process::{stop_all, Lifetime, Proc};
 use crate::proxy::{self, Counters};
+use crate::proxy_control::ProxyControl;
 use crate::util::{free_listeners, random_token, HttpClient};
 
 /// Who talks to the apiserver. Each identity has a static token and a kubeconfig file.
@@ -340,77 +341,52 @@ impl TestEnv {
 
     /// Environment variables for a process acting as `identity` against this environment.
     pub fn env_vars(&self, identity: Identity) -> Vec<(String, String)> {
-        [
-            (
-                "KUBECONFIG",
-                self.kubeconfig(identity).display().to_string(),
-            ),
-            ("AWS_ENDPOINT_URL", self.aws_endpoint.clone()),
-            ("AWS_ACCESS_KEY_ID", "testing".to_owned()),
-            ("AWS_SECRET_ACCESS_KEY", "testing".to_owned()),
-            ("AWS_REGION", "us-east-1".to_owned()),
-            ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
+        let mut vars = vec![(
+            "KUBECONFIG".to_owned(),
+            self.kubeconfig(identity).display().to_string(),
+        )];
+        vars.extend(self.proxy_control().aws_env_vars());
+        vars
+    }
+
+    /// The AWS proxy's control endpoints.
+    pub fn proxy_control(&self) -> ProxyControl<'_> {
+        ProxyControl {
+            endpoint: &self.aws_endpoint,
+        }
     }
 
     /// AWS requests seen by the proxy so far, keyed by `service:Action`.
     pub async fn aws_request_counts(&self) -> Result<BTreeMap<String, u64>> {
-        let url = format!("{}{}", self.aws_endpoint, proxy::COUNTS_PATH);
-        let (status, body) = HttpClient::new().get(&url).await?;
-        anyhow::ensure!(status.is_success(), "GET {url}: {status}");
-        serde_json::from_slice(&body).with_context(|| format!("parsing {url}"))
+        self.proxy_control().counts().await
     }
 
     /// Holds matching AWS requests without an answer from now on (see [`proxy::Hold`]);
     /// an empty list stops holding.
     pub async fn hold_aws_requests(&self, holds: &[proxy::Hold]) -> Result<()> {
-        let url = format!("{}{}", self.aws_endpoint, proxy::HOLD_PATH);
-        let body = serde_json::to_vec(holds)?;
-        let (status, _) = HttpClient::new()
-            .send_body(http::Method::POST, &url, body)
-            .await?;
-        anyhow::ensure!(status.is_success(), "POST {url}: {status}");
-        Ok(())
+        self.proxy_control().hold(holds).await
     }
 
     /// Injects AWS faults from now on (see [`proxy::Fault`]); an empty list stops injecting.
     pub async fn set_aws_faults(&self, faults: &[proxy::Fault]) -> Result<()> {
-        let url = format!("{}{}", self.aws_endpoint, proxy::FAULTS_PATH);
-        let body = serde_json::to_vec(faults)?;
-        let (status, _) = HttpClient::new()
-            .send_body(http::Method::POST, &url, body)
-            .await?;
-        anyhow::ensure!(status.is_success(), "POST {url}: {status}");
-        Ok(())
+        self.proxy_control().set_faults(faults).await
     }
 
     /// What the AWS proxy saw each second (requests, injected throttles and failures), keyed by
     /// Unix second.
     pub async fn aws_timeline(&self) -> Result<BTreeMap<u64, proxy::Second>> {
-        let url = format!("{}{}", self.aws_endpoint, proxy::TIMELINE_PATH);
-        let (status, body) = HttpClient::new().get(&url).await?;
-        anyhow::ensure!(status.is_success(), "GET {url}: {status}");
-        serde_json::from_slice(&body).with_context(|| format!("parsing {url}"))
+        self.proxy_control().timeline().await
     }
 
     /// Lets every AWS request held so far go on (see [`proxy::RELEASE_PATH`]); pair it with
     /// `hold_aws_requests(&[])` so that new requests are not held again.
     pub async fn release_held_aws_requests(&self) -> Result<()> {
-        let url = format!("{}{}", self.aws_endpoint, proxy::RELEASE_PATH);
-        let (status, _) = HttpClient::new().send(http::Method::POST, &url).await?;
-        anyhow::ensure!(status.is_success(), "POST {url}: {status}");
-        Ok(())
+        self.proxy_control().release().await
     }
 
     /// Zeroes the proxy's request counters.
     pub async fn reset_aws_request_counts(&self) -> Result<()> {
-        let url = format!("{}{}", self.aws_endpoint, proxy::RESET_PATH);
-        let (status, _) = HttpClient::new().send(http::Method::POST, &url).await?;
-        anyhow::ensure!(status.is_success(), "POST {url}: {status}");
-        Ok(())
+        self.proxy_control().reset().await
     }
 
     /// Completed write requests (create/update/patch/delete/deletecollection) made by

@@ -20,6 +20,7 @@ pub mod faults;
 pub mod install;
 mod process;
 pub mod proxy;
+pub mod proxy_control;
 mod util;
 
 pub use aws_env::AwsEnv;
