@@ -197,8 +197,6 @@ pub fn run(
 mod tests {
     use super::*;
     use std::cell::RefCell;
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
 
     const NOW: i64 = 1_800_000_000;
     const IMAGE: &str = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/app:v1";
@@ -252,22 +250,7 @@ mod tests {
         }
     }
 
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-    impl Write for Buf {
-        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(data);
-            Ok(data.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    impl Buf {
-        fn text(&self) -> String {
-            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-        }
-    }
+    use crate::log::Buf;
 
     fn input(image: &str, token: Option<&str>, role: Option<&str>) -> Vec<u8> {
         let mut request = serde_json::json!({

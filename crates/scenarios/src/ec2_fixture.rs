@@ -73,6 +73,23 @@ pub async fn any_image(ec2: &Client) -> anyhow::Result<String> {
 }
 
 /// Launches `count` instances tagged for `cluster_id` (when given) in `subnet`.
+/// Launches `count` instances in batches of 250 (moto's and EC2's comfortable request size).
+pub async fn launch_many(
+    ec2: &Client,
+    subnet: &str,
+    zone: &str,
+    count: usize,
+    cluster_id: Option<&str>,
+    instance_type: &str,
+) -> anyhow::Result<Vec<Launched>> {
+    let mut launched = Vec::with_capacity(count);
+    while launched.len() < count {
+        let n = (count - launched.len()).min(250) as i32;
+        launched.extend(launch(ec2, subnet, zone, n, cluster_id, instance_type).await?);
+    }
+    Ok(launched)
+}
+
 pub async fn launch(
     ec2: &Client,
     subnet: &str,

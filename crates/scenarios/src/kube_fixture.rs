@@ -70,6 +70,20 @@ pub async fn create_uninitialized_node(
 }
 
 /// Creates a static Node (no taint, no providerID), as on-premises nodes are.
+/// Creates uninitialised Nodes named `names`, 16 requests at a time.
+pub async fn create_uninitialized_nodes<'a>(
+    admin: &Client,
+    names: impl IntoIterator<Item = &'a str>,
+) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    let created = futures::stream::iter(names)
+        .map(|name| create_uninitialized_node(admin, name, &[], BTreeMap::new()))
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    created.into_iter().try_for_each(|r| r.map(|_| ()))
+}
+
 pub async fn create_static_node(admin: &Client, name: &str) -> anyhow::Result<Node> {
     let nodes: Api<Node> = Api::all(admin.clone());
     let mut node = Node::default();

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, ListParams};
 use serde_json::json;
@@ -90,12 +89,15 @@ async fn main() -> anyhow::Result<()> {
     let lbs = LbClients::new(env.moto_endpoint()).await;
 
     eprintln!("launching {} instances", args.nodes + 2);
-    let mut launched = Vec::with_capacity(args.nodes + 2);
-    while launched.len() < args.nodes + 2 {
-        let n = (args.nodes + 2 - launched.len()).min(250) as i32;
-        launched
-            .extend(ec2_fixture::launch(&ec2, &subnet, ZONE, n, Some(CLUSTER), "m5.large").await?);
-    }
+    let launched = ec2_fixture::launch_many(
+        &ec2,
+        &subnet,
+        ZONE,
+        args.nodes + 2,
+        Some(CLUSTER),
+        "m5.large",
+    )
+    .await?;
     // Two ready nodes are the load balancers' targets; the rest join uninitialised.
     let (targets, joining) = launched.split_at(2);
     for i in targets {
@@ -151,16 +153,11 @@ async fn main() -> anyhow::Result<()> {
         &env,
         &ccm_args,
     )?;
-    let created = futures::stream::iter(joining.iter())
-        .map(|i| {
-            kube_fixture::create_uninitialized_node(&admin, &i.private_dns, &[], BTreeMap::new())
-        })
-        .buffer_unordered(16)
-        .collect::<Vec<_>>()
-        .await;
-    for r in created {
-        r?;
-    }
+    kube_fixture::create_uninitialized_nodes(
+        &admin,
+        joining.iter().map(|i| i.private_dns.as_str()),
+    )
+    .await?;
     let mut lb_names = BTreeSet::new();
     for i in 0..args.services {
         let svc = create_lb_service(

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use serde_json::json;
@@ -49,23 +48,20 @@ async fn main() -> anyhow::Result<()> {
         "launching {} instances and registering their nodes",
         args.nodes
     );
-    let mut launched = Vec::with_capacity(args.nodes);
-    while launched.len() < args.nodes {
-        let n = (args.nodes - launched.len()).min(250) as i32;
-        launched.extend(
-            ec2_fixture::launch(&ec2, &subnet, "us-east-1a", n, Some(CLUSTER), "m5.large").await?,
-        );
-    }
-    let created = futures::stream::iter(launched.iter())
-        .map(|i| {
-            kube_fixture::create_uninitialized_node(&admin, &i.private_dns, &[], BTreeMap::new())
-        })
-        .buffer_unordered(16)
-        .collect::<Vec<_>>()
-        .await;
-    for r in created {
-        r?;
-    }
+    let launched = ec2_fixture::launch_many(
+        &ec2,
+        &subnet,
+        "us-east-1a",
+        args.nodes,
+        Some(CLUSTER),
+        "m5.large",
+    )
+    .await?;
+    kube_fixture::create_uninitialized_nodes(
+        &admin,
+        launched.iter().map(|i| i.private_dns.as_str()),
+    )
+    .await?;
 
     env.reset_aws_request_counts().await?;
     let config = write_cloud_config(env.dir(), CLUSTER)?;
