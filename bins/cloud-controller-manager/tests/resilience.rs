@@ -8,13 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::lb::{lb_setup, NS};
-use common::{setup, WAIT};
+use common::{setup, WAIT, ZONE};
 use futures::future::try_join_all;
 use stratus_scenarios::kube_fixture::{self, get_node, has_taint, UNINITIALIZED};
+use stratus_scenarios::route_fixture as rf;
 use stratus_scenarios::service_fixture::{
     create_lb_service, delete_service, get_service, ingress_hostname, load_balancer_name,
 };
-use stratus_scenarios::wait_for;
+use stratus_scenarios::{ec2_fixture, wait_for};
 use stratus_testenv::proxy::{Fault, FaultKind};
 
 const LONG_WAIT: Duration = Duration::from_secs(180);
@@ -242,53 +243,175 @@ async fn a_restarted_apiserver_is_followed_without_a_restart() {
     );
 }
 
+/// How many Services the churn creates, over how many CCM lives (each one SIGKILLed).
+const CHURN_SERVICES: usize = 200;
+const CHURN_KILLS: usize = 10;
+/// Services deleted per round after the first, picked at random among the live ones.
+const CHURN_DELETES: usize = 16;
+/// Every `NLB_EVERY`-th Service is an NLB, so target groups are churned too.
+const NLB_EVERY: usize = 4;
+
+/// The seed of the churn's random choices: `STRATUS_CHURN_SEED`, else the clock (printed, so a
+/// failing run can be replayed).
+fn churn_seed() -> u64 {
+    let seed = std::env::var("STRATUS_CHURN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+        });
+    println!("churn seed: STRATUS_CHURN_SEED={seed}");
+    seed
+}
+
+/// Every load balancer in moto, Classic and v2.
+async fn all_load_balancers(lb: &common::lb::Lb) -> anyhow::Result<BTreeSet<String>> {
+    let mut all: BTreeSet<String> = lb.lbs.classic_names().await?.into_iter().collect();
+    all.extend(lb.lbs.v2_names().await?);
+    Ok(all)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkills_during_a_service_churn_leak_nothing() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(churn_seed());
     let lb = lb_setup("churn", 2).await;
+    let vpc = rf::vpc_of_subnet(&lb.s.ec2, &lb.s.subnet).await.unwrap();
+    let table = rf::cluster_route_table(&lb.s.ec2, &vpc, "churn")
+        .await
+        .unwrap();
+    let routes_before = rf::routes(&lb.s.ec2, &table).await.unwrap();
+    let node_rules_before = lb.node_group_sources().await;
+    let ccm_args = [
+        "--controllers=service,route",
+        "--cluster-cidr=10.244.0.0/16",
+        "--route-reconciliation-period=1s",
+        "--concurrent-service-syncs=4",
+    ];
+    let start_ccm = || lb.s.start_ccm(&ccm_args);
+    // Live Services and route nodes (name → (CIDR, instance)) as the test wants them.
     let mut live: Vec<String> = Vec::new();
-    let mut next = 0;
-    for round in 0..10u64 {
-        let mut ccm = lb.ccm(&["--concurrent-service-syncs=4"]);
-        // Churn: three new Services, the two oldest deleted.
-        for _ in 0..3 {
+    let mut route_nodes: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let per_round = CHURN_SERVICES / CHURN_KILLS;
+    let mut next = 0usize;
+    let mut added = 0usize;
+    for round in 0..CHURN_KILLS {
+        let mut ccm = start_ccm();
+        for _ in 0..per_round {
             let name = format!("svc-{next}");
+            let annotations = if next % NLB_EVERY == 0 {
+                common::lb::annotations(&[("type", "nlb")])
+            } else {
+                BTreeMap::new()
+            };
             next += 1;
-            create_lb_service(&lb.s.admin, NS, &name, &[80], BTreeMap::new())
+            create_lb_service(&lb.s.admin, NS, &name, &[80], annotations)
                 .await
                 .unwrap();
             live.push(name);
         }
-        for name in live.drain(..2.min(live.len().saturating_sub(3))) {
-            delete_service(&lb.s.admin, NS, &name).await.unwrap();
+        if round > 0 {
+            for _ in 0..CHURN_DELETES {
+                let victim = live.swap_remove(rng.random_range(0..live.len()));
+                delete_service(&lb.s.admin, NS, &victim).await.unwrap();
+            }
         }
-        // Killed once it has made a round-dependent number of AWS calls: a different point of
-        // the work each round.
+        // Route churn: two nodes with pod CIDRs join, a random one leaves.
+        for instance in lb.s.launch(2).await {
+            ec2_fixture::set_instance_groups(
+                &lb.s.ec2,
+                &instance.id,
+                std::slice::from_ref(&lb.node_group),
+            )
+            .await
+            .unwrap();
+            let name = format!("route-{}", instance.id);
+            added += 1;
+            let cidr = format!("10.244.{added}.0/24");
+            kube_fixture::create_initialized_node(
+                &lb.s.admin,
+                &name,
+                &format!("aws:///{ZONE}/{}", instance.id),
+                &[&cidr],
+            )
+            .await
+            .unwrap();
+            route_nodes.insert(name, (cidr, instance.id));
+        }
+        let leaving = route_nodes
+            .keys()
+            .nth(rng.random_range(0..route_nodes.len()))
+            .cloned()
+            .unwrap();
+        kube_fixture::delete_node(&lb.s.admin, &leaving)
+            .await
+            .unwrap();
+        route_nodes.remove(&leaving);
+        // SIGKILL after a random number of further AWS calls: anywhere in the work.
         let start: u64 = lb.s.env.aws_request_counts().await.unwrap().values().sum();
-        let point = start + 3 + (round * 7) % 23;
-        wait_for("the kill point", WAIT, || async {
+        let point = start + rng.random_range(3..150);
+        wait_for("the kill point", LONG_WAIT, || async {
             let now: u64 = lb.s.env.aws_request_counts().await?.values().sum();
             Ok((now >= point).then_some(()))
         })
         .await
         .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
         ccm.kill();
+        println!("round {round}: killed after {} AWS calls", point - start);
     }
-    // A last CCM finishes the work: one ELB per live Service, none for the deleted ones.
-    let _ccm = lb.ccm(&["--concurrent-service-syncs=4"]);
+    // A last CCM finishes the work: one load balancer per live Service, none for the deleted
+    // ones, and one route per live node.
+    let ccm = start_ccm();
     let mut want = BTreeSet::new();
     for name in &live {
-        let svc = lb.wait_ingress(name).await;
+        let svc = wait_for(&format!("ingress of {name}"), LONG_WAIT, || async {
+            Ok(get_service(&lb.s.admin, NS, name)
+                .await?
+                .filter(|s| ingress_hostname(s).is_some()))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
         want.insert(load_balancer_name(&svc));
     }
-    wait_for("only the live Services' ELBs", WAIT, || async {
-        let made: BTreeSet<String> = lb.lbs.classic_names().await?.into_iter().collect();
-        Ok((made == want).then_some(()))
+    assert_eq!(want.len(), live.len(), "one name per Service");
+    let converged = wait_for(
+        "only the live Services' load balancers",
+        LONG_WAIT,
+        || async { Ok((all_load_balancers(&lb).await? == want).then_some(())) },
+    )
+    .await;
+    if let Err(e) = converged {
+        let got = all_load_balancers(&lb).await.unwrap();
+        panic!("{e:#}\nwant {want:?}\ngot {got:?}\n{}", ccm.log());
+    }
+    let mut want_routes = routes_before.clone();
+    for (cidr, instance) in route_nodes.values() {
+        want_routes.insert(cidr.clone(), instance.clone());
+    }
+    wait_for("one route per live node", LONG_WAIT, || async {
+        Ok((rf::routes(&lb.s.ec2, &table).await? == want_routes).then_some(()))
     })
     .await
-    .unwrap();
-    // Then everything goes: zero ELBs, target groups and groups left.
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
+    // Then everything goes: zero load balancers, target groups, groups, rules and routes left.
     for name in &live {
         delete_service(&lb.s.admin, NS, name).await.unwrap();
     }
+    for name in route_nodes.keys() {
+        kube_fixture::delete_node(&lb.s.admin, name).await.unwrap();
+    }
     lb.wait_no_leftovers().await;
+    wait_for("no route left", LONG_WAIT, || async {
+        Ok((rf::routes(&lb.s.ec2, &table).await? == routes_before).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
+    wait_for("no rule left on the node group", WAIT, || async {
+        Ok((lb.node_group_sources().await == node_rules_before).then_some(()))
+    })
+    .await
+    .unwrap();
 }

@@ -417,12 +417,13 @@ impl ElbV2Api {
         }))
     }
 
-    /// Target groups attached to a load balancer.
+    /// Target groups attached to a load balancer (none when it has no listener yet: e.g. its
+    /// creator was killed between CreateLoadBalancer and CreateListener).
     pub async fn target_groups_of(
         &self,
         lb_arn: &str,
     ) -> Result<Vec<TargetGroupState>, CloudError> {
-        let out = self
+        let out = match self
             .api
             .call("DescribeTargetGroups", || {
                 self.client
@@ -430,7 +431,13 @@ impl ElbV2Api {
                     .load_balancer_arn(lb_arn)
                     .send()
             })
-            .await?;
+            .await
+        {
+            Ok(out) => out,
+            // AWS answers an empty list; moto (and older endpoints) this error.
+            Err(e) if is_code(&e, "TargetGroupNotFound") => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
         Ok(out
             .target_groups()
             .iter()
