@@ -302,7 +302,7 @@ async fn sigkills_during_a_service_churn_leak_nothing() {
         let mut ccm = start_ccm();
         for _ in 0..per_round {
             let name = format!("svc-{next}");
-            let annotations = if next % NLB_EVERY == 0 {
+            let annotations = if next.is_multiple_of(NLB_EVERY) {
                 common::lb::annotations(&[("type", "nlb")])
             } else {
                 BTreeMap::new()
