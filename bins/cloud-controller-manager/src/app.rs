@@ -11,6 +11,7 @@ use stratus_aws::instance_cache::CacheOptions;
 use stratus_aws::{AwsCloud, AwsOptions};
 use stratus_cloud::Cloud;
 use stratus_controllers::informer::NodeInformer;
+use stratus_controllers::watch_health::WatchHealth;
 use stratus_controllers::{node, node_ipam, node_lifecycle, route, service};
 use stratus_election::{ElectionConfig, Leadership};
 
@@ -247,7 +248,7 @@ impl GroupStarter<'_> {
             Some(lease) if !first => format!("node-informer-sync-{lease}"),
             _ => "node-informer-sync".to_string(),
         };
-        secure_serving::track_node_informer(self.readiness, &sync_name, informer.store());
+        secure_serving::track_informer(self.readiness, &sync_name, "Node", informer.health());
         if first {
             secure_serving::track_instance_cache(self.readiness, cloud.instance_cache().clone());
         }
@@ -295,7 +296,14 @@ impl GroupStarter<'_> {
                         node_quiet: opts.node_churn_quiet_period,
                         ..service::ServiceControllerConfig::default()
                     };
-                    tasks.spawn(service::run(client, informer.store(), lb, cfg));
+                    let health = WatchHealth::default();
+                    secure_serving::track_informer(
+                        self.readiness,
+                        "service-informer-sync",
+                        "Service",
+                        health.clone(),
+                    );
+                    tasks.spawn(service::run(client, informer.store(), lb, cfg, health));
                 }
                 "route" => {
                     if !opts.configure_cloud_routes {

@@ -1,17 +1,16 @@
 //! Secure serving wired into the CCM: token and access reviews through the CCM's own client
 //! unless --authentication-kubeconfig / --authorization-kubeconfig name others, and readiness
-//! once the node informer(s) and the AWS instance cache of the leading controllers have synced.
+//! while the informers of the leading controllers are listed and watching (a broken watch makes
+//! the replica unready until it resumes) and once the AWS instance cache has synced.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use k8s_openapi::api::core::v1::Node;
-use kube::runtime::reflector::Store;
 use prometheus_client::registry::Registry;
 use stratus_aws::instance_cache::InstanceCache;
-use stratus_controllers::informer::{wait_until_listed, LISTED_POLL};
+use stratus_controllers::watch_health::{WatchHealth, WatchState};
 use stratus_serving::{Readiness, ReadyFlag, ReviewClients, SecureServer};
 
 use crate::options::Options;
@@ -71,16 +70,41 @@ async fn review_client(
     kube::Client::try_from(config).with_context(|| format!("{flag}: cannot build the client"))
 }
 
-/// Adds readiness condition `name`, met once the node informer's store has its first list.
-/// Conditions are added when a controller group starts leading: a standby replica has nothing to
-/// sync and is ready.
-pub fn track_node_informer(readiness: &Readiness, name: &str, nodes: Store<Node>) {
-    let flag: ReadyFlag = readiness.add(name, "the node informer has not listed Nodes yet");
+/// Adds readiness condition `name`, met while the informer of `kind` (e.g. "Node") has listed
+/// and its watch is healthy: it fails again, with the reason, while the watch is broken.
+pub fn track_informer(readiness: &Readiness, name: &str, kind: &'static str, health: WatchHealth) {
+    let flag: ReadyFlag = readiness.add(name, &not_listed(kind));
+    let mut states = health.subscribe();
     tokio::spawn(async move {
-        if wait_until_listed(&nodes, LISTED_POLL).await {
-            flag.set();
+        loop {
+            let state = states.borrow_and_update().clone();
+            match informer_readiness(kind, &state) {
+                None => flag.set(),
+                Some(reason) => flag.unset(&reason),
+            }
+            if states.changed().await.is_err() {
+                return;
+            }
         }
     });
+}
+
+fn not_listed(kind: &str) -> String {
+    format!(
+        "the {} informer has not listed {kind}s yet",
+        kind.to_lowercase()
+    )
+}
+
+/// Why an informer in `state` makes the replica unready; `None` when it does not.
+fn informer_readiness(kind: &str, state: &WatchState) -> Option<String> {
+    match &state.failure {
+        Some(reason) => Some(format!(
+            "the {kind} watch is failing, the cache may be stale: {reason}"
+        )),
+        None if !state.listed => Some(not_listed(kind)),
+        None => None,
+    }
 }
 
 /// Adds readiness condition `instance-cache-sync`, met once the AWS instance cache has completed
@@ -94,4 +118,31 @@ pub fn track_instance_cache(readiness: &Readiness, instances: Arc<InstanceCache>
         instances.wait_until_synced().await;
         flag.set();
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_informer_is_ready_while_listed_and_watching() {
+        let fresh = WatchState::default();
+        assert_eq!(
+            informer_readiness("Node", &fresh).as_deref(),
+            Some("the node informer has not listed Nodes yet")
+        );
+        let listed = WatchState {
+            listed: true,
+            failure: None,
+        };
+        assert_eq!(informer_readiness("Node", &listed), None);
+        let broken = WatchState {
+            listed: true,
+            failure: Some("connection refused".into()),
+        };
+        assert_eq!(
+            informer_readiness("Service", &broken).as_deref(),
+            Some("the Service watch is failing, the cache may be stale: connection refused")
+        );
+    }
 }

@@ -285,6 +285,67 @@ async fn readyz_fails_until_the_instance_cache_has_synced() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_fails_while_the_watches_are_broken_and_recovers_with_them() {
+    let mut s = setup("readiness-watch", true).await;
+    // Leases that outlast the outage: the leader keeps leading while the apiserver is down.
+    let (mut ccm, addr) = start_serving(
+        &s,
+        &[
+            "--controllers=cloud-node,service",
+            "--leader-elect-lease-duration=90s",
+            "--leader-elect-renew-deadline=60s",
+            "--leader-elect-retry-period=2s",
+        ],
+    );
+    first_answer(&ccm, addr, "/healthz", None, &Trust::Any).await;
+    // Leading (a standby is ready with no informer at all) with both informers synced.
+    wait_for("/readyz 200 with both informers", WAIT, || async {
+        let a = get(addr, "/readyz?verbose", None).await;
+        Ok((a.status == 200
+            && a.body.contains("[+]node-informer-sync ok")
+            && a.body.contains("[+]service-informer-sync ok"))
+        .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
+
+    s.env.stop_apiserver();
+    let broken = wait_for("/readyz naming both broken watches", WAIT, || async {
+        let a = get(addr, "/readyz", None).await;
+        Ok((a
+            .body
+            .contains("[-]node-informer-sync failed: the Node watch is failing")
+            && a.body
+                .contains("[-]service-informer-sync failed: the Service watch is failing"))
+        .then_some(a))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
+    assert_eq!(broken.status, 503, "{broken:?}");
+    // Liveness does not depend on the apiserver.
+    assert_eq!(get(addr, "/healthz", None).await.status, 200);
+
+    s.env.start_apiserver().await.unwrap();
+    let ready = wait_for("/readyz 200 again", WAIT, || async {
+        let a = get(addr, "/readyz?verbose", None).await;
+        Ok((a.status == 200).then_some(a))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
+    assert!(
+        ready.body.contains("[+]node-informer-sync ok")
+            && ready.body.contains("[+]service-informer-sync ok"),
+        "{}",
+        ready.body
+    );
+    assert!(
+        ccm.try_exit().is_none(),
+        "the CCM kept running: {}",
+        ccm.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_the_given_certificate_and_stops_on_sigterm() {
     let s = setup("tls-files", true).await;
     let key = rcgen::KeyPair::generate().unwrap();

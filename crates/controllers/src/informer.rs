@@ -12,6 +12,8 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
+use crate::watch_health::WatchHealth;
+
 /// Changed Nodes, as the cloud-node controller consumes them.
 pub type NodeEvents = BoxStream<'static, Result<Node, watcher::Error>>;
 
@@ -26,6 +28,7 @@ pub struct NodeInformer {
     store: Store<Node>,
     events: Option<NodeEvents>,
     changes: NodeChanges,
+    health: WatchHealth,
 }
 
 /// Drops what no controller reads (managed fields, image lists) before a Node is cached:
@@ -42,6 +45,9 @@ impl NodeInformer {
     pub fn new(client: Client) -> Self {
         let (store, writer) = reflector::store();
         let (signal, changes) = watch::channel(0u64);
+        let health = WatchHealth::default();
+        let observed = health.clone();
+        let client = health.client(client, "/api/v1/nodes");
         let events = reflector::reflector(
             writer,
             watcher(Api::<Node>::all(client), watcher::Config::default())
@@ -51,6 +57,7 @@ impl NodeInformer {
         // The reflector has applied the event to the store by the time it yields it. During a
         // relist the store changes only at `InitDone`.
         .inspect(move |event| {
+            observed.observe(event);
             if matches!(
                 event,
                 Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
@@ -64,7 +71,13 @@ impl NodeInformer {
             store,
             events: Some(events),
             changes,
+            health,
         }
+    }
+
+    /// Whether the cache is listed and its watch healthy (for readiness).
+    pub fn health(&self) -> WatchHealth {
+        self.health.clone()
     }
 
     /// The cache every controller reads.

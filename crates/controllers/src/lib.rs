@@ -15,6 +15,7 @@ pub mod node_view;
 pub mod route;
 pub mod service;
 pub mod store_ready;
+pub mod watch_health;
 
 /// Taint the kubelet sets on nodes waiting for the cloud-node controller.
 pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";

@@ -1,5 +1,6 @@
-//! Readiness: named conditions the application sets once (e.g. "caches synced"), reported by
-//! `/readyz` in the upstream format (`[+]name ok` / `[-]name failed: reason`).
+//! Readiness: named conditions the application sets (e.g. "caches synced") and may unset again
+//! (e.g. "the watch broke"), reported by `/readyz` in the upstream format (`[+]name ok` /
+//! `[-]name failed: reason`).
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,11 +21,12 @@ struct Inner {
 #[derive(Debug)]
 struct Check {
     name: String,
-    reason: String,
+    /// Why the condition is unmet (meaningful while `done` is false).
+    reason: Mutex<String>,
     done: AtomicBool,
 }
 
-/// One condition; [`ReadyFlag::set`] marks it met for good.
+/// One condition; [`ReadyFlag::set`] marks it met, [`ReadyFlag::unset`] unmet again.
 #[derive(Debug, Clone)]
 pub struct ReadyFlag(Arc<Check>);
 
@@ -32,6 +34,14 @@ impl ReadyFlag {
     pub fn set(&self) {
         if !self.0.done.swap(true, Ordering::AcqRel) {
             tracing::info!(check = %self.0.name, "readiness condition met");
+        }
+    }
+
+    /// Marks the condition unmet, with `reason` as `/readyz` gives it.
+    pub fn unset(&self, reason: &str) {
+        *self.0.reason.lock().unwrap_or_else(|e| e.into_inner()) = reason.to_string();
+        if self.0.done.swap(false, Ordering::AcqRel) {
+            tracing::warn!(check = %self.0.name, reason, "readiness condition no longer met");
         }
     }
 
@@ -53,7 +63,7 @@ impl Readiness {
     pub fn add(&self, name: &str, reason: &str) -> ReadyFlag {
         let check = Arc::new(Check {
             name: name.to_string(),
-            reason: reason.to_string(),
+            reason: Mutex::new(reason.to_string()),
             done: AtomicBool::new(false),
         });
         self.lock().push(check.clone());
@@ -86,7 +96,8 @@ impl Readiness {
             if c.done.load(Ordering::Acquire) {
                 let _ = writeln!(body, "[+]{} ok", c.name);
             } else {
-                let _ = writeln!(body, "[-]{} failed: {}", c.name, c.reason);
+                let reason = c.reason.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = writeln!(body, "[-]{} failed: {reason}", c.name);
             }
         }
         if stopping {
@@ -152,5 +163,26 @@ mod tests {
         let after = r.report(false);
         assert!(!after.ready);
         assert!(after.body.contains("[-]shutdown failed"), "{}", after.body);
+    }
+
+    #[test]
+    fn an_unset_condition_fails_with_its_new_reason_until_set_again() {
+        let r = Readiness::default();
+        let watch = r.add("node-informer-sync", "nodes not listed yet");
+        watch.set();
+        assert!(r.report(false).ready);
+        watch.unset("the Node watch is broken: connection refused");
+        let broken = r.report(false);
+        assert!(!broken.ready);
+        assert!(
+            broken.body.contains(
+                "[-]node-informer-sync failed: the Node watch is broken: connection refused"
+            ),
+            "{}",
+            broken.body
+        );
+        assert!(!watch.is_set());
+        watch.set();
+        assert!(r.report(false).ready);
     }
 }

@@ -442,7 +442,18 @@ impl TestEnv {
     /// Stops kube-apiserver and starts it again on the same port with the same etcd; returns
     /// once it is ready again.
     pub async fn restart_apiserver(&mut self) -> Result<()> {
+        self.stop_apiserver();
+        self.start_apiserver().await
+    }
+
+    /// Stops kube-apiserver (etcd keeps running) until [`TestEnv::start_apiserver`].
+    pub fn stop_apiserver(&mut self) {
         stop_all(&mut [&mut self.apiserver], Duration::from_secs(15));
+    }
+
+    /// Starts the stopped kube-apiserver again on the same port with the same etcd; returns
+    /// once it is ready.
+    pub async fn start_apiserver(&mut self) -> Result<()> {
         self.apiserver.start()?;
         let kubeconfig = self.kubeconfig(Identity::Admin);
         wait_apiserver_ready(&mut self.apiserver, &kubeconfig, start_timeout()).await

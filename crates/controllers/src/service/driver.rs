@@ -25,6 +25,7 @@ use super::plan::{
 };
 use crate::events::EventPublisher;
 use crate::store_ready::wait_for_store;
+use crate::watch_health::{WatchHealth, WatchSignal};
 
 /// Reporter name of our Events.
 const MANAGER: &str = "service-controller";
@@ -125,12 +126,13 @@ fn service_ref(svc: &Service) -> ServiceRef {
 }
 
 /// Runs the controller until shutdown. Waits for the node cache first: targets computed from
-/// an empty cache would deregister every node.
+/// an empty cache would deregister every node. `health` follows the Service watch.
 pub async fn run(
     client: Client,
     nodes: Store<Node>,
     lb: Arc<dyn LoadBalancer>,
     config: ServiceControllerConfig,
+    health: WatchHealth,
 ) {
     if !wait_for_store(&nodes, Duration::from_secs(1)).await {
         tracing::error!("node cache closed before it was ready; service controller not started");
@@ -153,11 +155,19 @@ pub async fn run(
         config.node_max_delay,
     );
     let controller = Controller::new(
-        Api::<Service>::all(client),
+        Api::<Service>::all(health.client(client, "/api/v1/services")),
         watcher::Config::default().any_semantic(),
     )
     .with_config(Config::default().concurrency(config.concurrency));
     let services = controller.store();
+    let listed = tokio::spawn({
+        let (services, health) = (services.clone(), health.clone());
+        async move {
+            if wait_for_store(&services, Duration::from_secs(1)).await {
+                health.signal(WatchSignal::Listed);
+            }
+        }
+    });
     let reaper = tokio::spawn(reap_forever(
         services,
         lb,
@@ -167,9 +177,15 @@ pub async fn run(
     controller
         .reconcile_all_on(trigger)
         .run(reconcile, error_policy, ctx)
-        .for_each(|_| async {})
+        .for_each(|result| {
+            if let Err(kube::runtime::controller::Error::QueueError(e)) = &result {
+                health.failed(e);
+            }
+            async {}
+        })
         .await;
     reaper.abort();
+    listed.abort();
 }
 
 async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, ServiceError> {
