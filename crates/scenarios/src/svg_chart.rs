@@ -17,18 +17,20 @@ const RIGHT: f64 = 20.0;
 const TOP: f64 = 30.0;
 const BOTTOM: f64 = 40.0;
 
-/// Renders the series over `[0, x_max]` seconds with the shaded `periods` (start, end) labelled
-/// `period_label`.
-pub fn line_chart(
-    title: &str,
-    series: &[Series<'_>],
-    periods: &[(f64, f64)],
-    period_label: &str,
-) -> String {
+/// A shaded period of the chart (e.g. when throttling was injected).
+pub struct Period<'a> {
+    pub start: f64,
+    pub end: f64,
+    pub label: &'a str,
+    pub color: &'a str,
+}
+
+/// Renders the series over `[0, x_max]` seconds with the shaded, labelled `periods`.
+pub fn line_chart(title: &str, series: &[Series<'_>], periods: &[Period<'_>]) -> String {
     let x_max = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.0))
-        .chain(periods.iter().map(|p| p.1))
+        .chain(periods.iter().map(|p| p.end))
         .fold(1.0_f64, f64::max);
     let y_max = series
         .iter()
@@ -50,13 +52,14 @@ pub fn line_chart(
         r#"<text x="{LEFT}" y="18" font-size="14">{}</text>"#,
         escape(title)
     );
-    for (start, end) in periods {
+    for p in periods {
         let _ = writeln!(
             svg,
-            r##"<rect x="{:.1}" y="{TOP}" width="{:.1}" height="{plot_h}" fill="#f4c7c3" opacity="0.6"><title>{}</title></rect>"##,
-            x(*start),
-            (x(*end) - x(*start)).max(1.0),
-            escape(period_label)
+            r#"<rect x="{:.1}" y="{TOP}" width="{:.1}" height="{plot_h}" fill="{}" opacity="0.6"><title>{}</title></rect>"#,
+            x(p.start),
+            (x(p.end) - x(p.start)).max(1.0),
+            p.color,
+            escape(p.label)
         );
     }
     // Axes with a few ticks.
@@ -115,15 +118,22 @@ pub fn line_chart(
             escape(s.name)
         );
     }
-    if !periods.is_empty() {
-        let lx = LEFT + 10.0 + 170.0 * series.len() as f64;
+    // One legend entry per distinct period label.
+    let mut labels: Vec<(&str, &str)> = Vec::new();
+    for p in periods {
+        if !labels.iter().any(|(l, _)| *l == p.label) {
+            labels.push((p.label, p.color));
+        }
+    }
+    for (i, (label, color)) in labels.iter().enumerate() {
+        let lx = LEFT + 10.0 + 170.0 * (series.len() + i) as f64;
         let _ = writeln!(
             svg,
-            r##"<rect x="{lx}" y="{}" width="12" height="10" fill="#f4c7c3"/><text x="{}" y="{}">{}</text>"##,
+            r#"<rect x="{lx}" y="{}" width="12" height="10" fill="{color}"/><text x="{}" y="{}">{}</text>"#,
             HEIGHT - 18.0,
             lx + 16.0,
             HEIGHT - 8.0,
-            escape(period_label)
+            escape(label)
         );
     }
     svg.push_str("</svg>\n");
@@ -158,13 +168,31 @@ mod tests {
                     points: &throttled,
                 },
             ],
-            &[(0.5, 1.5)],
-            "30 % throttled",
+            &[
+                Period {
+                    start: 0.5,
+                    end: 1.5,
+                    label: "30 % throttled",
+                    color: "#f4c7c3",
+                },
+                Period {
+                    start: 1.6,
+                    end: 1.9,
+                    label: "AWS unreachable",
+                    color: "#c6dbef",
+                },
+            ],
         );
         assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"));
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("AWS &lt;requests&gt;"));
         assert!(svg.contains("30 % throttled"));
+        assert!(svg.contains("AWS unreachable"));
+        assert_eq!(
+            svg.matches("fill=\"#c6dbef\"").count(),
+            2,
+            "band and legend"
+        );
         // The peak (40) sits inside the plot area.
         assert!(svg.contains(&format!(
             "{:.1}",

@@ -1,7 +1,10 @@
 //! `make bench-faults`: N uninitialised Nodes join and M LoadBalancer Services are created while
-//! the AWS proxy throttles a share of EC2 and ELB requests for a period; measures convergence,
-//! duplicates, the request rate per second (at the proxy) and the CCM's own rate-limiter budget
-//! (from its /metrics), and draws requests per second over time as SVG. Prints JSON.
+//! the AWS proxy throttles a share of EC2 and ELB requests for a period; then AWS becomes
+//! unreachable (every connection dropped) for a while, during which more nodes join, Services are
+//! created and nodes go NotReady. Measures convergence, duplicates, nodes deleted (must be none),
+//! recovery after the outage, the request rate per second (at the proxy) and the CCM's own
+//! rate-limiter budget (from its /metrics), and draws requests per second over time as SVG with
+//! both fault periods marked. Prints JSON.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, TcpListener};
@@ -18,8 +21,10 @@ use stratus_scenarios::ec2_fixture;
 use stratus_scenarios::https::{self, Trust};
 use stratus_scenarios::kube_fixture::{self, has_taint, UNINITIALIZED};
 use stratus_scenarios::lb_fixture::LbClients;
-use stratus_scenarios::service_fixture::{create_lb_service, create_ready_node, ingress_hostname};
-use stratus_scenarios::svg_chart::{line_chart, Series};
+use stratus_scenarios::service_fixture::{
+    create_lb_service, create_ready_node, ingress_hostname, set_ready,
+};
+use stratus_scenarios::svg_chart::{line_chart, Period, Series};
 use stratus_testenv::proxy::{Fault, FaultKind};
 use stratus_testenv::{Identity, TestEnv};
 
@@ -40,6 +45,18 @@ struct Args {
     /// Length of the throttled period, from the CCM's start.
     #[arg(long, default_value_t = 30)]
     throttle_seconds: u64,
+    /// Length of the outage that follows convergence (0: none).
+    #[arg(long, default_value_t = 60)]
+    outage_seconds: u64,
+    /// Nodes that join during the outage.
+    #[arg(long, default_value_t = 20)]
+    outage_nodes: usize,
+    /// LoadBalancer Services created during the outage.
+    #[arg(long, default_value_t = 5)]
+    outage_services: usize,
+    /// Initialised nodes set NotReady during the outage (the lifecycle controller must keep them).
+    #[arg(long, default_value_t = 20)]
+    outage_not_ready: usize,
     /// Where the SVG chart goes.
     #[arg(long, default_value = "bench/results/bench-faults.svg")]
     svg: PathBuf,
@@ -73,6 +90,79 @@ fn limiter_rates(metrics: &str) -> BTreeMap<String, f64> {
             ))
         })
         .collect()
+}
+
+/// Samples the CCM once a second: limiter budgets from /metrics and peak RSS.
+struct Sampler {
+    addr: SocketAddr,
+    started: Instant,
+    limiter: Vec<(f64, BTreeMap<String, f64>)>,
+    peak_rss_kib: u64,
+}
+
+impl Sampler {
+    async fn sample(&mut self, ccm: &mut CcmProcess) -> anyhow::Result<()> {
+        anyhow::ensure!(ccm.try_exit().is_none(), "the CCM exited:\n{}", ccm.log());
+        self.peak_rss_kib = self.peak_rss_kib.max(ccm.peak_rss_kib().unwrap_or(0));
+        if let Ok(a) = https::get(self.addr, "/metrics", None, &Trust::Any).await {
+            self.limiter.push((self.elapsed(), limiter_rates(&a.body)));
+        }
+        Ok(())
+    }
+
+    fn elapsed(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+}
+
+/// Initialised nodes and Services with an ingress hostname.
+async fn progress(admin: &kube::Client) -> anyhow::Result<(usize, usize)> {
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let services: Api<Service> = Api::namespaced(admin.clone(), "default");
+    let done_nodes = nodes
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|n| !has_taint(n, UNINITIALIZED))
+        .count();
+    let done_services = services
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|s| ingress_hostname(s).is_some())
+        .count();
+    Ok((done_nodes, done_services))
+}
+
+/// Creates LoadBalancer Services `web-<from>`.. and returns their load-balancer names.
+async fn create_services(
+    admin: &kube::Client,
+    range: std::ops::Range<usize>,
+) -> anyhow::Result<BTreeSet<String>> {
+    let mut names = BTreeSet::new();
+    for i in range {
+        let svc = create_lb_service(
+            admin,
+            "default",
+            &format!("web-{i}"),
+            &[80],
+            BTreeMap::new(),
+        )
+        .await?;
+        names.insert(stratus_scenarios::service_fixture::load_balancer_name(&svc));
+    }
+    Ok(names)
+}
+
+fn drop_everything() -> Fault {
+    Fault {
+        service: None,
+        action: None,
+        kind: FaultKind::Drop,
+        rate: 1.0,
+    }
 }
 
 #[tokio::main]
@@ -116,7 +206,7 @@ async fn main() -> anyhow::Result<()> {
     let ccm_args = vec![
         "--cloud-provider=aws".to_string(),
         format!("--cloud-config={}", config.display()),
-        "--controllers=cloud-node,service".to_string(),
+        "--controllers=cloud-node,cloud-node-lifecycle,service".to_string(),
         "--concurrent-node-syncs=8".to_string(),
         "--concurrent-service-syncs=8".to_string(),
         format!("--secure-port={port}"),
@@ -158,59 +248,28 @@ async fn main() -> anyhow::Result<()> {
         joining.iter().map(|i| i.private_dns.as_str()),
     )
     .await?;
-    let mut lb_names = BTreeSet::new();
-    for i in 0..args.services {
-        let svc = create_lb_service(
-            &admin,
-            "default",
-            &format!("web-{i}"),
-            &[80],
-            BTreeMap::new(),
-        )
-        .await?;
-        lb_names.insert(stratus_scenarios::service_fixture::load_balancer_name(&svc));
-    }
+    let mut lb_names = create_services(&admin, 0..args.services).await?;
 
-    // Sample once a second until everything converged: limiter budgets from /metrics, RSS.
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let nodes: Api<Node> = Api::all(admin.clone());
-    let services: Api<Service> = Api::namespaced(admin.clone(), "default");
-    let mut limiter: Vec<(f64, BTreeMap<String, f64>)> = Vec::new();
-    let mut peak_rss_kib = 0;
+    // Phase 1, throttled: sample once a second until everything converged.
+    let mut sampler = Sampler {
+        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        started,
+        limiter: Vec::new(),
+        peak_rss_kib: 0,
+    };
     let mut throttled_until = None;
     let converged_at = loop {
-        anyhow::ensure!(ccm.try_exit().is_none(), "the CCM exited:\n{}", ccm.log());
-        let now = Instant::now();
-        if throttled_until.is_none() && now >= throttle_until {
+        sampler.sample(&mut ccm).await?;
+        if throttled_until.is_none() && Instant::now() >= throttle_until {
             env.set_aws_faults(&[]).await?;
-            throttled_until = Some(now.duration_since(started).as_secs_f64());
+            throttled_until = Some(sampler.elapsed());
         }
-        peak_rss_kib = peak_rss_kib.max(ccm.peak_rss_kib().unwrap_or(0));
-        if let Ok(a) = https::get(addr, "/metrics", None, &Trust::Any).await {
-            limiter.push((
-                now.duration_since(started).as_secs_f64(),
-                limiter_rates(&a.body),
-            ));
-        }
-        let done_nodes = nodes
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|n| !has_taint(n, UNINITIALIZED))
-            .count();
-        let done_services = services
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|s| ingress_hostname(s).is_some())
-            .count();
+        let (done_nodes, done_services) = progress(&admin).await?;
         if done_nodes == args.nodes + 2
             && done_services == args.services
             && throttled_until.is_some()
         {
-            break now.duration_since(started).as_secs_f64();
+            break sampler.elapsed();
         }
         anyhow::ensure!(
             started.elapsed() < Duration::from_secs(900),
@@ -220,6 +279,75 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
     let throttled_until = throttled_until.unwrap_or(converged_at);
+
+    // Phase 2, AWS unreachable: nodes join, Services are created, nodes go NotReady.
+    let mut outage = None;
+    let mut recovered_at = converged_at;
+    let nodes_before = Api::<Node>::all(admin.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .len();
+    let mut nodes_expected = args.nodes + 2;
+    if args.outage_seconds > 0 {
+        let more = ec2_fixture::launch_many(
+            &ec2,
+            &subnet,
+            ZONE,
+            args.outage_nodes,
+            Some(CLUSTER),
+            "m5.large",
+        )
+        .await?;
+        eprintln!(
+            "AWS unreachable for {} s; {} nodes join, {} Services are created, {} nodes go NotReady",
+            args.outage_seconds, args.outage_nodes, args.outage_services, args.outage_not_ready
+        );
+        env.set_aws_faults(&[drop_everything()]).await?;
+        let outage_start = sampler.elapsed();
+        let outage_until = Instant::now() + Duration::from_secs(args.outage_seconds);
+        kube_fixture::create_uninitialized_nodes(
+            &admin,
+            more.iter().map(|i| i.private_dns.as_str()),
+        )
+        .await?;
+        nodes_expected += args.outage_nodes;
+        lb_names.extend(
+            create_services(&admin, args.services..args.services + args.outage_services).await?,
+        );
+        for i in joining.iter().take(args.outage_not_ready) {
+            set_ready(&admin, &i.private_dns, false).await?;
+        }
+        // The outage lasts its length: sampled, not waited on a condition.
+        while Instant::now() < outage_until {
+            sampler.sample(&mut ccm).await?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        env.set_aws_faults(&[]).await?;
+        let outage_end = sampler.elapsed();
+        outage = Some((outage_start, outage_end));
+        let services_expected = args.services + args.outage_services;
+        recovered_at = loop {
+            sampler.sample(&mut ccm).await?;
+            let (done_nodes, done_services) = progress(&admin).await?;
+            if done_nodes == nodes_expected && done_services == services_expected {
+                break sampler.elapsed();
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(1800),
+                "no recovery from the outage:\n{}",
+                ccm.log()
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        };
+    }
+    let nodes_after = Api::<Node>::all(admin.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .len();
+    let nodes_deleted =
+        (nodes_before + nodes_expected - (args.nodes + 2)).saturating_sub(nodes_after);
 
     // Duplicates: exactly one ELB and one managed group per Service.
     let made: BTreeSet<String> = lbs.classic_names().await?.into_iter().collect();
@@ -234,11 +362,14 @@ async fn main() -> anyhow::Result<()> {
         .iter()
         .map(|(s, x)| ((s - first) as f64, x.throttled as f64))
         .collect();
-    let in_window = |t: f64| t < throttled_until;
-    let mean = |pts: &[(f64, f64)], during: bool| {
+    let failed: Vec<(f64, f64)> = timeline
+        .iter()
+        .map(|(s, x)| ((s - first) as f64, x.failed as f64))
+        .collect();
+    let mean = |pts: &[(f64, f64)], from: f64, to: f64| {
         let v: Vec<f64> = pts
             .iter()
-            .filter(|p| in_window(p.0) == during)
+            .filter(|p| p.0 >= from && p.0 < to)
             .map(|p| p.1)
             .collect();
         if v.is_empty() {
@@ -248,37 +379,71 @@ async fn main() -> anyhow::Result<()> {
         }
     };
     let min_rate = |key: &str| {
-        limiter
+        sampler
+            .limiter
             .iter()
             .filter_map(|(_, m)| m.get(key).copied())
             .fold(f64::INFINITY, f64::min)
     };
-    let svg =
-        line_chart(
-            &format!(
-            "AWS requests/s at the emulator: {} nodes join, {} ELBs ({:.0} % throttled for {} s)",
-            args.nodes, args.services, args.throttle_rate * 100.0, args.throttle_seconds
+    let mut periods = vec![Period {
+        start: 0.0,
+        end: throttled_until,
+        label: "throttling injected",
+        color: "#f4c7c3",
+    }];
+    if let Some((start, end)) = outage {
+        periods.push(Period {
+            start,
+            end,
+            label: "AWS unreachable",
+            color: "#c6dbef",
+        });
+    }
+    let svg = line_chart(
+        &format!(
+            "AWS requests/s at the emulator: {} nodes, {} ELBs; {:.0} % throttled {} s, then unreachable {} s",
+            args.nodes,
+            args.services,
+            args.throttle_rate * 100.0,
+            args.throttle_seconds,
+            args.outage_seconds
         ),
-            &[
-                Series {
-                    name: "requests/s",
-                    color: "#1f77b4",
-                    points: &requests,
-                },
-                Series {
-                    name: "throttled/s",
-                    color: "#d62728",
-                    points: &throttled,
-                },
-            ],
-            &[(0.0, throttled_until)],
-            "throttling injected",
-        );
+        &[
+            Series {
+                name: "requests/s",
+                color: "#1f77b4",
+                points: &requests,
+            },
+            Series {
+                name: "throttled/s",
+                color: "#d62728",
+                points: &throttled,
+            },
+            Series {
+                name: "failed/s",
+                color: "#7f7f7f",
+                points: &failed,
+            },
+        ],
+        &periods,
+    );
     if let Some(dir) = args.svg.parent() {
         std::fs::create_dir_all(dir)?;
     }
     std::fs::write(&args.svg, svg).with_context(|| format!("write {}", args.svg.display()))?;
     let round = |v: f64| (v * 100.0).round() / 100.0;
+    let outage_report = outage.map(|(start, end)| {
+        json!({
+            "seconds": round(end - start),
+            "nodes_joined": args.outage_nodes,
+            "services_created": args.outage_services,
+            "nodes_set_not_ready": args.outage_not_ready,
+            "nodes_deleted": nodes_deleted,
+            "aws_requests_failed": timeline.values().map(|x| x.failed).sum::<u64>(),
+            "requests_per_second_during": round(mean(&requests, start, end)),
+            "recovered_seconds_after_outage": round(recovered_at - end),
+        })
+    });
     let report = json!({
         "benchmark": "bench-faults",
         "nodes": args.nodes,
@@ -292,17 +457,18 @@ async fn main() -> anyhow::Result<()> {
         "managed_security_groups": groups.len(),
         "aws_requests": timeline.values().map(|x| x.requests).sum::<u64>(),
         "aws_requests_throttled": timeline.values().map(|x| x.throttled).sum::<u64>(),
-        "requests_per_second_while_throttled": round(mean(&requests, true)),
-        "requests_per_second_after": round(mean(&requests, false)),
+        "requests_per_second_while_throttled": round(mean(&requests, 0.0, throttled_until)),
+        "requests_per_second_after": round(mean(&requests, throttled_until, converged_at)),
         "limiter_min_rate": {
             "ec2_read": round(min_rate("ec2:read")),
             "ec2_mutate": round(min_rate("ec2:mutate")),
             "elb_read": round(min_rate("elasticloadbalancing:read")),
             "elb_mutate": round(min_rate("elasticloadbalancing:mutate")),
         },
-        "limiter_rate_at_end": limiter.last().map(|(_, m)| m.clone()).unwrap_or_default(),
-        "ccm_peak_rss_mib": round(peak_rss_kib as f64 / 1024.0),
-        "timeline": timeline.iter().map(|(s, x)| json!([s - first, x.requests, x.throttled])).collect::<Vec<_>>(),
+        "limiter_rate_at_end": sampler.limiter.last().map(|(_, m)| m.clone()).unwrap_or_default(),
+        "outage": outage_report,
+        "ccm_peak_rss_mib": round(sampler.peak_rss_kib as f64 / 1024.0),
+        "timeline": timeline.iter().map(|(s, x)| json!([s - first, x.requests, x.throttled, x.failed])).collect::<Vec<_>>(),
         "svg": args.svg,
     });
     println!("{}", serde_json::to_string_pretty(&report)?);
@@ -311,10 +477,14 @@ async fn main() -> anyhow::Result<()> {
         "ELBs made {made:?} != expected {lb_names:?}"
     );
     anyhow::ensure!(
-        groups.len() == args.services,
+        groups.len() == lb_names.len(),
         "{} managed groups for {} Services",
         groups.len(),
-        args.services
+        lb_names.len()
+    );
+    anyhow::ensure!(
+        nodes_deleted == 0,
+        "{nodes_deleted} nodes deleted during the outage"
     );
     Ok(())
 }
