@@ -13,6 +13,7 @@ FAULT_NODES ?= 1000
 FAULT_SERVICES ?= 50
 THROTTLE ?= 0.3
 THROTTLE_SECONDS ?= 30
+OUTAGE_SECONDS ?= 60
 # More stratus-bench-lb flags, e.g. LB_FLAGS="--ccm-log /tmp/ccm.log --node-churn-quiet-period 2s"
 LB_FLAGS ?=
 ECR_RUNS ?= 200
@@ -54,11 +55,11 @@ bench-lb: install
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-lb --services $(SERVICES) --nodes $(LB_NODES) --churn $(CHURN) --concurrent-service-syncs $(SERVICE_SYNCS) $(LB_FLAGS) | tee bench/results/bench-lb.json
 
-## bench-faults: FAULT_NODES nodes join and FAULT_SERVICES ELBs are made while THROTTLE of EC2/ELB requests are throttled for THROTTLE_SECONDS (JSON + SVG)
+## bench-faults: FAULT_NODES nodes join and FAULT_SERVICES ELBs are made while THROTTLE of EC2/ELB requests are throttled for THROTTLE_SECONDS, then AWS is unreachable for OUTAGE_SECONDS (JSON + SVG)
 bench-faults: install
 	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios
 	mkdir -p bench/results
-	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --outage-seconds $(OUTAGE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
 ## bench: every benchmark (nodes, load balancers, faults, ECR credential provider); JSON and SVG in bench/results/
 bench: bench-nodes bench-lb bench-faults bench-ecr
