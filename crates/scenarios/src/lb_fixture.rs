@@ -85,33 +85,81 @@ impl LbClients {
             .unwrap_or_else(|| elb::types::LoadBalancerAttributes::builder().build()))
     }
 
-    /// Names of every Classic ELB.
+    /// Names of every Classic ELB (all pages: moto pages by 50).
     pub async fn classic_names(&self) -> anyhow::Result<Vec<String>> {
-        let out = self.elb.describe_load_balancers().send().await?;
-        Ok(out
-            .load_balancer_descriptions()
-            .iter()
-            .filter_map(|d| d.load_balancer_name().map(str::to_string))
-            .collect())
+        let mut names = Vec::new();
+        let mut marker = None;
+        loop {
+            let out = self
+                .elb
+                .describe_load_balancers()
+                .set_marker(marker)
+                .send()
+                .await?;
+            names.extend(
+                out.load_balancer_descriptions()
+                    .iter()
+                    .filter_map(|d| d.load_balancer_name().map(str::to_string)),
+            );
+            marker = out
+                .next_marker()
+                .filter(|m| !m.is_empty())
+                .map(str::to_string);
+            if marker.is_none() {
+                return Ok(names);
+            }
+        }
     }
 
-    /// Names of every NLB/ALB.
+    /// Names of every NLB/ALB (all pages).
     pub async fn v2_names(&self) -> anyhow::Result<Vec<String>> {
-        let out = self.elbv2.describe_load_balancers().send().await?;
-        Ok(out
-            .load_balancers()
-            .iter()
-            .filter_map(|d| d.load_balancer_name().map(str::to_string))
-            .collect())
+        let mut names = Vec::new();
+        let mut marker = None;
+        loop {
+            let out = self
+                .elbv2
+                .describe_load_balancers()
+                .set_marker(marker)
+                .send()
+                .await?;
+            names.extend(
+                out.load_balancers()
+                    .iter()
+                    .filter_map(|d| d.load_balancer_name().map(str::to_string)),
+            );
+            marker = out
+                .next_marker()
+                .filter(|m| !m.is_empty())
+                .map(str::to_string);
+            if marker.is_none() {
+                return Ok(names);
+            }
+        }
     }
 
-    /// Names of every target group.
+    /// Names of every target group (all pages).
     pub async fn target_group_names(&self) -> anyhow::Result<Vec<String>> {
-        let out = self.elbv2.describe_target_groups().send().await?;
-        Ok(out
-            .target_groups()
-            .iter()
-            .filter_map(|d| d.target_group_name().map(str::to_string))
-            .collect())
+        let mut names = Vec::new();
+        let mut marker = None;
+        loop {
+            let out = self
+                .elbv2
+                .describe_target_groups()
+                .set_marker(marker)
+                .send()
+                .await?;
+            names.extend(
+                out.target_groups()
+                    .iter()
+                    .filter_map(|d| d.target_group_name().map(str::to_string)),
+            );
+            marker = out
+                .next_marker()
+                .filter(|m| !m.is_empty())
+                .map(str::to_string);
+            if marker.is_none() {
+                return Ok(names);
+            }
+        }
     }
 }

@@ -195,16 +195,29 @@ async fn refresh_addresses(node: &Node, ctx: &Ctx) -> Result<(), NodeError> {
     Ok(())
 }
 
+/// The longest wait between retries after throttling or an outage.
+const TRANSIENT_MAX_BACKOFF: Duration = Duration::from_secs(15);
+
 fn error_policy(node: Arc<Node>, error: &NodeError, ctx: Arc<Ctx>) -> Action {
     let name = node.metadata.name.clone().unwrap_or_default();
     let mut failures = ctx.failures.lock().expect("failures lock");
     let n = failures.entry(name.clone()).or_insert(0);
     *n += 1;
+    // After throttling or an outage the node is retried within 15 s of AWS coming back.
+    let transient = matches!(
+        error,
+        NodeError::Cloud(CloudError::Throttled { .. } | CloudError::Unavailable { .. })
+    );
+    let cap = if transient {
+        ctx.config.max_backoff.min(TRANSIENT_MAX_BACKOFF)
+    } else {
+        ctx.config.max_backoff
+    };
     let delay = ctx
         .config
         .base_backoff
         .saturating_mul(1u32 << (*n - 1).min(16))
-        .min(ctx.config.max_backoff);
+        .min(cap);
     tracing::warn!(node = %name, error = %error, attempt = *n, retry_in_s = delay.as_secs_f32(), "node sync failed");
     Action::requeue(delay)
 }

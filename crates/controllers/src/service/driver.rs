@@ -428,6 +428,9 @@ async fn cleanup(svc: &Service, ctx: &Ctx) -> Result<Action, ServiceError> {
 
 /// First retry delay after a throttled or unavailable cloud (doubling per failure).
 const TRANSIENT_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait between retries after throttling or an outage: once AWS is back, every
+/// waiting Service is retried within this (the rate limiter spaces the calls out).
+pub const TRANSIENT_MAX_BACKOFF: Duration = Duration::from_secs(15);
 
 fn error_policy(svc: Arc<Service>, error: &ServiceError, ctx: Arc<Ctx>) -> Action {
     let k = key(&svc);
@@ -446,7 +449,7 @@ fn error_policy(svc: Arc<Service>, error: &ServiceError, ctx: Arc<Ctx>) -> Actio
     } else if passing {
         let cap = TRANSIENT_BACKOFF
             .saturating_mul(1u32 << (*n - 1).min(16))
-            .min(ctx.config.max_backoff);
+            .min(ctx.config.max_backoff.min(TRANSIENT_MAX_BACKOFF));
         cap.mul_f64(0.5 + rand::random::<f64>() / 2.0)
     } else {
         ctx.config
