@@ -17,7 +17,7 @@ pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized"
 
 /// The repository root (for `deploy/`).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    stratus_testenv::repo_root()
 }
 
 /// Creates a Node tainted as uninitialised, with kubelet-reported internal IPs.

@@ -68,13 +68,13 @@ impl Paths {
 
 /// The Go module pinning kube-apiserver and etcd.
 pub fn go_module_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("go")
+    crate::repo_root().join("crates/testenv/go")
 }
 
 /// The Go module pinning helm (separate, so helm's k8s.io/* versions never have to agree with
 /// kube-apiserver's).
 pub fn helm_module_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("go-helm")
+    crate::repo_root().join("crates/testenv/go-helm")
 }
 
 /// Makes sure kube-apiserver, etcd, helm and moto are installed in the cache, building them if

@@ -21,8 +21,10 @@ pub mod install;
 mod process;
 pub mod proxy;
 pub mod proxy_control;
+mod repo;
 mod util;
 
 pub use aws_env::AwsEnv;
 pub use env::{Identity, TestEnv};
 pub use install::{ensure_installed, Paths};
+pub use repo::repo_root;
