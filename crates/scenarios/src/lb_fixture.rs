@@ -87,79 +87,49 @@ impl LbClients {
 
     /// Names of every Classic ELB (all pages: moto pages by 50).
     pub async fn classic_names(&self) -> anyhow::Result<Vec<String>> {
-        let mut names = Vec::new();
-        let mut marker = None;
-        loop {
-            let out = self
-                .elb
-                .describe_load_balancers()
-                .set_marker(marker)
-                .send()
-                .await?;
-            names.extend(
-                out.load_balancer_descriptions()
-                    .iter()
-                    .filter_map(|d| d.load_balancer_name().map(str::to_string)),
-            );
-            marker = out
-                .next_marker()
-                .filter(|m| !m.is_empty())
-                .map(str::to_string);
-            if marker.is_none() {
-                return Ok(names);
-            }
-        }
+        let all = self
+            .elb
+            .describe_load_balancers()
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await?;
+        Ok(all
+            .iter()
+            .filter_map(|d| d.load_balancer_name().map(str::to_string))
+            .collect())
     }
 
     /// Names of every NLB/ALB (all pages).
     pub async fn v2_names(&self) -> anyhow::Result<Vec<String>> {
-        let mut names = Vec::new();
-        let mut marker = None;
-        loop {
-            let out = self
-                .elbv2
-                .describe_load_balancers()
-                .set_marker(marker)
-                .send()
-                .await?;
-            names.extend(
-                out.load_balancers()
-                    .iter()
-                    .filter_map(|d| d.load_balancer_name().map(str::to_string)),
-            );
-            marker = out
-                .next_marker()
-                .filter(|m| !m.is_empty())
-                .map(str::to_string);
-            if marker.is_none() {
-                return Ok(names);
-            }
-        }
+        let all = self
+            .elbv2
+            .describe_load_balancers()
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await?;
+        Ok(all
+            .iter()
+            .filter_map(|d| d.load_balancer_name().map(str::to_string))
+            .collect())
     }
 
     /// Names of every target group (all pages).
     pub async fn target_group_names(&self) -> anyhow::Result<Vec<String>> {
-        let mut names = Vec::new();
-        let mut marker = None;
-        loop {
-            let out = self
-                .elbv2
-                .describe_target_groups()
-                .set_marker(marker)
-                .send()
-                .await?;
-            names.extend(
-                out.target_groups()
-                    .iter()
-                    .filter_map(|d| d.target_group_name().map(str::to_string)),
-            );
-            marker = out
-                .next_marker()
-                .filter(|m| !m.is_empty())
-                .map(str::to_string);
-            if marker.is_none() {
-                return Ok(names);
-            }
-        }
+        let all = self
+            .elbv2
+            .describe_target_groups()
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await?;
+        Ok(all
+            .iter()
+            .filter_map(|d| d.target_group_name().map(str::to_string))
+            .collect())
     }
 }
