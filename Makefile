@@ -29,10 +29,13 @@ install:
 build:
 	$(CARGO) build --workspace --all-targets
 
-## lint: rustfmt and clippy with warnings as errors
+## lint: rustfmt, clippy with warnings as errors, and the CCM library names no provider (no
+## stratus-aws, no AWS SDK crate; aws-lc-rs is rustls's crypto, not AWS)
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	@if $(CARGO) tree -p stratus-ccm -e normal --prefix none | grep -E '^(stratus-aws|aws-(sdk|config|types|smithy|runtime|sigv4|credential))'; then \
+		echo "lint: stratus-ccm must not depend on a provider or an AWS SDK crate (see above)"; exit 1; fi
 
 ## test: everything on a fresh machine — tools, lint, unit, integration (real apiserver + moto)
 test: install lint

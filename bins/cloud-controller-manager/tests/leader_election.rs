@@ -5,7 +5,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use common::lb::{lb_setup, NS};
 use common::{setup, Setup, WAIT};

@@ -174,7 +174,8 @@ async fn metrics_need_an_accepted_token_of_an_allowed_user() {
         scrape
             .body
             .lines()
-            .any(|l| l.starts_with("stratus_aws_api_requests_total{")
+            .any(|l| l.starts_with("stratus_cloud_api_requests_total{")
+                && l.contains("cloud=\"aws\"")
                 && l.contains("operation=\"DescribeInstances\"")),
         "{}",
         scrape.body

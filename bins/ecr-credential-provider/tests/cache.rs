@@ -121,7 +121,7 @@ async fn a_stale_entry_answers_while_aws_is_unreachable() {
     w.run(&request(V1, IMAGE, None, &[]), &[]).auth(HOST);
     // Taken after the token was issued, so the entry is surely stale 4.5 s and expired 8.5 s
     // from here.
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
 
     // AWS goes away.
     let unreachable = [("AWS_ENDPOINT_URL", "http://127.0.0.1:9")];

@@ -1,5 +1,7 @@
 //! Errors a cloud provider returns to the generic controllers.
 
+use std::time::Duration;
+
 /// An error answering a cloud question.
 ///
 /// Contract (as in `k8s.io/cloud-provider`): [`CloudError::InstanceNotFound`] means the instance is
@@ -31,6 +33,15 @@ pub enum CloudError {
     /// Another controller handles this object (e.g. an AWS Load Balancer Controller type).
     #[error("implemented elsewhere: {0}")]
     ImplementedElsewhere(String),
+    /// Not an error: the cloud is still working on it (a load balancer in PENDING_UPDATE, a
+    /// parent Service without an address yet). Ask again after `retry_after`.
+    #[error("{what} is not ready yet; checking again in {retry_after:?}")]
+    Pending {
+        /// What is being waited for.
+        what: String,
+        /// When to look again.
+        retry_after: Duration,
+    },
 }
 
 impl CloudError {
@@ -44,6 +55,7 @@ impl CloudError {
             CloudError::Rejected { .. } => "CloudRejected",
             CloudError::InvalidInput(_) => "InvalidInput",
             CloudError::ImplementedElsewhere(_) => "ImplementedElsewhere",
+            CloudError::Pending { .. } => "Pending",
         }
     }
 

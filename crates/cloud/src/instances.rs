@@ -4,13 +4,13 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
-use crate::{CloudError, NodeAddress, NodeInfo};
+use crate::{CloudError, NodeAddress, NodeInfo, ProviderId};
 
 /// Everything needed to initialise a node, answered in one call.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstanceMetadata {
     /// The provider ID to write to `spec.providerID`.
-    pub provider_id: String,
+    pub provider_id: ProviderId,
     /// Value of `node.kubernetes.io/instance-type`.
     pub instance_type: String,
     /// Addresses in the provider's preferred order.
@@ -30,7 +30,10 @@ pub struct InstanceMetadata {
 ///   unknown to the cloud); a stopped instance exists. A cloud that cannot be reached answers
 ///   `Err`, never `Ok(false)`.
 /// - `instance_shutdown` answers `Ok(true)` for a stopped (or stopping) instance.
-/// - `instance_metadata` answers [`CloudError::InstanceNotFound`] when no instance matches.
+/// - `instance_metadata` answers [`CloudError::InstanceNotFound`] when no instance matches, and
+///   [`CloudError::Pending`] when the instance exists but cannot be described yet (no address).
+/// - `is_same_instance` decides whether a providerID already on a node names the instance that
+///   was found (clouds write the same instance several ways, e.g. with or without a zone).
 #[async_trait]
 pub trait InstancesV2: Send + Sync {
     /// Whether the instance behind the node still exists.
@@ -39,4 +42,8 @@ pub trait InstancesV2: Send + Sync {
     async fn instance_shutdown(&self, node: &NodeInfo) -> Result<bool, CloudError>;
     /// Metadata used to initialise the node.
     async fn instance_metadata(&self, node: &NodeInfo) -> Result<InstanceMetadata, CloudError>;
+    /// Whether the `existing` providerID of a node names the instance `found` names.
+    fn is_same_instance(&self, existing: &str, found: &ProviderId) -> bool {
+        existing == found.as_str()
+    }
 }

@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use futures::stream::BoxStream;
 
-use crate::CloudError;
+use crate::{CloudError, NodeAddress, ServiceKey};
 
 /// Transport protocol of a Service port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,17 +30,24 @@ impl Protocol {
 /// One port a load balancer forwards to a node port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServicePort {
+    /// The port's name (may be empty for a single-port Service).
     pub name: String,
+    /// Its transport protocol.
     pub protocol: Protocol,
+    /// The port clients connect to on the load balancer.
     pub port: u16,
+    /// The node port traffic is forwarded to.
     pub node_port: u16,
 }
 
 /// Which Service a load balancer belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ServiceRef {
+    /// `metadata.namespace`.
     pub namespace: String,
+    /// `metadata.name`.
     pub name: String,
+    /// `metadata.uid`: load-balancer names derive from it.
     pub uid: String,
 }
 
@@ -57,45 +65,77 @@ impl ServiceRef {
     }
 }
 
+impl ServiceRef {
+    /// The Service's key, as re-sync requests name it.
+    pub fn key(&self) -> ServiceKey {
+        ServiceKey {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
 /// A node that may receive load-balanced traffic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetNode {
+    /// `metadata.name`.
     pub name: String,
+    /// `spec.providerID`.
     pub provider_id: String,
+    /// `metadata.labels` (some clouds select targets by label).
     pub labels: BTreeMap<String, String>,
+    /// `status.addresses` (members of IP-based load balancers are node addresses).
+    pub addresses: Vec<NodeAddress>,
 }
 
 /// Everything a provider needs to build or update one load balancer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadBalancerRequest {
+    /// `--cluster-name`.
     pub cluster_name: String,
+    /// The Service.
     pub service: ServiceRef,
+    /// The ports to forward.
     pub ports: Vec<ServicePort>,
+    /// `metadata.annotations`.
     pub annotations: BTreeMap<String, String>,
+    /// `spec.loadBalancerSourceRanges`.
     pub source_ranges: Vec<String>,
     /// `externalTrafficPolicy: Local`: health checks go to `health_check_node_port`.
     pub local_traffic_only: bool,
+    /// `spec.healthCheckNodePort`.
     pub health_check_node_port: Option<u16>,
     /// `spec.loadBalancerIP`, which some clouds reject.
     pub requested_ip: Option<String>,
+    /// `spec.externalIPs`.
+    pub external_ips: Vec<String>,
+    /// `spec.loadBalancerClass` (unset, or the class this controller serves).
+    pub load_balancer_class: Option<String>,
+    /// The nodes that receive traffic, sorted by name.
     pub nodes: Vec<TargetNode>,
 }
 
 /// One address of a load balancer, as written to `status.loadBalancer.ingress`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Ingress {
+    /// A DNS name.
     pub hostname: Option<String>,
+    /// An IP address.
     pub ip: Option<String>,
 }
 
 /// Load balancers for `type: LoadBalancer` Services, as `k8s.io/cloud-provider`'s interface.
 ///
-/// Contracts: `ensure` is idempotent and may be interrupted at any point and called again;
-/// `ensure_deleted` succeeds when nothing is left (including when nothing existed).
+/// Contracts:
+/// - `ensure` is idempotent and may be interrupted at any point and called again;
+/// - `ensure_deleted` succeeds when nothing is left (including when nothing existed);
+/// - a load balancer that is still being built or changed answers [`CloudError::Pending`] with
+///   when to look again: the controller requeues without a Warning Event and without holding a
+///   worker while it waits;
+/// - a provider that learns of a change in its cloud (an address appeared) may ask for a
+///   Service to be synced again through [`LoadBalancer::resync_requests`].
 #[async_trait]
 pub trait LoadBalancer: Send + Sync {
-    /// The ingress of the existing load balancer, if there is one.
-    async fn get(&self, request: &LoadBalancerRequest) -> Result<Option<Vec<Ingress>>, CloudError>;
     /// Creates or updates the load balancer and returns its ingress.
     async fn ensure(&self, request: &LoadBalancerRequest) -> Result<Vec<Ingress>, CloudError>;
     /// Brings the targets up to `request.nodes`, registering and deregistering only the change.
@@ -111,6 +151,11 @@ pub trait LoadBalancer: Send + Sync {
     /// whose Service is not in `live`. Returns how many load balancers were removed.
     async fn reap(&self, _cluster_name: &str, _live: &[ServiceRef]) -> Result<usize, CloudError> {
         Ok(0)
+    }
+    /// Services the provider wants synced again, as they come; `None` when it never asks.
+    /// Each call subscribes anew.
+    fn resync_requests(&self) -> Option<BoxStream<'static, ServiceKey>> {
+        None
     }
 }
 

@@ -2,8 +2,6 @@
 //! stream of changes that drives the cloud-node controller, and a change signal for the
 //! controllers that work over the whole store (route, node-ipam).
 
-use std::time::Duration;
-
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -12,7 +10,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use crate::watch_health::WatchHealth;
+use stratus_kube_kit::WatchHealth;
 
 /// Changed Nodes, as the cloud-node controller consumes them.
 pub type NodeEvents = BoxStream<'static, Result<Node, watcher::Error>>;
@@ -99,21 +97,5 @@ impl NodeInformer {
     /// Keeps the watch running when no controller took the change stream; `None` otherwise.
     pub fn unclaimed_watch(mut self) -> Option<impl std::future::Future<Output = ()> + Send> {
         self.events.take().map(|e| e.for_each(|_| async {}))
-    }
-}
-
-/// How often controllers that start from the whole store re-poll its readiness.
-pub const LISTED_POLL: Duration = Duration::from_millis(200);
-
-/// Waits until the store has its first list; false when its writer is gone.
-///
-/// kube's readiness signal wakes only the latest of several waiters (several controllers wait on
-/// the same store), so the wait is re-polled every `period` instead of trusted once.
-pub async fn wait_until_listed(store: &Store<Node>, period: Duration) -> bool {
-    loop {
-        match tokio::time::timeout(period, store.wait_until_ready()).await {
-            Ok(result) => return result.is_ok(),
-            Err(_) => tracing::debug!("node cache not ready yet"),
-        }
     }
 }

@@ -6,16 +6,14 @@
 //! and Events (events.k8s.io). Each controller is a pure `plan` module plus a thin kube-rs
 //! driver; cloud questions go through the [`stratus_cloud`] traits.
 
-pub mod events;
 pub mod informer;
+pub mod metrics;
 pub mod node;
 pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod node_view;
 pub mod route;
 pub mod service;
-pub mod store_ready;
-pub mod watch_health;
 
 /// Taint the kubelet sets on nodes waiting for the cloud-node controller.
 pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";

@@ -1,6 +1,7 @@
 //! Pure decisions of a candidate: take, renew or wait, from what it has observed of the lease.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// The fields of a Lease that matter to an election.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

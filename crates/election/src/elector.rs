@@ -2,7 +2,8 @@
 //! report loss, release on shutdown.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -11,6 +12,7 @@ use kube::Client;
 use tokio::sync::{watch, Mutex};
 
 use crate::decision::{decide, Decision, LeaseView, Observation};
+use crate::metrics::LeaderStatus;
 
 /// Settings of one election (the upstream `--leader-elect-*` flags).
 #[derive(Debug, Clone)]
@@ -32,6 +34,7 @@ pub struct ElectionConfig {
 /// Why an election could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ElectionError {
+    /// The timings or names break client-go's rules.
     #[error("invalid leader election settings: {0}")]
     Invalid(String),
 }
@@ -164,15 +167,19 @@ pub struct Leadership {
     candidate: Arc<Candidate>,
     lost: watch::Receiver<bool>,
     renewer: tokio::task::JoinHandle<()>,
+    status: LeaderStatus,
 }
 
 impl Leadership {
-    /// Blocks until this candidate holds the lease, then keeps renewing it.
+    /// Blocks until this candidate holds the lease, then keeps renewing it; `status` follows
+    /// whether it leads.
     pub async fn acquire(
         client: Client,
         config: ElectionConfig,
+        status: LeaderStatus,
     ) -> Result<Leadership, ElectionError> {
         config.validate()?;
+        status.set_leading(false);
         let candidate = Arc::new(Candidate {
             api: Api::namespaced(client, &config.namespace),
             config: config.clone(),
@@ -194,12 +201,14 @@ impl Leadership {
             }
             tokio::time::sleep(jittered(config.retry_period)).await;
         }
+        status.set_leading(true);
         let (lost_tx, lost) = watch::channel(false);
-        let renewer = tokio::spawn(renew(candidate.clone(), lost_tx));
+        let renewer = tokio::spawn(renew(candidate.clone(), lost_tx, status.clone()));
         Ok(Leadership {
             candidate,
             lost,
             renewer,
+            status,
         })
     }
 
@@ -217,6 +226,7 @@ impl Leadership {
     /// Stops renewing and gives the lease up, so a standby takes over at once.
     pub async fn release(self) {
         self.renewer.abort();
+        self.status.set_leading(false);
         if let Err(e) = self.candidate.release().await {
             tracing::warn!(error = %e, "could not release the lease; it expires on its own");
         }
@@ -229,7 +239,7 @@ fn jittered(period: Duration) -> Duration {
     period.mul_f64(1.0 + extra)
 }
 
-async fn renew(candidate: Arc<Candidate>, lost: watch::Sender<bool>) {
+async fn renew(candidate: Arc<Candidate>, lost: watch::Sender<bool>, status: LeaderStatus) {
     let cfg = candidate.config.clone();
     let mut last_renewal = Instant::now();
     loop {
@@ -247,6 +257,7 @@ async fn renew(candidate: Arc<Candidate>, lost: watch::Sender<bool>) {
                     .and_then(|o| o.lease.holder.clone());
                 if held.as_deref() != Some(cfg.identity.as_str()) {
                     tracing::error!(lease = %cfg.lease_name, holder = ?held, "lost the lease to another candidate");
+                    status.set_leading(false);
                     let _ = lost.send(true);
                     return;
                 }
@@ -258,6 +269,7 @@ async fn renew(candidate: Arc<Candidate>, lost: watch::Sender<bool>) {
         }
         if last_renewal.elapsed() >= cfg.renew_deadline {
             tracing::error!(lease = %cfg.lease_name, "could not renew the lease within the renew deadline");
+            status.set_leading(false);
             let _ = lost.send(true);
             return;
         }

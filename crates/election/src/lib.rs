@@ -4,8 +4,12 @@
 //! renewals fail for the renew deadline, and gives it up on shutdown so a standby takes over at
 //! once.
 
+pub mod args;
 pub mod decision;
 pub mod elector;
+pub mod metrics;
 
+pub use args::LeaderElectionArgs;
 pub use decision::{decide, Decision, LeaseView, Observation};
 pub use elector::{ElectionConfig, ElectionError, Leadership};
+pub use metrics::{ElectionMetrics, LeaderStatus};

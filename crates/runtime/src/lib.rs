@@ -2,6 +2,7 @@
 //!
 //! Watches and writes nothing in Kubernetes.
 
+pub mod backoff;
 pub mod duration;
 pub mod logging;
 pub mod memory;

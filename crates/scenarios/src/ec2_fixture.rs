@@ -113,7 +113,7 @@ pub async fn launch(
                 .resource_type(ResourceType::Instance)
                 .tags(
                     Tag::builder()
-                        .key(format!("kubernetes.io/cluster/{id}"))
+                        .key(stratus_cloud::tags::cluster_tag_key(id))
                         .value("owned")
                         .build(),
                 )
@@ -334,7 +334,7 @@ pub async fn node_security_group(
                 .resource_type(ResourceType::SecurityGroup)
                 .tags(
                     Tag::builder()
-                        .key(format!("kubernetes.io/cluster/{cluster}"))
+                        .key(stratus_cloud::tags::cluster_tag_key(cluster))
                         .value("owned")
                         .build(),
                 )

@@ -2,7 +2,9 @@
 //! tables in moto, uninitialised and ready Nodes, LoadBalancer Services and the ELBs behind them,
 //! the shipped RBAC, and a cloud-controller-manager process.
 
+pub mod behaviour;
 pub mod ccm;
+pub mod cloud_fixture;
 pub mod ec2_fixture;
 pub mod https;
 pub mod kube_fixture;

@@ -45,7 +45,7 @@ pub async fn cluster_route_table(
     route_table(
         ec2,
         vpc,
-        &[(&format!("kubernetes.io/cluster/{cluster_id}"), "owned")],
+        &[(&stratus_cloud::tags::cluster_tag_key(cluster_id), "owned")],
     )
     .await
 }

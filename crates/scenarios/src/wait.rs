@@ -1,7 +1,8 @@
 //! Waiting for a condition (polling), never sleeping in its place.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Polls `check` every 100 ms until it yields `Some`, or fails after `timeout` naming `what`.
 pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>

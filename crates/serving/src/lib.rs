@@ -4,6 +4,7 @@
 //! Kubernetes API server accepts (TokenReview) of users it allows the path
 //! (SubjectAccessReview), both answers cached briefly.
 
+pub mod args;
 pub mod authn;
 pub mod authz;
 pub mod handler;
@@ -14,6 +15,7 @@ pub mod server;
 pub mod tls;
 pub mod ttl_cache;
 
+pub use args::ServingArgs;
 pub use authz::DecisionTtls;
 pub use paths::{AlwaysAllow, DEFAULT_ALWAYS_ALLOW_PATHS};
 pub use readiness::{Readiness, ReadyFlag};

@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// At most `capacity` entries, each valid until its own deadline.
 #[derive(Debug)]

@@ -1,6 +1,9 @@
-//! The AWS part of the environment alone: moto behind the counting proxy, without etcd and
-//! kube-apiserver, for components that never talk to Kubernetes (the ECR credential provider).
-//! Starts in about a second and leaves the CPU to what is measured.
+//! The AWS cloud of the environment: moto behind the counting and fault proxy (the AWS protocol
+//! of [`crate::proxy`]), each on a free 127.0.0.1 port. Alone it serves components that never
+//! talk to Kubernetes (the ECR credential provider) and starts in about a second; [`TestEnv`]
+//! pairs it with a [`crate::KubeCluster`].
+//!
+//! [`TestEnv`]: crate::TestEnv
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -9,49 +12,90 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::env::{is_port_conflict, ProxyThread};
+use crate::cluster::start_timeout;
 use crate::install::ensure_installed;
 use crate::process::{Lifetime, Proc};
+use crate::proxy::{self, ProxyThread};
 use crate::proxy_control::ProxyControl;
-use crate::util::{free_listeners, random_token, HttpClient};
+use crate::util::{free_listeners, is_port_conflict, random_token, remove_env_dir, HttpClient};
 
-/// moto behind the counting proxy, each on a free 127.0.0.1 port. Dropping it stops both and
-/// deletes its directory (unless `STRATUS_KEEP_ENV=1`).
+/// How the processes relate to the caller.
+pub(crate) enum Launch {
+    /// Children of this process, killed on drop; the proxy runs in-process.
+    Owned,
+    /// Survive this process (`testenv up`); the proxy runs as `PROXY_EXE proxy ...`.
+    Detached {
+        /// The `testenv` executable.
+        proxy_exe: PathBuf,
+    },
+}
+
+impl Launch {
+    pub(crate) fn lifetime(&self) -> Lifetime {
+        match self {
+            Launch::Owned => Lifetime::Attached,
+            Launch::Detached { .. } => Lifetime::Detached,
+        }
+    }
+}
+
+/// Where the AWS proxy runs.
+enum ProxyRunner {
+    InProcess(ProxyThread),
+    Process(Proc),
+}
+
+/// moto behind the counting proxy. Dropping it stops both and, when it made its own directory,
+/// deletes it (unless `STRATUS_KEEP_ENV=1`).
 pub struct AwsEnv {
     dir: PathBuf,
+    remove_dir: bool,
+    released: bool,
     aws_endpoint: String,
     moto_endpoint: String,
     moto: Proc,
-    proxy: ProxyThread,
+    proxy: ProxyRunner,
 }
 
 impl AwsEnv {
     /// Installs the tools if needed and starts moto and the proxy in a fresh temporary
-    /// directory; returns once moto answers.
+    /// directory; returns once both answer.
     pub async fn start() -> Result<AwsEnv> {
         let dir = std::env::temp_dir().join(format!(
             "stratus-aws-env-{}-{}",
             std::process::id(),
             &random_token()?[..8]
         ));
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut attempt = 1;
-        loop {
-            match AwsEnv::launch(&dir).await {
-                Err(err) if attempt < 3 && is_port_conflict(&err) => {
-                    eprintln!("stratus-testenv: port conflict, retrying: {err:#}");
-                    attempt += 1;
-                }
-                Err(err) => {
-                    let _ = std::fs::remove_dir_all(&dir);
-                    return Err(err);
-                }
-                Ok(env) => return Ok(env),
+        let result = AwsEnv::launch(&dir, &Launch::Owned).await;
+        match result {
+            Ok(mut env) => {
+                env.remove_dir = true;
+                Ok(env)
+            }
+            Err(err) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(err)
             }
         }
     }
 
-    async fn launch(dir: &Path) -> Result<AwsEnv> {
+    /// Starts moto and the proxy with their logs in `dir` (created if needed), retrying on a
+    /// port conflict.
+    pub(crate) async fn launch(dir: &Path, launch: &Launch) -> Result<AwsEnv> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut attempt = 1;
+        loop {
+            match AwsEnv::launch_once(dir, launch).await {
+                Err(err) if attempt < 3 && is_port_conflict(&err) => {
+                    eprintln!("stratus-testenv: port conflict, retrying: {err:#}");
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn launch_once(dir: &Path, launch: &Launch) -> Result<AwsEnv> {
         let paths = tokio::task::spawn_blocking(ensure_installed)
             .await
             .context("install task panicked")??;
@@ -61,6 +105,7 @@ impl AwsEnv {
         let proxy_port = proxy_listener.local_addr()?.port();
         drop(listeners);
         let moto_endpoint = format!("http://127.0.0.1:{moto_port}");
+        let lifetime = launch.lifetime();
         let mut moto = Proc::spawn(
             "moto",
             &paths.moto_server,
@@ -68,22 +113,54 @@ impl AwsEnv {
                 .map(OsString::from)
                 .to_vec(),
             dir.join("moto.log"),
-            Lifetime::Attached,
+            lifetime,
         )?;
+        let proxy = match launch {
+            Launch::Owned => ProxyRunner::InProcess(ProxyThread::start(
+                proxy_listener,
+                moto_endpoint.clone(),
+                proxy::aws(),
+            )?),
+            Launch::Detached { proxy_exe } => {
+                drop(proxy_listener);
+                let listen = format!("127.0.0.1:{proxy_port}");
+                ProxyRunner::Process(Proc::spawn(
+                    "aws-proxy",
+                    proxy_exe,
+                    ["proxy", "--listen", &listen, "--upstream", &moto_endpoint]
+                        .map(OsString::from)
+                        .to_vec(),
+                    dir.join("aws-proxy.log"),
+                    lifetime,
+                )?)
+            }
+        };
+        let aws_endpoint = format!("http://127.0.0.1:{proxy_port}");
+        let timeout = start_timeout();
         let http = HttpClient::new();
-        let probe = format!("{moto_endpoint}/moto-api/");
-        moto.wait_ready(start_timeout(), || async {
-            http.get(&probe).await.map(drop)
-        })
-        .await?;
-        let proxy = ProxyThread::start(proxy_listener, moto_endpoint.clone())?;
-        Ok(AwsEnv {
+        let moto_probe = format!("{moto_endpoint}/moto-api/");
+        // Any HTTP answer means moto is serving.
+        moto.wait_ready(timeout, || async { http.get(&moto_probe).await.map(drop) })
+            .await?;
+        let mut env = AwsEnv {
             dir: dir.to_path_buf(),
-            aws_endpoint: format!("http://127.0.0.1:{proxy_port}"),
+            remove_dir: false,
+            released: false,
+            aws_endpoint,
             moto_endpoint,
             moto,
             proxy,
-        })
+        };
+        if let ProxyRunner::Process(proc) = &mut env.proxy {
+            let probe = format!("{}{}", env.aws_endpoint, proxy::COUNTS_PATH);
+            proc.wait_ready(timeout, || async {
+                let (status, _) = http.get(&probe).await?;
+                anyhow::ensure!(status.is_success(), "proxy answered {status}");
+                Ok(())
+            })
+            .await?;
+        }
+        Ok(env)
     }
 
     /// The environment's directory (moto's log).
@@ -135,23 +212,41 @@ impl AwsEnv {
     pub async fn set_ecr_token_lifetime(&self, lifetime: Option<Duration>) -> Result<()> {
         self.proxy_control().set_ecr_token_lifetime(lifetime).await
     }
-}
 
-impl Drop for AwsEnv {
-    fn drop(&mut self) {
-        self.proxy.stop();
-        crate::process::stop_all(&mut [&mut self.moto], Duration::from_secs(5));
-        if std::env::var_os("STRATUS_KEEP_ENV").is_some_and(|v| v == "1") {
-            eprintln!("stratus-testenv: kept {}", self.dir.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
+    /// `(name, pid)` of the child processes (the in-process proxy has none).
+    pub(crate) fn pids(&self) -> Vec<(&'static str, u32)> {
+        let mut procs = vec![&self.moto];
+        if let ProxyRunner::Process(proxy) = &self.proxy {
+            procs.push(proxy);
+        }
+        procs
+            .into_iter()
+            .filter_map(|p| Some((p.name(), p.pid()?)))
+            .collect()
+    }
+
+    /// Leaves the processes in place when `self` is dropped (`testenv up`).
+    pub(crate) fn release(mut self) {
+        self.released = true;
+        self.moto.release();
+        if let ProxyRunner::Process(proxy) = &mut self.proxy {
+            proxy.release();
         }
     }
 }
 
-fn start_timeout() -> Duration {
-    std::env::var("STRATUS_START_TIMEOUT_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(Duration::from_secs(120), Duration::from_secs)
+impl Drop for AwsEnv {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        match &mut self.proxy {
+            ProxyRunner::InProcess(proxy) => proxy.stop(),
+            ProxyRunner::Process(proxy) => {
+                crate::process::stop_all(&mut [proxy], Duration::from_secs(5))
+            }
+        }
+        crate::process::stop_all(&mut [&mut self.moto], Duration::from_secs(5));
+        remove_env_dir(&self.dir, self.remove_dir);
+    }
 }

@@ -6,12 +6,15 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
-use crate::env::{Identity, Launch, TestEnv};
+use crate::aws_env::Launch;
+use crate::cluster::Identity;
+use crate::env::TestEnv;
 use crate::process::{alive, stop_detached};
 
 #[derive(Parser)]
@@ -211,7 +214,13 @@ async fn run_proxy(listen: SocketAddr, upstream: String) -> Result<()> {
         .await
         .with_context(|| format!("binding {listen}"))?;
     eprintln!("testenv proxy: listening on {listen}, forwarding to {upstream}");
-    crate::proxy::serve(listener, upstream, Arc::new(crate::proxy::Counters::new())).await
+    crate::proxy::serve(
+        listener,
+        upstream,
+        Arc::new(crate::proxy::Counters::new()),
+        crate::proxy::aws(),
+    )
+    .await
 }
 
 /// Single-quotes a value for POSIX shells.

@@ -1,11 +1,9 @@
-//! Fault injection for the AWS proxy: per service and action, a share of requests is throttled,
+//! Fault injection for the proxy: per service and action, a share of requests is throttled,
 //! fails with a server error, is delayed, or has its connection dropped; and a per-second
-//! timeline of what the proxy saw, for charts.
+//! timeline of what the proxy saw, for charts. The error answers themselves are the protocol's.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-use http::StatusCode;
 
 /// What a fault does to a matching request.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -72,27 +70,6 @@ pub fn pick<'a>(
         .filter(|f| f.matches(service, action))
         .find(|f| roll() < f.rate)
         .map(|f| &f.kind)
-}
-
-/// An injected error answer: status and XML body in the service's protocol (EC2's query
-/// protocol errors, or the awsquery `ErrorResponse` of the load-balancing APIs).
-pub fn error_answer(service: &str, kind: &FaultKind) -> Option<(StatusCode, String)> {
-    let (status, code, message) = match kind {
-        FaultKind::Throttle if service == "ec2" => {
-            (503, "RequestLimitExceeded", "Request limit exceeded.")
-        }
-        FaultKind::Throttle => (400, "Throttling", "Rate exceeded"),
-        FaultKind::ServerError { status: 500 } => (500, "InternalError", "injected server error"),
-        FaultKind::ServerError { status } => (*status, "ServiceUnavailable", "injected outage"),
-        FaultKind::Latency { .. } | FaultKind::Drop => return None,
-    };
-    let body = if service == "ec2" {
-        format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors><RequestID>stratus-fault</RequestID></Response>")
-    } else {
-        let kind = if status >= 500 { "Receiver" } else { "Sender" };
-        format!("<ErrorResponse><Error><Type>{kind}</Type><Code>{code}</Code><Message>{message}</Message></Error><RequestId>stratus-fault</RequestId></ErrorResponse>")
-    };
-    Some((StatusCode::from_u16(status).ok()?, body))
 }
 
 /// The added latency of a fault, if it is one.
@@ -191,21 +168,6 @@ mod tests {
         assert!(fault(r#"{"kind":"server_error","status":404}"#)
             .validate()
             .is_err());
-    }
-
-    #[test]
-    fn error_answers_speak_each_protocol() {
-        let (status, body) = error_answer("ec2", &FaultKind::Throttle).unwrap();
-        assert_eq!(status, 503);
-        assert!(body.contains("<Code>RequestLimitExceeded</Code>"), "{body}");
-        assert!(body.contains("<Response><Errors>"));
-        let (status, body) = error_answer("elasticloadbalancing", &FaultKind::Throttle).unwrap();
-        assert_eq!(status, 400);
-        assert!(body.starts_with("<ErrorResponse>") && body.contains("<Code>Throttling</Code>"));
-        let (status, body) = error_answer("ec2", &FaultKind::ServerError { status: 503 }).unwrap();
-        assert_eq!(status, 503);
-        assert!(body.contains("ServiceUnavailable"));
-        assert!(error_answer("ec2", &FaultKind::Drop).is_none());
     }
 
     #[test]

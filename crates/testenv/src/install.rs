@@ -1,13 +1,14 @@
-//! Builds and caches the test environment's tools: kube-apiserver and etcd (from the pinned Go
-//! module in `crates/testenv/go`), the helm CLI (from its own pinned Go module in
-//! `crates/testenv/go-helm`) and a Python venv with the moto AWS emulator.
+//! Builds and caches the test environment's tools, each from an exact pin (one module per tool in
+//! [`crate::tools`]); this module holds what they share: the cache paths, the install lock, Go
+//! builds with stamp files, logged commands.
 //!
 //! Everything lives in the cache directory (`$STRATUS_CACHE`, default `$HOME/.cache/stratus`).
 //! Each tool set has a stamp file recording what it was built from, so a changed pin rebuilds and
 //! an unchanged one costs a few `stat`s. An exclusive lock file serialises concurrent callers
-//! (several test binaries start at once under `cargo test`).
+//! (several test binaries start at once under `cargo test`). [`ensure_installed`] installs what
+//! every test environment needs; a tool only some tests need is installed by [`with_lock`] when
+//! they first ask.
 
-use std::fmt::Write as _;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,8 +16,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
-/// The moto requirement installed into the venv.
-pub const MOTO_REQUIREMENT: &str = "moto[server]==5.2.1";
+pub use crate::tools::moto::MOTO_REQUIREMENT;
 
 /// Bumped when the build recipe (flags, outputs) changes, to invalidate existing stamps.
 const RECIPE_VERSION: &str = "go-build-v2";
@@ -61,29 +61,28 @@ impl Paths {
         })
     }
 
-    fn bin_dir(&self) -> PathBuf {
+    /// Where built binaries go.
+    pub fn bin_dir(&self) -> PathBuf {
         self.cache.join("bin")
     }
-}
-
-/// The Go module pinning kube-apiserver and etcd.
-pub fn go_module_dir() -> PathBuf {
-    crate::repo_root().join("crates/testenv/go")
-}
-
-/// The Go module pinning helm (separate, so helm's k8s.io/* versions never have to agree with
-/// kube-apiserver's).
-pub fn helm_module_dir() -> PathBuf {
-    crate::repo_root().join("crates/testenv/go-helm")
 }
 
 /// Makes sure kube-apiserver, etcd, helm and moto are installed in the cache, building them if
 /// missing or stale. Blocking; safe to call from several processes at once.
 pub fn ensure_installed() -> Result<Paths> {
+    with_lock(|paths| {
+        crate::tools::kubernetes::ensure(paths)?;
+        crate::tools::helm::ensure(paths)?;
+        crate::tools::moto::ensure(paths)
+    })
+}
+
+/// Runs `install` with the install lock held (other processes wait), and returns the paths.
+/// Blocking.
+pub fn with_lock<T>(install: impl FnOnce(&Paths) -> Result<T>) -> Result<Paths> {
     let paths = Paths::from_env()?;
     fs::create_dir_all(&paths.cache)
         .with_context(|| format!("creating cache dir {}", paths.cache.display()))?;
-
     let lock_path = paths.cache.join("install.lock");
     let lock = OpenOptions::new()
         .create(true)
@@ -93,98 +92,30 @@ pub fn ensure_installed() -> Result<Paths> {
         .with_context(|| format!("opening {}", lock_path.display()))?;
     lock.lock()
         .with_context(|| format!("locking {}", lock_path.display()))?;
-
-    ensure_go_tools(&paths)?;
-    ensure_helm(&paths)?;
-    ensure_moto(&paths)?;
+    install(&paths)?;
     // The lock is released when `lock` is dropped (closing the file).
     drop(lock);
     Ok(paths)
 }
 
-fn ensure_go_tools(paths: &Paths) -> Result<()> {
-    let module = go_module_dir();
-    let go_mod = fs::read_to_string(module.join("go.mod"))?;
-    let kubernetes_version = required_version(&go_mod, "k8s.io/kubernetes")
-        .context("go.mod does not require k8s.io/kubernetes")?;
-    // Without this, `/version` reports `v0.0.0-master+$Format:%H$`.
-    let apiserver_ldflags =
-        format!("-s -w -X k8s.io/component-base/version.gitVersion={kubernetes_version}");
-    ensure_go_builds(
-        paths,
-        &module,
-        &paths.bin_dir().join(".stamp"),
-        &[
-            GoBuild {
-                out: &paths.kube_apiserver,
-                package: "k8s.io/kubernetes/cmd/kube-apiserver",
-                ldflags: &apiserver_ldflags,
-                cgo: true,
-            },
-            GoBuild {
-                out: &paths.etcd,
-                package: "go.etcd.io/etcd/server/v3",
-                ldflags: "-s -w",
-                cgo: true,
-            },
-        ],
-    )
-}
-
-fn ensure_helm(paths: &Paths) -> Result<()> {
-    let module = helm_module_dir();
-    let go_mod = fs::read_to_string(module.join("go.mod"))?;
-    let ldflags = helm_ldflags(&go_mod)?;
-    ensure_go_builds(
-        paths,
-        &module,
-        &paths.bin_dir().join(".stamp-helm"),
-        &[GoBuild {
-            out: &paths.helm,
-            package: "helm.sh/helm/v3/cmd/helm",
-            ldflags: &ldflags,
-            // As helm's own Makefile builds it: a static binary.
-            cgo: false,
-        }],
-    )
-}
-
-/// The link flags helm's Makefile sets: its version (`helm version`) and the Kubernetes version
-/// `helm template` and `helm lint` assume without a cluster (v1.N for k8s.io/client-go v0.N, as
-/// the Makefile computes it).
-fn helm_ldflags(go_mod: &str) -> Result<String> {
-    let helm_version =
-        required_version(go_mod, "helm.sh/helm/v3").context("go.mod does not require helm")?;
-    let client_go = required_version(go_mod, "k8s.io/client-go")
-        .context("go.mod does not require k8s.io/client-go")?;
-    let minor = client_go
-        .strip_prefix("v0.")
-        .and_then(|rest| rest.split('.').next())
-        .filter(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
-        .with_context(|| format!("unexpected k8s.io/client-go version {client_go}"))?;
-    let mut flags = format!("-s -w -X helm.sh/helm/v3/internal/version.version={helm_version}");
-    for package in ["pkg/chartutil", "pkg/lint/rules"] {
-        write!(
-            flags,
-            " -X helm.sh/helm/v3/{package}.k8sVersionMajor=1 -X helm.sh/helm/v3/{package}.k8sVersionMinor={minor}"
-        )?;
-    }
-    Ok(flags)
-}
-
 /// One binary of a Go module.
-struct GoBuild<'a> {
-    out: &'a Path,
-    package: &'a str,
-    ldflags: &'a str,
-    cgo: bool,
+pub(crate) struct GoBuild<'a> {
+    pub(crate) out: &'a Path,
+    pub(crate) package: &'a str,
+    pub(crate) ldflags: &'a str,
+    pub(crate) cgo: bool,
 }
 
 /// Builds `builds` from `module` unless every output exists and `stamp` records the module's
 /// current go.mod/go.sum (and the recipe version). The link flags are derived from go.mod, so
 /// they need no place in the fingerprint (which must stay as it is: other checkouts share the
 /// cache, and a changed fingerprint would rebuild kube-apiserver for all of them).
-fn ensure_go_builds(paths: &Paths, module: &Path, stamp: &Path, builds: &[GoBuild]) -> Result<()> {
+pub(crate) fn ensure_go_builds(
+    paths: &Paths,
+    module: &Path,
+    stamp: &Path,
+    builds: &[GoBuild],
+) -> Result<()> {
     let mut fingerprint = RECIPE_VERSION.as_bytes().to_vec();
     for file in ["go.mod", "go.sum"] {
         let path = module.join(file);
@@ -229,49 +160,9 @@ fn ensure_go_builds(paths: &Paths, module: &Path, stamp: &Path, builds: &[GoBuil
     Ok(())
 }
 
-fn ensure_moto(paths: &Paths) -> Result<()> {
-    let stamp = paths.venv.join(".stratus-stamp");
-    let stamp_value = format!("{MOTO_REQUIREMENT}\n");
-    if paths.moto_server.is_file()
-        && fs::read_to_string(&stamp).ok().as_deref() == Some(stamp_value.as_str())
-    {
-        return Ok(());
-    }
-
-    let venv_python = paths.venv.join("bin/python");
-    if !venv_python.is_file() {
-        let python = std::env::var_os("STRATUS_PYTHON").unwrap_or_else(|| "python3".into());
-        let mut cmd = Command::new(python);
-        cmd.args(["-m", "venv"]).arg(&paths.venv);
-        run_logged(cmd, &paths.install_log, "python3 -m venv")?;
-    }
-    let mut cmd = Command::new(&venv_python);
-    cmd.args([
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-        MOTO_REQUIREMENT,
-    ]);
-    run_logged(
-        cmd,
-        &paths.install_log,
-        &format!("pip install {MOTO_REQUIREMENT}"),
-    )?;
-    if !paths.moto_server.is_file() {
-        bail!(
-            "pip install succeeded but {} is missing (see {})",
-            paths.moto_server.display(),
-            paths.install_log.display()
-        );
-    }
-    fs::write(&stamp, stamp_value).with_context(|| format!("writing {}", stamp.display()))?;
-    Ok(())
-}
-
 /// Runs `cmd` with stdout and stderr appended to `log`; on failure the error names the log and
 /// quotes its tail.
-fn run_logged(mut cmd: Command, log: &Path, what: &str) -> Result<()> {
+pub(crate) fn run_logged(mut cmd: Command, log: &Path, what: &str) -> Result<()> {
     let mut file = OpenOptions::new()
         .create(true)
         .append(true)
@@ -297,7 +188,7 @@ fn run_logged(mut cmd: Command, log: &Path, what: &str) -> Result<()> {
 }
 
 /// The version of `module` in a go.mod `require` line (`\tk8s.io/kubernetes v1.34.4`).
-fn required_version<'a>(go_mod: &'a str, module: &str) -> Option<&'a str> {
+pub(crate) fn required_version<'a>(go_mod: &'a str, module: &str) -> Option<&'a str> {
     go_mod.lines().find_map(|line| {
         let line = line.trim_start().strip_prefix("require ").unwrap_or(line);
         let mut words = line.split_whitespace();
@@ -327,38 +218,5 @@ mod tests {
         );
         assert_eq!(required_version(go_mod, "k8s.io/api"), Some("v0.34.4"));
         assert_eq!(required_version(go_mod, "k8s.io/nope"), None);
-    }
-
-    #[test]
-    fn helm_ldflags_carry_versions() {
-        let go_mod = "module x\n\nrequire helm.sh/helm/v3 v3.22.0\n\nrequire (\n\tk8s.io/client-go v0.37.1 // indirect\n)\n";
-        let flags = helm_ldflags(go_mod).unwrap();
-        assert!(
-            flags.contains("internal/version.version=v3.22.0"),
-            "{flags}"
-        );
-        assert!(
-            flags.contains("pkg/chartutil.k8sVersionMinor=37"),
-            "{flags}"
-        );
-        assert!(
-            flags.contains("pkg/lint/rules.k8sVersionMinor=37"),
-            "{flags}"
-        );
-        assert!(helm_ldflags("module x\n").is_err());
-    }
-
-    #[test]
-    fn real_helm_go_mod_gives_ldflags() {
-        let go_mod = fs::read_to_string(helm_module_dir().join("go.mod")).unwrap();
-        let flags = helm_ldflags(&go_mod).unwrap();
-        assert!(flags.contains("version.version=v3."), "{flags}");
-    }
-
-    #[test]
-    fn real_go_mod_pins_kubernetes() {
-        let go_mod = fs::read_to_string(go_module_dir().join("go.mod")).unwrap();
-        let version = required_version(&go_mod, "k8s.io/kubernetes");
-        assert!(version.is_some_and(|v| v.starts_with("v1.")), "{version:?}");
     }
 }

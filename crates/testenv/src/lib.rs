@@ -1,7 +1,8 @@
-//! Stratus test environment: a real etcd + kube-apiserver (RBAC, audit log) and the moto AWS
-//! emulator behind a request-counting proxy, for integration tests and for humans
-//! (`testenv up`). [`AwsEnv`] is the AWS part alone, for components that never talk to
-//! Kubernetes.
+//! Stratus test environment: real Kubernetes clusters (etcd + kube-apiserver, RBAC, audit log;
+//! [`KubeCluster`] can start more than once in a process) and the moto AWS emulator behind a
+//! counting and fault-injecting proxy, for integration tests and for humans (`testenv up`).
+//! [`AwsEnv`] is the AWS part alone, for components that never talk to Kubernetes; [`TestEnv`]
+//! is one cluster plus AWS.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -15,6 +16,7 @@
 
 pub mod aws_env;
 pub mod cli;
+pub mod cluster;
 pub mod env;
 pub mod faults;
 pub mod install;
@@ -22,9 +24,11 @@ mod process;
 pub mod proxy;
 pub mod proxy_control;
 mod repo;
+pub mod tools;
 mod util;
 
 pub use aws_env::AwsEnv;
-pub use env::{Identity, TestEnv};
+pub use cluster::{Identity, KubeCluster};
+pub use env::TestEnv;
 pub use install::{ensure_installed, Paths};
 pub use repo::repo_root;

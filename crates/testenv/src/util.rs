@@ -88,3 +88,21 @@ impl HttpClient {
         self.send(http::Method::GET, url).await
     }
 }
+
+/// Whether a start failed because a picked port was taken in the meantime (Go: "bind: address
+/// already in use", Python: "[Errno 98] Address already in use").
+pub(crate) fn is_port_conflict(err: &anyhow::Error) -> bool {
+    format!("{err:#}")
+        .to_ascii_lowercase()
+        .contains("address already in use")
+}
+
+/// Deletes an environment's directory when `remove` (it made the directory itself), unless
+/// `STRATUS_KEEP_ENV=1` asks to keep it for a post-mortem.
+pub(crate) fn remove_env_dir(dir: &Path, remove: bool) {
+    if std::env::var_os("STRATUS_KEEP_ENV").is_some_and(|v| v == "1") {
+        eprintln!("stratus-testenv: kept {}", dir.display());
+    } else if remove {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

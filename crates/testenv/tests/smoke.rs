@@ -1,7 +1,7 @@
 //! Smoke test of the real test environment: kube access per identity (RBAC on), the audit-log
 //! write counter, the counting AWS proxy in front of moto, and an apiserver restart.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use anyhow::{Context, Result};
 use http_body_util::{BodyExt, Full};

@@ -11,10 +11,13 @@ use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::Store;
 use kube::Client;
 use stratus_cloud::{CloudError, InstancesV2};
+use stratus_kube_kit::EventPublisher;
+use stratus_runtime::backoff::Backoff;
+use tokio::time::Instant;
 
 use super::plan::{desired_addresses, plan_address_update, plan_initialization, PlanError};
-use crate::events::EventPublisher;
 use crate::informer::NodeEvents;
+use crate::metrics::ReconcileMetrics;
 use crate::node_view::{has_taint, node_info, provider_id};
 use crate::TAINT_UNINITIALIZED;
 
@@ -28,10 +31,8 @@ pub struct NodeControllerConfig {
     pub concurrency: u16,
     /// `--node-status-update-frequency`: how often addresses are refreshed.
     pub status_update_frequency: Duration,
-    /// First retry delay for a node that could not be initialised; doubles up to `max_backoff`.
-    pub base_backoff: Duration,
-    /// Longest retry delay.
-    pub max_backoff: Duration,
+    /// Retry delays for a node that could not be initialised.
+    pub backoff: Backoff,
 }
 
 impl Default for NodeControllerConfig {
@@ -39,8 +40,7 @@ impl Default for NodeControllerConfig {
         Self {
             concurrency: 1,
             status_update_frequency: Duration::from_secs(300),
-            base_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(30),
+            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(30)),
         }
     }
 }
@@ -71,6 +71,7 @@ struct Ctx {
     instances: Arc<dyn InstancesV2>,
     events: EventPublisher,
     config: NodeControllerConfig,
+    metrics: ReconcileMetrics,
     failures: Mutex<HashMap<String, u32>>,
     /// resourceVersion of the half-initialised node our own status write produced, per node:
     /// its watch event must not start a second initialisation.
@@ -85,6 +86,7 @@ pub async fn run(
     events: NodeEvents,
     instances: Arc<dyn InstancesV2>,
     config: NodeControllerConfig,
+    metrics: ReconcileMetrics,
 ) {
     let nodes: Api<Node> = Api::all(client.clone());
     let ctx = Arc::new(Ctx {
@@ -92,6 +94,7 @@ pub async fn run(
         instances,
         events: EventPublisher::new(client, MANAGER),
         config: config.clone(),
+        metrics,
         failures: Mutex::new(HashMap::new()),
         own_intermediate: Mutex::new(HashMap::new()),
     });
@@ -103,6 +106,17 @@ pub async fn run(
 }
 
 async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, NodeError> {
+    let started = Instant::now();
+    let result = sync(node, &ctx).await;
+    let failure = match &result {
+        Err(e) => Some(e.category()),
+        Ok(_) => None,
+    };
+    ctx.metrics.record(started, failure);
+    result
+}
+
+async fn sync(node: Arc<Node>, ctx: &Ctx) -> Result<Action, NodeError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     {
         let mut own = ctx.own_intermediate.lock().expect("intermediate lock");
@@ -112,9 +126,9 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, NodeError> 
         own.remove(&name);
     }
     let result = if has_taint(&node, TAINT_UNINITIALIZED) {
-        initialise(&node, &ctx).await
+        initialise(&node, ctx).await
     } else if provider_id(&node).is_some() {
-        refresh_addresses(&node, &ctx).await
+        refresh_addresses(&node, ctx).await
     } else {
         // A node that never belonged to the cloud: nothing to keep current.
         return Ok(Action::await_change());
@@ -123,6 +137,12 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, NodeError> 
         Ok(()) => {
             ctx.failures.lock().expect("failures lock").remove(&name);
             Ok(Action::requeue(ctx.config.status_update_frequency))
+        }
+        // Not a failure: the cloud is still getting the instance ready. Look again later,
+        // without a Warning and without holding a worker.
+        Err(NodeError::Cloud(CloudError::Pending { what, retry_after })) => {
+            tracing::debug!(node = %name, what, retry_in_s = retry_after.as_secs_f32(), "instance not ready yet");
+            Ok(Action::requeue(retry_after))
         }
         Err(e) => {
             if !matches!(e, NodeError::Kube(kube::Error::Api(ref s)) if s.code == 409) {
@@ -154,7 +174,8 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, NodeError> 
 async fn initialise(node: &Node, ctx: &Ctx) -> Result<(), NodeError> {
     let name = node.metadata.name.as_deref().unwrap_or_default();
     let meta = ctx.instances.instance_metadata(&node_info(node)).await?;
-    let mut plan = plan_initialization(node, &meta)?;
+    let same = |existing: &str| ctx.instances.is_same_instance(existing, &meta.provider_id);
+    let mut plan = plan_initialization(node, &meta, same)?;
     let pp = PatchParams::default();
     if let Some(status) = plan.status_patch {
         let updated = ctx
@@ -181,8 +202,9 @@ async fn refresh_addresses(node: &Node, ctx: &Ctx) -> Result<(), NodeError> {
     let name = node.metadata.name.as_deref().unwrap_or_default();
     let meta = match ctx.instances.instance_metadata(&node_info(node)).await {
         Ok(m) => m,
-        // A gone instance is the lifecycle controller's business.
-        Err(CloudError::InstanceNotFound(_)) => return Ok(()),
+        // A gone instance is the lifecycle controller's business; a pending one is looked at
+        // again at the next refresh.
+        Err(CloudError::InstanceNotFound(_) | CloudError::Pending { .. }) => return Ok(()),
         Err(e) => return Err(e.into()),
     };
     let desired = desired_addresses(node, &meta.node_addresses)?;
@@ -203,21 +225,17 @@ fn error_policy(node: Arc<Node>, error: &NodeError, ctx: Arc<Ctx>) -> Action {
     let mut failures = ctx.failures.lock().expect("failures lock");
     let n = failures.entry(name.clone()).or_insert(0);
     *n += 1;
-    // After throttling or an outage the node is retried within 15 s of AWS coming back.
+    // After throttling or an outage the node is retried within 15 s of the cloud coming back.
     let transient = matches!(
         error,
         NodeError::Cloud(CloudError::Throttled { .. } | CloudError::Unavailable { .. })
     );
-    let cap = if transient {
-        ctx.config.max_backoff.min(TRANSIENT_MAX_BACKOFF)
+    let backoff = if transient {
+        ctx.config.backoff.capped(TRANSIENT_MAX_BACKOFF)
     } else {
-        ctx.config.max_backoff
+        ctx.config.backoff
     };
-    let delay = ctx
-        .config
-        .base_backoff
-        .saturating_mul(1u32 << (*n - 1).min(16))
-        .min(cap);
+    let delay = backoff.delay(*n);
     tracing::warn!(node = %name, error = %error, attempt = *n, retry_in_s = delay.as_secs_f32(), "node sync failed");
     Action::requeue(delay)
 }

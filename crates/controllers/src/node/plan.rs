@@ -115,13 +115,19 @@ pub fn metadata_labels(meta: &InstanceMetadata) -> BTreeMap<String, String> {
     l
 }
 
-/// The patches that initialise `node` from `meta`.
-pub fn plan_initialization(node: &Node, meta: &InstanceMetadata) -> Result<InitPlan, PlanError> {
+/// The patches that initialise `node` from `meta`; `same_instance` tells whether a providerID
+/// already on the node names the instance of `meta` (the provider decides: clouds write one
+/// instance several ways).
+pub fn plan_initialization(
+    node: &Node,
+    meta: &InstanceMetadata,
+    same_instance: impl Fn(&str) -> bool,
+) -> Result<InitPlan, PlanError> {
     if let Some(have) = provider_id(node) {
-        if have != meta.provider_id && !same_instance(have, &meta.provider_id) {
+        if !same_instance(have) {
             return Err(PlanError::ProviderIdMismatch {
                 have: have.to_string(),
-                want: meta.provider_id.clone(),
+                want: meta.provider_id.to_string(),
             });
         }
     }
@@ -132,7 +138,7 @@ pub fn plan_initialization(node: &Node, meta: &InstanceMetadata) -> Result<InitP
         .collect();
     let mut spec = json!({"taints": remaining});
     if provider_id(node).is_none() {
-        spec["providerID"] = json!(meta.provider_id);
+        spec["providerID"] = json!(meta.provider_id.as_str());
     }
     Ok(InitPlan {
         status_patch: plan_address_update(node, &desired),
@@ -146,20 +152,15 @@ pub fn plan_initialization(node: &Node, meta: &InstanceMetadata) -> Result<InitP
     })
 }
 
-/// Whether two provider IDs end in the same instance (`aws:////i-1` vs `aws:///zone/i-1`).
-fn same_instance(a: &str, b: &str) -> bool {
-    let last = |s: &str| s.rsplit('/').next().unwrap_or("").to_string();
-    !last(a).is_empty() && last(a) == last(b)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{NodeAddress as K8sAddress, NodeSpec, NodeStatus, Taint};
+    use stratus_cloud::ProviderId;
 
     fn meta() -> InstanceMetadata {
         InstanceMetadata {
-            provider_id: "aws:///us-east-1a/i-0abc".into(),
+            provider_id: ProviderId::parse("aws:///us-east-1a/i-0abc").unwrap(),
             instance_type: "m5.large".into(),
             node_addresses: vec![
                 NodeAddress::new(NodeAddressType::InternalIP, "10.0.0.5"),
@@ -203,7 +204,7 @@ mod tests {
 
     #[test]
     fn initialisation_sets_provider_id_labels_and_drops_only_our_taint() {
-        let plan = plan_initialization(&tainted_node(), &meta()).unwrap();
+        let plan = plan_initialization(&tainted_node(), &meta(), same).unwrap();
         let p = &plan.node_patch;
         assert_eq!(p["metadata"]["resourceVersion"], "42");
         assert_eq!(p["spec"]["providerID"], "aws:///us-east-1a/i-0abc");
@@ -241,7 +242,7 @@ mod tests {
             .into(),
         );
         assert_eq!(
-            plan_initialization(&n, &meta()).unwrap_err(),
+            plan_initialization(&n, &meta(), same).unwrap_err(),
             PlanError::ProvidedIpNotFound("192.168.9.9".into())
         );
     }
@@ -261,15 +262,20 @@ mod tests {
         assert_eq!(got.last().unwrap().address, "worker-1");
     }
 
+    /// The provider's answer, as a table: the zone-less form names the same instance.
+    fn same(existing: &str) -> bool {
+        existing == "aws:///us-east-1a/i-0abc" || existing == "aws:////i-0abc"
+    }
+
     #[test]
     fn existing_provider_id_is_kept_or_rejected() {
         let mut n = tainted_node();
         n.spec.as_mut().unwrap().provider_id = Some("aws:////i-0abc".into());
-        let plan = plan_initialization(&n, &meta()).unwrap();
+        let plan = plan_initialization(&n, &meta(), same).unwrap();
         assert!(plan.node_patch["spec"].get("providerID").is_none());
         n.spec.as_mut().unwrap().provider_id = Some("aws:///us-east-1a/i-0ffff".into());
         assert!(matches!(
-            plan_initialization(&n, &meta()),
+            plan_initialization(&n, &meta(), same),
             Err(PlanError::ProviderIdMismatch { .. })
         ));
     }

@@ -12,11 +12,14 @@ use kube::runtime::reflector::Store;
 use kube::Client;
 use serde_json::json;
 use stratus_cloud::Cidr;
+use stratus_kube_kit::{wait_for_store, EventPublisher};
+use stratus_runtime::backoff::Backoff;
+use tokio::time::Instant;
 
 use super::cidr_set::{CidrSet, CidrSetError};
 use super::plan::{Allocation, NodeCidrs, RangeAllocator, Report};
-use crate::events::EventPublisher;
-use crate::informer::{wait_until_listed, NodeChanges, LISTED_POLL};
+use crate::informer::NodeChanges;
+use crate::metrics::ReconcileMetrics;
 
 /// Settings of the node-ipam controller.
 #[derive(Debug, Clone)]
@@ -27,10 +30,8 @@ pub struct NodeIpamConfig {
     pub settle: Duration,
     /// Node patches in flight at once.
     pub concurrency: usize,
-    /// First retry delay after a failed write; doubles up to `max_backoff`.
-    pub base_backoff: Duration,
-    /// Longest retry delay.
-    pub max_backoff: Duration,
+    /// Retry delays after a failed write.
+    pub backoff: Backoff,
 }
 
 impl NodeIpamConfig {
@@ -40,8 +41,7 @@ impl NodeIpamConfig {
             ranges,
             settle: Duration::from_millis(100),
             concurrency: 8,
-            base_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(30),
+            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(30)),
         }
     }
 
@@ -60,6 +60,7 @@ pub async fn run(
     store: Store<Node>,
     mut changes: NodeChanges,
     config: NodeIpamConfig,
+    metrics: ReconcileMetrics,
 ) {
     let sets = match config.cidr_sets() {
         Ok(s) => s,
@@ -70,7 +71,7 @@ pub async fn run(
     };
     let nodes: Api<Node> = Api::all(client.clone());
     let events = EventPublisher::new(client, "node-ipam-controller");
-    if !wait_until_listed(&store, LISTED_POLL).await {
+    if !wait_for_store(&store).await {
         tracing::error!("node watch ended before its first list");
         return;
     }
@@ -79,6 +80,7 @@ pub async fn run(
     let mut published: BTreeSet<(String, &'static str)> = BTreeSet::new();
     let mut failures = 0u32;
     loop {
+        let started = Instant::now();
         let state = store.state();
         let views: Vec<NodeCidrs> = state.iter().map(|n| NodeCidrs::of(n)).collect();
         let pass = allocator.pass(&views);
@@ -102,12 +104,8 @@ pub async fn run(
             allocator.undo(&a.name, &a.uid);
         }
         failures = if failed.is_empty() { 0 } else { failures + 1 };
-        let retry = (failures > 0).then(|| {
-            config
-                .base_backoff
-                .saturating_mul(1u32 << (failures - 1).min(16))
-                .min(config.max_backoff)
-        });
+        metrics.record(started, (!failed.is_empty()).then_some("KubernetesAPI"));
+        let retry = (failures > 0).then(|| config.backoff.delay(failures));
         tokio::select! {
             changed = changes.changed() => {
                 if changed.is_err() {

@@ -9,10 +9,11 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::Store;
 use kube::Client;
 use stratus_cloud::{CloudError, InstancesV2};
+use stratus_kube_kit::{wait_for_store, EventPublisher};
+use tokio::time::Instant;
 
 use super::plan::{is_managed, plan_lifecycle, taint_patch, LifecycleAction};
-use crate::events::EventPublisher;
-use crate::informer::wait_until_listed;
+use crate::metrics::ReconcileMetrics;
 use crate::node_view::node_info;
 
 /// Settings of the node-lifecycle controller.
@@ -39,10 +40,11 @@ pub async fn run(
     store: Store<Node>,
     instances: Arc<dyn InstancesV2>,
     config: LifecycleConfig,
+    metrics: ReconcileMetrics,
 ) {
     let nodes: Api<Node> = Api::all(client.clone());
     let events = EventPublisher::new(client, "cloud-node-lifecycle-controller");
-    if !wait_until_listed(&store, config.monitor_period).await {
+    if !wait_for_store(&store).await {
         tracing::error!("node watch ended before its first list");
         return;
     }
@@ -57,7 +59,7 @@ pub async fn run(
             .collect();
         tracing::trace!(nodes = managed.len(), "node lifecycle pass");
         let failures = futures::stream::iter(managed)
-            .map(|node| check_node(node, &nodes, instances.as_ref(), &events))
+            .map(|node| check_node(node, &nodes, instances.as_ref(), &events, &metrics))
             .buffer_unordered(config.concurrency)
             .filter(|ok| futures::future::ready(!ok))
             .count()
@@ -74,7 +76,21 @@ async fn check_node(
     nodes: &Api<Node>,
     instances: &dyn InstancesV2,
     events: &EventPublisher,
+    metrics: &ReconcileMetrics,
 ) -> bool {
+    let started = Instant::now();
+    let failure = check(node, nodes, instances, events).await.err();
+    metrics.record(started, failure);
+    failure.is_none()
+}
+
+/// One node's check; the error is the failure's category.
+async fn check(
+    node: Arc<Node>,
+    nodes: &Api<Node>,
+    instances: &dyn InstancesV2,
+    events: &EventPublisher,
+) -> Result<(), &'static str> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let info = node_info(&node);
     let observed: Result<(bool, bool), CloudError> = async {
@@ -88,12 +104,12 @@ async fn check_node(
         Err(e) => {
             // An unreachable cloud never means "instance gone": do nothing this pass.
             tracing::debug!(node = %name, error = %e, "cannot check instance");
-            return false;
+            return Err(e.category());
         }
     };
     let action = plan_lifecycle(&node, exists, shutdown);
     let result = match &action {
-        LifecycleAction::Nothing => return true,
+        LifecycleAction::Nothing => return Ok(()),
         LifecycleAction::Delete => {
             events
                 .publish(node.as_ref(), false, "DeletingNode", "DeleteNode", format!("Deleting node {name} because its instance does not exist in the cloud provider"))
@@ -118,12 +134,12 @@ async fn check_node(
     match result {
         Ok(()) => {
             tracing::info!(node = %name, action = ?action, "node lifecycle action done");
-            true
+            Ok(())
         }
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => true,
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
         Err(e) => {
             tracing::warn!(node = %name, action = ?action, error = %e, "node lifecycle action failed");
-            false
+            Err("KubernetesAPI")
         }
     }
 }

@@ -12,14 +12,15 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::Client;
 use stratus_cloud::{Cidr, CloudError, RouteTarget, Routes};
+use stratus_kube_kit::{wait_for_store, EventPublisher};
 use tokio::time::Instant;
 
 use super::plan::{
     condition_patch, fingerprint, is_routed, plan_routes, pod_cidrs, targets_to_prepare,
     ActionKind, NodeRoutes, RouteAction,
 };
-use crate::events::EventPublisher;
-use crate::informer::{wait_until_listed, NodeChanges, LISTED_POLL};
+use crate::informer::NodeChanges;
+use crate::metrics::ReconcileMetrics;
 use crate::node_view::node_info;
 
 /// Settings of the route controller.
@@ -55,6 +56,15 @@ enum PassError {
     Writes(usize),
 }
 
+impl PassError {
+    fn category(&self) -> &'static str {
+        match self {
+            PassError::List(e) => e.category(),
+            PassError::Writes(_) => "RouteWriteFailed",
+        }
+    }
+}
+
 struct Ctx {
     nodes: Api<Node>,
     routes: Arc<dyn Routes>,
@@ -73,6 +83,7 @@ pub async fn run(
     mut changes: NodeChanges,
     routes: Arc<dyn Routes>,
     config: RouteControllerConfig,
+    metrics: ReconcileMetrics,
 ) {
     let mut ctx = Ctx {
         nodes: Api::all(client.clone()),
@@ -82,7 +93,7 @@ pub async fn run(
         reported: BTreeSet::new(),
         failure_events: HashMap::new(),
     };
-    if !wait_until_listed(&store, LISTED_POLL).await {
+    if !wait_for_store(&store).await {
         tracing::error!("node watch ended before its first list");
         return;
     }
@@ -115,7 +126,10 @@ pub async fn run(
             continue;
         }
         last_inputs = Some(print);
-        if let Err(e) = reconcile(&mut ctx, &nodes, &inputs).await {
+        let started = Instant::now();
+        let result = reconcile(&mut ctx, &nodes, &inputs).await;
+        metrics.record(started, result.as_ref().err().map(PassError::category));
+        if let Err(e) = result {
             tracing::warn!(error = %e, retry_in_s = ctx.config.reconcile_period.as_secs_f32(), "route reconciliation incomplete");
         }
         next_pass = Instant::now() + ctx.config.reconcile_period;

@@ -1,36 +1,45 @@
 //! kube-rs driver of the service controller: watch Services, keep their cloud load balancers
-//! in step, follow node churn with one coalesced target update per load balancer.
+//! in step, follow node churn with one coalesced target update per load balancer, and sync a
+//! Service again when the provider asks. Decisions are in `plan` and `sync_plan`.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::Client;
 use serde_json::json;
 use stratus_cloud::{CloudError, LoadBalancer, LoadBalancerRequest, ServiceRef};
+use stratus_kube_kit::{wait_for_store, EventPublisher, WatchHealth, WatchSignal};
+use stratus_runtime::backoff::Backoff;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use super::node_trigger::node_changes;
 use super::plan::{
     ingress_status_patch, load_balancer_request, plan_service, target_nodes, ServiceAction,
     FINALIZER,
 };
-use crate::events::EventPublisher;
-use crate::store_ready::wait_for_store;
-use crate::watch_health::{WatchHealth, WatchSignal};
+use super::sync_plan::{
+    answer_error, plan_sync_step, retry_delay, ErrorAnswer, FailureKind, LastEnsure, RetryDelays,
+    SyncStep,
+};
+use crate::metrics::ReconcileMetrics;
 
 /// Reporter name of our Events.
 const MANAGER: &str = "service-controller";
 /// Delay between a load-balancer deletion and the reaper pass it triggers.
 const REAP_AFTER_DELETE: Duration = Duration::from_secs(2);
+/// The longest wait between retries after throttling or an outage: once the cloud is back,
+/// every waiting Service is retried within this (the rate limiter spaces the calls out).
+pub const TRANSIENT_MAX_BACKOFF: Duration = Duration::from_secs(15);
 
 /// Settings of the service controller.
 #[derive(Debug, Clone)]
@@ -51,9 +60,8 @@ pub struct ServiceControllerConfig {
     pub full_resync: Duration,
     /// How often orphaned cloud resources are looked for.
     pub reaper_period: Duration,
-    /// First retry delay after a failure; doubles up to `max_backoff`.
-    pub base_backoff: Duration,
-    pub max_backoff: Duration,
+    /// Retry delays after a failure that is not throttling or an outage.
+    pub backoff: Backoff,
 }
 
 impl Default for ServiceControllerConfig {
@@ -67,8 +75,17 @@ impl Default for ServiceControllerConfig {
             node_max_delay: Duration::from_secs(10),
             full_resync: Duration::from_secs(600),
             reaper_period: Duration::from_secs(600),
-            base_backoff: Duration::from_secs(5),
-            max_backoff: Duration::from_secs(300),
+            backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
+        }
+    }
+}
+
+impl ServiceControllerConfig {
+    fn retry_delays(&self) -> RetryDelays {
+        RetryDelays {
+            backoff: self.backoff,
+            passing: Backoff::new(Duration::from_secs(1), self.backoff.max)
+                .capped(TRANSIENT_MAX_BACKOFF),
         }
     }
 }
@@ -76,10 +93,31 @@ impl Default for ServiceControllerConfig {
 /// Why one reconcile failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
+    /// The cloud answered with an error.
     #[error(transparent)]
     Cloud(#[from] CloudError),
+    /// A Kubernetes write failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+}
+
+impl ServiceError {
+    fn category(&self) -> &'static str {
+        match self {
+            ServiceError::Cloud(e) => e.category(),
+            ServiceError::Kube(_) => "KubernetesAPI",
+        }
+    }
+
+    fn failure_kind(&self) -> FailureKind {
+        match self {
+            ServiceError::Kube(kube::Error::Api(s)) if s.code == 409 => FailureKind::Conflict,
+            ServiceError::Cloud(CloudError::Throttled { .. } | CloudError::Unavailable { .. }) => {
+                FailureKind::Passing
+            }
+            _ => FailureKind::Other,
+        }
+    }
 }
 
 /// The request a load balancer was last fully ensured with (nodes left out) and when.
@@ -94,8 +132,11 @@ struct Ctx {
     lb: Arc<dyn LoadBalancer>,
     events: EventPublisher,
     config: ServiceControllerConfig,
+    metrics: ReconcileMetrics,
     applied: Mutex<HashMap<String, Applied>>,
     failures: Mutex<HashMap<String, u32>>,
+    /// Services whose load balancer the cloud is still building (no new Ensuring Event).
+    pending: Mutex<HashSet<String>>,
     /// Wakes the reaper after a load balancer was deleted (shared cloud resources may be free).
     reap_soon: Arc<Notify>,
 }
@@ -133,8 +174,9 @@ pub async fn run(
     lb: Arc<dyn LoadBalancer>,
     config: ServiceControllerConfig,
     health: WatchHealth,
+    metrics: ReconcileMetrics,
 ) {
-    if !wait_for_store(&nodes, Duration::from_secs(1)).await {
+    if !wait_for_store(&nodes).await {
         tracing::error!("node cache closed before it was ready; service controller not started");
         return;
     }
@@ -144,8 +186,10 @@ pub async fn run(
         lb: lb.clone(),
         events: EventPublisher::new(client.clone(), MANAGER),
         config: config.clone(),
+        metrics,
         applied: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
+        pending: Mutex::new(HashSet::new()),
         reap_soon: Arc::new(Notify::new()),
     });
     let trigger = node_changes(
@@ -163,19 +207,24 @@ pub async fn run(
     let listed = tokio::spawn({
         let (services, health) = (services.clone(), health.clone());
         async move {
-            if wait_for_store(&services, Duration::from_secs(1)).await {
+            if wait_for_store(&services).await {
                 health.signal(WatchSignal::Listed);
             }
         }
     });
     let reaper = tokio::spawn(reap_forever(
         services,
-        lb,
+        lb.clone(),
         config.clone(),
         ctx.reap_soon.clone(),
     ));
+    let resyncs = lb
+        .resync_requests()
+        .unwrap_or_else(|| futures::stream::pending().boxed())
+        .map(|key| ObjectRef::<Service>::new(&key.name).within(&key.namespace));
     controller
         .reconcile_all_on(trigger)
+        .reconcile_on(resyncs)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| {
             if let Err(kube::runtime::controller::Error::QueueError(e)) = &result {
@@ -189,15 +238,10 @@ pub async fn run(
 }
 
 async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, ServiceError> {
-    let action = plan_service(&svc, ctx.config.load_balancer_class.as_deref());
-    let result = match action {
-        ServiceAction::Ignore => {
-            ctx.applied.lock().expect("applied lock").remove(&key(&svc));
-            return Ok(Action::await_change());
-        }
-        ServiceAction::Cleanup => cleanup(&svc, &ctx).await,
-        ServiceAction::Ensure { add_finalizer } => ensure(&svc, add_finalizer, &ctx).await,
-    };
+    let started = Instant::now();
+    let result = sync(&svc, &ctx).await;
+    ctx.metrics
+        .record(started, result.as_ref().err().map(ServiceError::category));
     if result.is_ok() {
         ctx.failures
             .lock()
@@ -207,11 +251,38 @@ async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, ServiceEr
     result
 }
 
+async fn sync(svc: &Service, ctx: &Ctx) -> Result<Action, ServiceError> {
+    match plan_service(svc, ctx.config.load_balancer_class.as_deref()) {
+        ServiceAction::Ignore => {
+            ctx.applied.lock().expect("applied lock").remove(&key(svc));
+            Ok(Action::await_change())
+        }
+        ServiceAction::Cleanup => cleanup(svc, ctx).await,
+        ServiceAction::Ensure { add_finalizer } => ensure(svc, add_finalizer, ctx).await,
+    }
+}
+
+fn service_api(svc: &Service, ctx: &Ctx) -> Api<Service> {
+    Api::namespaced(
+        ctx.client.clone(),
+        svc.metadata.namespace.as_deref().unwrap_or_default(),
+    )
+}
+
+async fn warn(ctx: &Ctx, svc: &Service, reason: &str, action: &str, note: String) {
+    ctx.events.publish(svc, true, reason, action, note).await;
+}
+
+async fn note(ctx: &Ctx, svc: &Service, reason: &str, action: &str, note: &str) {
+    ctx.events
+        .publish(svc, false, reason, action, note.into())
+        .await;
+}
+
 async fn ensure(svc: &Service, add_finalizer: bool, ctx: &Ctx) -> Result<Action, ServiceError> {
     let k = key(svc);
-    let ns = svc.metadata.namespace.as_deref().unwrap_or_default();
     let name = svc.metadata.name.as_deref().unwrap_or_default();
-    let api: Api<Service> = Api::namespaced(ctx.client.clone(), ns);
+    let api = service_api(svc, ctx);
     if add_finalizer {
         let mut finalizers = svc.metadata.finalizers.clone().unwrap_or_default();
         finalizers.push(FINALIZER.to_string());
@@ -230,16 +301,15 @@ async fn ensure(svc: &Service, add_finalizer: bool, ctx: &Ctx) -> Result<Action,
     let request = match load_balancer_request(svc, &ctx.config.cluster_name, nodes) {
         Ok(r) => r,
         Err(e) => {
-            let note = format!("Error syncing load balancer: {e}");
-            ctx.events
-                .publish(
-                    svc,
-                    true,
-                    "SyncLoadBalancerFailed",
-                    "EnsureLoadBalancer",
-                    note,
-                )
-                .await;
+            let text = format!("Error syncing load balancer: {e}");
+            warn(
+                ctx,
+                svc,
+                "SyncLoadBalancerFailed",
+                "EnsureLoadBalancer",
+                text,
+            )
+            .await;
             return Ok(Action::await_change());
         }
     };
@@ -250,49 +320,34 @@ async fn ensure(svc: &Service, add_finalizer: bool, ctx: &Ctx) -> Result<Action,
         .and_then(|s| s.load_balancer.as_ref())
         .and_then(|l| l.ingress.as_ref())
         .is_some_and(|i| !i.is_empty());
-    let current = ctx
+    let last = ctx
         .applied
         .lock()
         .expect("applied lock")
         .get(&k)
-        .is_some_and(|a| a.fingerprint == fp && a.at.elapsed() < ctx.config.full_resync);
-    if current && has_ingress {
+        .map(|a| LastEnsure {
+            fingerprint: a.fingerprint,
+            age: a.at.elapsed(),
+        });
+    if plan_sync_step(last, fp, has_ingress, ctx.config.full_resync) == SyncStep::UpdateTargets {
         return update_targets(svc, &request, ctx).await;
     }
-    ctx.events
-        .publish(
+    let pending_before = ctx.pending.lock().expect("pending lock").contains(&k);
+    if !pending_before {
+        note(
+            ctx,
             svc,
-            false,
             "EnsuringLoadBalancer",
             "EnsureLoadBalancer",
-            "Ensuring load balancer".into(),
+            "Ensuring load balancer",
         )
         .await;
+    }
     let ingress = match ctx.lb.ensure(&request).await {
         Ok(i) => i,
-        Err(CloudError::ImplementedElsewhere(why)) => {
-            tracing::debug!(service = %k, why, "load balancer is another controller's");
-            return Ok(Action::await_change());
-        }
-        Err(e) => {
-            let note = format!("Error syncing load balancer: {e}");
-            ctx.events
-                .publish(
-                    svc,
-                    true,
-                    "SyncLoadBalancerFailed",
-                    "EnsureLoadBalancer",
-                    note,
-                )
-                .await;
-            ctx.applied.lock().expect("applied lock").remove(&k);
-            if matches!(e, CloudError::InvalidInput(_)) {
-                // Retrying cannot help; the next change to the Service brings it back.
-                return Ok(Action::await_change());
-            }
-            return Err(e.into());
-        }
+        Err(e) => return ensure_failed(svc, ctx, e).await,
     };
+    ctx.pending.lock().expect("pending lock").remove(&k);
     if let Some(patch) = ingress_status_patch(svc, &ingress) {
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
@@ -304,17 +359,53 @@ async fn ensure(svc: &Service, add_finalizer: bool, ctx: &Ctx) -> Result<Action,
             at: Instant::now(),
         },
     );
-    ctx.events
-        .publish(
-            svc,
-            false,
-            "EnsuredLoadBalancer",
-            "EnsureLoadBalancer",
-            "Ensured load balancer".into(),
-        )
-        .await;
+    note(
+        ctx,
+        svc,
+        "EnsuredLoadBalancer",
+        "EnsureLoadBalancer",
+        "Ensured load balancer",
+    )
+    .await;
     tracing::info!(service = %k, "load balancer ensured");
     Ok(Action::requeue(ctx.config.full_resync))
+}
+
+/// Answers a failed ensure as the sync plan says.
+async fn ensure_failed(svc: &Service, ctx: &Ctx, e: CloudError) -> Result<Action, ServiceError> {
+    let k = key(svc);
+    let answer = answer_error(&e);
+    if !matches!(answer, ErrorAnswer::LookAgain(_)) {
+        ctx.pending.lock().expect("pending lock").remove(&k);
+    }
+    match answer {
+        ErrorAnswer::LookAgain(after) => {
+            ctx.pending.lock().expect("pending lock").insert(k.clone());
+            tracing::debug!(service = %k, error = %e, retry_in_s = after.as_secs_f32(), "load balancer not ready yet");
+            Ok(Action::requeue(after))
+        }
+        ErrorAnswer::LeaveAlone => {
+            tracing::debug!(service = %k, error = %e, "load balancer is another controller's");
+            Ok(Action::await_change())
+        }
+        ErrorAnswer::WarnAndWait | ErrorAnswer::WarnAndRetry => {
+            let text = format!("Error syncing load balancer: {e}");
+            warn(
+                ctx,
+                svc,
+                "SyncLoadBalancerFailed",
+                "EnsureLoadBalancer",
+                text,
+            )
+            .await;
+            ctx.applied.lock().expect("applied lock").remove(&k);
+            if answer == ErrorAnswer::WarnAndWait {
+                // Retrying cannot help; the next change to the Service brings it back.
+                return Ok(Action::await_change());
+            }
+            Err(e.into())
+        }
+    }
 }
 
 async fn update_targets(
@@ -324,31 +415,25 @@ async fn update_targets(
 ) -> Result<Action, ServiceError> {
     match ctx.lb.update_targets(request).await {
         Ok(true) => {
-            ctx.events
-                .publish(
-                    svc,
-                    false,
-                    "UpdatedLoadBalancer",
-                    "UpdateLoadBalancer",
-                    format!(
-                        "Updated load balancer with new hosts ({} targets)",
-                        request.nodes.len()
-                    ),
-                )
-                .await;
+            let text = format!(
+                "Updated load balancer with new hosts ({} targets)",
+                request.nodes.len()
+            );
+            note(ctx, svc, "UpdatedLoadBalancer", "UpdateLoadBalancer", &text).await;
             Ok(Action::requeue(ctx.config.full_resync))
         }
         Ok(false) => Ok(Action::requeue(ctx.config.full_resync)),
+        Err(CloudError::Pending { retry_after, .. }) => Ok(Action::requeue(retry_after)),
         Err(e) => {
-            ctx.events
-                .publish(
-                    svc,
-                    true,
-                    "UpdateLoadBalancerFailed",
-                    "UpdateLoadBalancer",
-                    format!("Error updating load balancer with new hosts: {e}"),
-                )
-                .await;
+            let text = format!("Error updating load balancer with new hosts: {e}");
+            warn(
+                ctx,
+                svc,
+                "UpdateLoadBalancerFailed",
+                "UpdateLoadBalancer",
+                text,
+            )
+            .await;
             // The next attempt does a full ensure.
             ctx.applied.lock().expect("applied lock").remove(&key(svc));
             Err(e.into())
@@ -358,45 +443,51 @@ async fn update_targets(
 
 async fn cleanup(svc: &Service, ctx: &Ctx) -> Result<Action, ServiceError> {
     let k = key(svc);
-    let ns = svc.metadata.namespace.as_deref().unwrap_or_default();
     let name = svc.metadata.name.as_deref().unwrap_or_default();
-    let api: Api<Service> = Api::namespaced(ctx.client.clone(), ns);
-    ctx.events
-        .publish(
+    let api = service_api(svc, ctx);
+    let pending_before = ctx.pending.lock().expect("pending lock").contains(&k);
+    if !pending_before {
+        note(
+            ctx,
             svc,
-            false,
             "DeletingLoadBalancer",
             "DeleteLoadBalancer",
-            "Deleting load balancer".into(),
+            "Deleting load balancer",
         )
         .await;
+    }
     if let Err(e) = ctx
         .lb
         .ensure_deleted(&ctx.config.cluster_name, &service_ref(svc))
         .await
     {
-        ctx.events
-            .publish(
-                svc,
-                true,
-                "SyncLoadBalancerFailed",
-                "DeleteLoadBalancer",
-                format!("Error deleting load balancer: {e}"),
-            )
-            .await;
-        return Err(e.into());
-    }
-    ctx.applied.lock().expect("applied lock").remove(&k);
-    ctx.reap_soon.notify_one();
-    ctx.events
-        .publish(
+        if let CloudError::Pending { retry_after, .. } = e {
+            ctx.pending.lock().expect("pending lock").insert(k);
+            return Ok(Action::requeue(retry_after));
+        }
+        ctx.pending.lock().expect("pending lock").remove(&k);
+        let text = format!("Error deleting load balancer: {e}");
+        warn(
+            ctx,
             svc,
-            false,
-            "DeletedLoadBalancer",
+            "SyncLoadBalancerFailed",
             "DeleteLoadBalancer",
-            "Deleted load balancer".into(),
+            text,
         )
         .await;
+        return Err(e.into());
+    }
+    ctx.pending.lock().expect("pending lock").remove(&k);
+    ctx.applied.lock().expect("applied lock").remove(&k);
+    ctx.reap_soon.notify_one();
+    note(
+        ctx,
+        svc,
+        "DeletedLoadBalancer",
+        "DeleteLoadBalancer",
+        "Deleted load balancer",
+    )
+    .await;
     let finalizers: Vec<String> = svc
         .metadata
         .finalizers
@@ -426,37 +517,12 @@ async fn cleanup(svc: &Service, ctx: &Ctx) -> Result<Action, ServiceError> {
     Ok(Action::await_change())
 }
 
-/// First retry delay after a throttled or unavailable cloud (doubling per failure).
-const TRANSIENT_BACKOFF: Duration = Duration::from_secs(1);
-/// The longest wait between retries after throttling or an outage: once AWS is back, every
-/// waiting Service is retried within this (the rate limiter spaces the calls out).
-pub const TRANSIENT_MAX_BACKOFF: Duration = Duration::from_secs(15);
-
 fn error_policy(svc: Arc<Service>, error: &ServiceError, ctx: Arc<Ctx>) -> Action {
     let k = key(&svc);
     let mut failures = ctx.failures.lock().expect("failures lock");
     let n = failures.entry(k.clone()).or_insert(0);
     *n += 1;
-    let conflict = matches!(error, ServiceError::Kube(kube::Error::Api(s)) if s.code == 409);
-    // Throttling and outages pass: retry sooner (the AWS rate limiter already spaces the calls
-    // out), with jitter so Services that failed together do not retry together.
-    let passing = matches!(
-        error,
-        ServiceError::Cloud(CloudError::Throttled { .. } | CloudError::Unavailable { .. })
-    );
-    let delay = if conflict {
-        Duration::from_millis(200)
-    } else if passing {
-        let cap = TRANSIENT_BACKOFF
-            .saturating_mul(1u32 << (*n - 1).min(16))
-            .min(ctx.config.max_backoff.min(TRANSIENT_MAX_BACKOFF));
-        cap.mul_f64(0.5 + rand::random::<f64>() / 2.0)
-    } else {
-        ctx.config
-            .base_backoff
-            .saturating_mul(1u32 << (*n - 1).min(16))
-            .min(ctx.config.max_backoff)
-    };
+    let delay = retry_delay(error.failure_kind(), *n, ctx.config.retry_delays());
     tracing::warn!(service = %k, error = %error, attempt = *n, retry_in_s = delay.as_secs_f32(), "service sync failed");
     Action::requeue(delay)
 }
@@ -470,7 +536,7 @@ async fn reap_forever(
     config: ServiceControllerConfig,
     soon: Arc<Notify>,
 ) {
-    if !wait_for_store(&services, Duration::from_secs(1)).await {
+    if !wait_for_store(&services).await {
         return;
     }
     let mut tick = tokio::time::interval(config.reaper_period);

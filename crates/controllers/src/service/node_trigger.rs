@@ -2,7 +2,8 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use futures::Stream;
 use k8s_openapi::api::core::v1::Node;
@@ -10,13 +11,14 @@ use kube::runtime::reflector::Store;
 
 use super::plan::target_nodes;
 
-/// Hash of the target set (names, provider IDs, labels) of the cached nodes.
+/// Hash of the target set (names, provider IDs, labels, addresses) of the cached nodes.
 pub fn target_fingerprint<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> u64 {
     let mut h = DefaultHasher::new();
     for t in target_nodes(nodes) {
         t.name.hash(&mut h);
         t.provider_id.hash(&mut h);
         t.labels.hash(&mut h);
+        t.addresses.hash(&mut h);
     }
     h.finish()
 }

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use serde_json::{json, Value};
 use stratus_cloud::{Ingress, LoadBalancerRequest, Protocol, ServicePort, ServiceRef, TargetNode};
 
-use crate::node_view::{has_taint, is_ready, provider_id};
+use crate::node_view::{has_taint, is_ready, provider_id, status_addresses};
 use crate::TAINT_UNINITIALIZED;
 
 /// Finalizer guarding cloud clean-up, as upstream.
@@ -86,6 +86,7 @@ pub fn target_nodes<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Vec<Target
                 name: n.metadata.name.clone()?,
                 provider_id: provider_id(n)?.to_string(),
                 labels: n.metadata.labels.clone().unwrap_or_default(),
+                addresses: status_addresses(n),
             })
         })
         .collect();
@@ -160,6 +161,8 @@ pub fn load_balancer_request(
             .and_then(|p| u16::try_from(p).ok())
             .filter(|p| *p > 0),
         requested_ip: spec.load_balancer_ip.filter(|ip| !ip.is_empty()),
+        external_ips: spec.external_ips.unwrap_or_default(),
+        load_balancer_class: spec.load_balancer_class,
         nodes,
     })
 }
@@ -334,8 +337,21 @@ mod tests {
                 Some(TAINT_TO_BE_DELETED),
             ),
         ];
-        let names: Vec<String> = target_nodes(&nodes).into_iter().map(|t| t.name).collect();
+        let targets = target_nodes(&nodes);
+        let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, vec!["a-ok", "z-ok"]);
+        assert!(targets[0].addresses.is_empty());
+        let mut with_ip = node("b", true, Some("aws:///a/i-7"), None, None);
+        with_ip.status.as_mut().unwrap().addresses =
+            Some(vec![k8s_openapi::api::core::v1::NodeAddress {
+                type_: "InternalIP".into(),
+                address: "10.0.0.7".into(),
+            }]);
+        let t = target_nodes([&with_ip]);
+        assert_eq!(
+            t[0].addresses[0].address, "10.0.0.7",
+            "members of IP load balancers"
+        );
     }
 
     #[test]
@@ -345,7 +361,11 @@ mod tests {
         spec.external_traffic_policy = Some("Local".into());
         spec.health_check_node_port = Some(31000);
         spec.load_balancer_source_ranges = Some(vec!["10.0.0.0/8".into()]);
+        spec.external_ips = Some(vec!["192.0.2.7".into()]);
+        spec.load_balancer_class = Some("stratus.io/x".into());
         let r = load_balancer_request(&s, "prod", vec![]).unwrap();
+        assert_eq!(r.external_ips, vec!["192.0.2.7"]);
+        assert_eq!(r.load_balancer_class.as_deref(), Some("stratus.io/x"));
         assert_eq!(r.service.default_load_balancer_name(), "a12345678");
         assert_eq!(
             r.ports,

@@ -1,15 +1,22 @@
-//! The AWS cloud: builds SDK clients from the cloud config and wires the capabilities.
+//! The AWS cloud: the provider factory (config file checked before anything else), the SDK
+//! clients built from the cloud config, and the capabilities wired over them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
+use futures::FutureExt;
 use prometheus_client::registry::Registry;
-use stratus_cloud::{Cloud, InstancesV2, LoadBalancer, Routes};
+use stratus_cloud::{
+    Capability, Cloud, ConfiguredProvider, InstancesV2, LoadBalancer, Provider, ProviderError,
+    ProviderOptions, ReadinessGate, Routes, Unsupported,
+};
+use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 
-use crate::api_call::{AwsApi, RetryPolicy};
+use crate::api_call::AwsApi;
 use crate::config::CloudConfig;
 use crate::ec2::Ec2;
 use crate::instance_cache::{CacheOptions, InstanceCache, Scope};
@@ -17,12 +24,65 @@ use crate::instances_v2::AwsInstances;
 use crate::lb::elb_api::ElbApi;
 use crate::lb::elbv2_api::ElbV2Api;
 use crate::lb::{AwsLoadBalancers, LbSettings};
-use crate::metrics::AwsMetrics;
 use crate::routes::{AwsRoutes, TableScope};
 use crate::zones::ZoneIds;
 
 /// Provider name for `--cloud-provider`.
 pub const PROVIDER_NAME: &str = "aws";
+
+/// The AWS provider, as the binaries register it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AwsProvider;
+
+impl Provider for AwsProvider {
+    fn name(&self) -> &'static str {
+        PROVIDER_NAME
+    }
+
+    fn configure(
+        &self,
+        options: &ProviderOptions,
+    ) -> Result<Box<dyn ConfiguredProvider>, ProviderError> {
+        let config = match &options.config_path {
+            Some(path) => {
+                CloudConfig::load(path).map_err(|e| ProviderError::Config(e.to_string()))?
+            }
+            None => CloudConfig::default(),
+        };
+        // Refuse a config that cannot scope the cloud before touching any API.
+        scope_for(&config, options.allow_untagged_cloud)
+            .map_err(|e| ProviderError::Config(e.to_string()))?;
+        Ok(Box::new(ConfiguredAws {
+            config,
+            options: AwsOptions {
+                allow_untagged_cloud: options.allow_untagged_cloud,
+                cache: CacheOptions {
+                    refresh_period: options.cache_refresh_period,
+                    ..CacheOptions::default()
+                },
+            },
+        }))
+    }
+}
+
+/// The AWS provider with a checked cloud config.
+struct ConfiguredAws {
+    config: CloudConfig,
+    options: AwsOptions,
+}
+
+#[async_trait]
+impl ConfiguredProvider for ConfiguredAws {
+    async fn start(
+        self: Box<Self>,
+        metrics: &mut Registry,
+    ) -> Result<Arc<dyn Cloud>, ProviderError> {
+        let cloud = AwsCloud::start(&self.config, self.options, metrics)
+            .await
+            .map_err(|e| ProviderError::Start(e.to_string()))?;
+        Ok(Arc::new(cloud))
+    }
+}
 
 /// Process options that are not part of the cloud config file.
 #[derive(Debug, Clone)]
@@ -48,7 +108,7 @@ pub enum AwsInitError {
 pub struct AwsCloud {
     instances: Arc<AwsInstances>,
     cache: Arc<InstanceCache>,
-    metrics: Arc<AwsMetrics>,
+    metrics: Arc<ApiMetrics>,
     region: String,
     /// The EC2 seam, shared by every capability.
     ec2: Ec2,
@@ -104,7 +164,7 @@ impl AwsCloud {
                 .endpoint_url(&o.url)
                 .region(Region::new(o.signing_region.clone()));
         }
-        let metrics = Arc::new(AwsMetrics::register(registry));
+        let metrics = Arc::new(ApiMetrics::register(registry));
         let mut elb_config = aws_sdk_elasticloadbalancing::config::Builder::from(&sdk);
         if let Some(o) = config.endpoint_override("elasticloadbalancing", &region) {
             elb_config = elb_config
@@ -182,7 +242,7 @@ impl AwsCloud {
     }
 
     /// AWS API metrics.
-    pub fn metrics(&self) -> &Arc<AwsMetrics> {
+    pub fn metrics(&self) -> &Arc<ApiMetrics> {
         &self.metrics
     }
 
@@ -220,21 +280,39 @@ pub fn scope_for(config: &CloudConfig, allow_untagged: bool) -> Result<Scope, Aw
 }
 
 impl Cloud for AwsCloud {
-    fn provider_name(&self) -> &'static str {
-        PROVIDER_NAME
+    fn instances(&self) -> Capability<dyn InstancesV2> {
+        Ok(self.instances.clone())
     }
 
-    fn instances_v2(&self) -> Option<Arc<dyn InstancesV2>> {
-        Some(self.instances.clone())
+    fn load_balancer(&self) -> Capability<dyn LoadBalancer> {
+        match &self.load_balancers {
+            Some(lb) => Ok(lb.clone()),
+            None => Err(Unsupported(
+                "load balancers need KubernetesClusterID in [Global] of the cloud config (everything they make is tagged with it)".into(),
+            )),
+        }
     }
 
-    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
-        self.load_balancers
-            .clone()
-            .map(|lb| lb as Arc<dyn LoadBalancer>)
+    fn routes(&self) -> Capability<dyn Routes> {
+        match &self.routes {
+            Some(r) => Ok(r.clone()),
+            None => Err(Unsupported(
+                "routes need RouteTableID or KubernetesClusterID (to find the route tables tagged for the cluster) in [Global] of the cloud config".into(),
+            )),
+        }
     }
 
-    fn routes(&self) -> Option<Arc<dyn Routes>> {
-        self.routes.clone().map(|r| r as Arc<dyn Routes>)
+    fn readiness_gates(&self) -> Vec<ReadinessGate> {
+        let cache = self.cache.clone();
+        vec![ReadinessGate {
+            name: "instance-cache-sync",
+            pending: "the AWS instance cache has not completed its first listing".into(),
+            // Waiting starts the first listing.
+            opened: async move { cache.wait_until_synced().await }.boxed(),
+        }]
+    }
+
+    fn describe(&self) -> String {
+        format!("region {}", self.region)
     }
 }

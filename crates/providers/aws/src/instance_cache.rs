@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use aws_sdk_ec2::types::Filter;
 use futures::future::join_all;
@@ -12,7 +13,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::ec2::{filter, Ec2};
 use crate::instance::Instance;
-use crate::provider_id::{instance_id_from_node_name, InstanceId, ProviderId};
+use crate::provider_id::{instance_id_from_node_name, AwsProviderId, InstanceId};
 
 /// Which instances the periodic listing covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +33,7 @@ impl Scope {
             Scope::ClusterTag { id, legacy } => {
                 let mut l = vec![vec![filter(
                     "tag-key",
-                    [format!("kubernetes.io/cluster/{id}")],
+                    [stratus_cloud::tags::cluster_tag_key(id)],
                 )]];
                 if *legacy {
                     l.push(vec![filter("tag:KubernetesCluster", [id.clone()])]);
@@ -75,7 +76,8 @@ impl LookupKey {
 /// A provider ID is authoritative: when present, it is the only key.
 pub fn lookup_keys(node: &NodeInfo) -> Result<Vec<LookupKey>, CloudError> {
     if let Some(pid) = node.provider_id.as_deref().filter(|p| !p.is_empty()) {
-        let parsed = ProviderId::parse(pid).map_err(|e| CloudError::InvalidInput(e.to_string()))?;
+        let parsed =
+            AwsProviderId::parse(pid).map_err(|e| CloudError::InvalidInput(e.to_string()))?;
         return Ok(vec![LookupKey::Id(parsed.instance)]);
     }
     let mut keys = Vec::new();

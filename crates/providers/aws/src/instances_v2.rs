@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use stratus_cloud::{CloudError, InstanceMetadata, InstancesV2, NodeInfo};
+use stratus_cloud::{CloudError, InstanceMetadata, InstancesV2, NodeInfo, ProviderId};
 
 use crate::config::IpFamily;
 use crate::instance::Instance;
 use crate::instance_cache::InstanceCache;
-use crate::provider_id::ProviderId;
+use crate::provider_id::AwsProviderId;
 use crate::zones::ZoneIds;
 
 /// Label carrying the AWS zone ID (stable across accounts, unlike zone names).
@@ -95,12 +95,16 @@ impl InstancesV2 for AwsInstances {
             }
         }
         Ok(InstanceMetadata {
-            provider_id: ProviderId::format(&i.zone, &i.id),
+            provider_id: AwsProviderId::of(&i.zone, &i.id),
             instance_type: i.instance_type.clone(),
             node_addresses: i.node_addresses(&self.families),
             zone: i.zone.clone(),
             region: self.region.clone(),
             additional_labels,
         })
+    }
+
+    fn is_same_instance(&self, existing: &str, found: &ProviderId) -> bool {
+        AwsProviderId::same_instance(existing, found.as_str())
     }
 }

@@ -12,11 +12,9 @@ pub mod instance;
 pub mod instance_cache;
 pub mod instances_v2;
 pub mod lb;
-pub mod metrics;
 pub mod provider_id;
-pub mod rate_limit;
 pub mod routes;
 pub mod subnet_selection;
 pub mod zones;
 
-pub use cloud::{AwsCloud, AwsInitError, AwsOptions, PROVIDER_NAME};
+pub use cloud::{AwsCloud, AwsInitError, AwsOptions, AwsProvider, PROVIDER_NAME};

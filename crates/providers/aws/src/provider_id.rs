@@ -32,7 +32,7 @@ impl fmt::Display for InstanceId {
 
 /// A parsed AWS provider ID.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderId {
+pub struct AwsProviderId {
     /// The availability zone, when the ID carries one.
     pub zone: Option<String>,
     /// The instance.
@@ -61,11 +61,11 @@ fn shown(text: &str) -> String {
     }
 }
 
-impl ProviderId {
+impl AwsProviderId {
     /// Parses `aws:///<az>/<id>`, `aws:////<id>`, `aws://<az>/<id>` or a bare `i-…`.
-    pub fn parse(text: &str) -> Result<ProviderId, ProviderIdError> {
+    pub fn parse(text: &str) -> Result<AwsProviderId, ProviderIdError> {
         if let Some(instance) = InstanceId::parse(text) {
-            return Ok(ProviderId {
+            return Ok(AwsProviderId {
                 zone: None,
                 instance,
             });
@@ -85,7 +85,7 @@ impl ProviderId {
         }
         let instance =
             InstanceId::parse(id).ok_or_else(|| ProviderIdError::BadInstance(shown(text)))?;
-        Ok(ProviderId {
+        Ok(AwsProviderId {
             zone: zone.filter(|z| !z.is_empty()).map(str::to_string),
             instance,
         })
@@ -94,6 +94,20 @@ impl ProviderId {
     /// Formats as upstream does: `aws:///<az>/<id>`.
     pub fn format(zone: &str, instance: &InstanceId) -> String {
         format!("aws:///{zone}/{instance}")
+    }
+
+    /// The provider ID of an instance, as written to `spec.providerID`.
+    pub fn of(zone: &str, instance: &InstanceId) -> stratus_cloud::ProviderId {
+        stratus_cloud::ProviderId::parse(&Self::format(zone, instance))
+            .expect("an AWS provider ID has the aws:// scheme and a short body")
+    }
+
+    /// Whether `a` and `b` name the same instance (with or without a zone, any accepted form).
+    pub fn same_instance(a: &str, b: &str) -> bool {
+        matches!(
+            (AwsProviderId::parse(a), AwsProviderId::parse(b)),
+            (Ok(a), Ok(b)) if a.instance == b.instance
+        )
     }
 }
 
@@ -122,7 +136,7 @@ mod tests {
             ("aws:///us-east-1a/i-0abc/", Some("us-east-1a"), "i-0abc"),
         ];
         for (text, zone, id) in cases {
-            let p = ProviderId::parse(text).unwrap();
+            let p = AwsProviderId::parse(text).unwrap();
             assert_eq!(p.zone.as_deref(), zone, "{text}");
             assert_eq!(p.instance.as_str(), id, "{text}");
         }
@@ -131,25 +145,25 @@ mod tests {
     #[test]
     fn rejects_bad_provider_ids() {
         assert!(matches!(
-            ProviderId::parse("gce://p/z/n"),
+            AwsProviderId::parse("gce://p/z/n"),
             Err(ProviderIdError::NotAws(_))
         ));
         assert!(matches!(
-            ProviderId::parse("aws:///us-east-1a/fargate-10.0.0.1"),
+            AwsProviderId::parse("aws:///us-east-1a/fargate-10.0.0.1"),
             Err(ProviderIdError::Fargate(_))
         ));
         assert!(matches!(
-            ProviderId::parse("aws:///us-east-1a/vm-1"),
+            AwsProviderId::parse("aws:///us-east-1a/vm-1"),
             Err(ProviderIdError::BadInstance(_))
         ));
-        assert!(ProviderId::parse("aws:///a/b/i-1").is_err());
-        assert!(ProviderId::parse("").is_err());
+        assert!(AwsProviderId::parse("aws:///a/b/i-1").is_err());
+        assert!(AwsProviderId::parse("").is_err());
     }
 
     #[test]
     fn errors_quote_a_huge_id_only_in_part() {
         let huge = format!("aws:///us-east-1a/i-{}", "z".repeat(100_000));
-        let e = ProviderId::parse(&huge).unwrap_err().to_string();
+        let e = AwsProviderId::parse(&huge).unwrap_err().to_string();
         assert!(e.len() < 400, "{} bytes", e.len());
     }
 
@@ -157,11 +171,31 @@ mod tests {
     fn formats_like_upstream() {
         let id = InstanceId::parse("i-0abc").unwrap();
         assert_eq!(
-            ProviderId::format("eu-west-1b", &id),
+            AwsProviderId::format("eu-west-1b", &id),
             "aws:///eu-west-1b/i-0abc"
         );
-        let back = ProviderId::parse(&ProviderId::format("eu-west-1b", &id)).unwrap();
+        let back = AwsProviderId::parse(&AwsProviderId::format("eu-west-1b", &id)).unwrap();
         assert_eq!(back.instance, id);
+    }
+
+    #[test]
+    fn same_instance_whatever_the_form() {
+        assert!(AwsProviderId::same_instance(
+            "aws:////i-0abc",
+            "aws:///us-east-1a/i-0abc"
+        ));
+        assert!(AwsProviderId::same_instance(
+            "i-0abc",
+            "aws://us-east-1a/i-0abc"
+        ));
+        assert!(!AwsProviderId::same_instance(
+            "aws:///us-east-1a/i-0abc",
+            "aws:///us-east-1a/i-0abd"
+        ));
+        assert!(!AwsProviderId::same_instance(
+            "gce://x/i-0abc",
+            "aws:///z/i-0abc"
+        ));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 pub const ROLE_ELB: &str = "kubernetes.io/role/elb";
 /// Tag marking subnets for internal load balancers.
 pub const ROLE_INTERNAL_ELB: &str = "kubernetes.io/role/internal-elb";
-const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
+use stratus_cloud::tags::CLUSTER_TAG_PREFIX;
 
 /// What selection needs to know of one subnet.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! Zone name → zone ID table, fetched once and refetched only when an unknown zone appears.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use stratus_cloud::CloudError;
 use tokio::sync::Mutex;

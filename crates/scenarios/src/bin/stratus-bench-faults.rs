@@ -9,7 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
@@ -66,11 +67,11 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// `stratus_aws_rate_limiter_rate_millicalls_per_second{class=..,service=..}` values, in calls/s.
+/// `stratus_cloud_rate_limiter_rate_millicalls_per_second{class=..,service=..}` values, in calls/s.
 fn limiter_rates(metrics: &str) -> BTreeMap<String, f64> {
     metrics
         .lines()
-        .filter(|l| l.starts_with("stratus_aws_rate_limiter_rate_millicalls_per_second{"))
+        .filter(|l| l.starts_with("stratus_cloud_rate_limiter_rate_millicalls_per_second{"))
         .filter_map(|l| {
             let (labels, value) = l.rsplit_once(' ')?;
             let labels = labels.split_once('{')?.1.trim_end_matches('}');

@@ -4,7 +4,8 @@
 //! RSS, and the EC2 requests of a following idle period. Prints JSON.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;

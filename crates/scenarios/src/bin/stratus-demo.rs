@@ -4,7 +4,8 @@
 //! nodes, and the pod routes in the cluster's two route tables.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Node;

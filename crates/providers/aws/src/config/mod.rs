@@ -7,8 +7,6 @@
 //! them at once. Parsing (text to raw sections, module `ini`) is kept apart from validation
 //! (raw sections to the typed config, module `validate`).
 
-mod error;
-mod ini;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -16,7 +14,7 @@ mod values;
 
 use std::path::Path;
 
-pub use error::{ConfigErrors, ConfigProblem};
+pub use stratus_cloud_kit::gcfg::{ConfigErrors, ConfigProblem};
 
 /// Default port of the shared health probe (kube-proxy's health port).
 pub const DEFAULT_SHARED_HEALTH_PROBE_PORT: u16 = 10256;
@@ -173,25 +171,13 @@ impl NlbSecurityGroupMode {
 impl CloudConfig {
     /// Parses and validates config text, reporting every problem found (never just the first).
     pub fn parse(text: &str) -> Result<CloudConfig, ConfigErrors> {
-        let (sections, mut problems) = ini::parse(text);
-        let config = validate::validate(&sections, &mut problems);
-        if problems.is_empty() {
-            return Ok(config);
-        }
-        problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
-        Err(ConfigErrors(problems))
+        stratus_cloud_kit::gcfg::parse_with(text, validate::validate)
     }
 
     /// Reads and parses the config file at `path`; an unreadable file is one problem naming the
     /// path and the OS error.
     pub fn load(path: &Path) -> Result<CloudConfig, ConfigErrors> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigErrors(vec![ConfigProblem::new(format!(
-                "cannot read {}: {e}",
-                path.display()
-            ))])
-        })?;
-        CloudConfig::parse(&text)
+        stratus_cloud_kit::gcfg::load_with(path, validate::validate)
     }
 
     /// The region: `Region` if set, else the region of `Zone` (`us-east-1a` → `us-east-1`),

@@ -17,15 +17,6 @@ static ZONE_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!("^({REGION})(?:[a-z]+|(?:-[a-z0-9]+)+)$")).expect("zone pattern compiles")
 });
 
-/// Reads a gcfg boolean: true/false, yes/no, on/off, 1/0, in any case.
-pub(crate) fn parse_bool(value: &str) -> Option<bool> {
-    match value.to_ascii_lowercase().as_str() {
-        "true" | "yes" | "on" | "1" => Some(true),
-        "false" | "no" | "off" | "0" => Some(false),
-        _ => None,
-    }
-}
-
 /// Whether `name` has the shape of an AWS region name (`us-east-1`, `us-gov-west-1`, ...).
 pub(crate) fn is_region(name: &str) -> bool {
     REGION_RE.is_match(name)
@@ -169,6 +160,8 @@ mod proptests;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use stratus_cloud_kit::gcfg::parse_bool;
 
     #[test]
     fn booleans_accept_gcfg_spellings_in_any_case() {

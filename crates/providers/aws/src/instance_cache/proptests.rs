@@ -53,7 +53,7 @@ proptest! {
                 // Only a non-empty providerID that is not an AWS one is an error.
                 let pid = n.provider_id.as_deref().unwrap_or_default();
                 prop_assert!(!pid.is_empty());
-                prop_assert!(ProviderId::parse(pid).is_err());
+                prop_assert!(AwsProviderId::parse(pid).is_err());
                 prop_assert!(matches!(e, CloudError::InvalidInput(_)));
             }
             Ok(keys) => {
@@ -61,7 +61,7 @@ proptest! {
                 match n.provider_id.as_deref().filter(|p| !p.is_empty()) {
                     Some(pid) => prop_assert_eq!(
                         keys,
-                        vec![LookupKey::Id(ProviderId::parse(pid).unwrap().instance)]
+                        vec![LookupKey::Id(AwsProviderId::parse(pid).unwrap().instance)]
                     ),
                     None => match instance_id_from_node_name(&n.name) {
                         Some(id) => prop_assert_eq!(keys, vec![LookupKey::Id(id)]),

@@ -5,9 +5,11 @@
 //! Keys outside [`PREFIX`] are ignored; unknown keys under it and keys of the other load-balancer
 //! kind are ignored too, as upstream does, but listed in [`LbAnnotations::ignored`].
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
+
+use stratus_cloud_kit::annotations::{excerpt, AnnotationReader, KeyTable};
+pub use stratus_cloud_kit::annotations::{AnnotationErrors, AnnotationProblem, ProblemKind};
 
 /// Common prefix of every annotation handled here.
 pub const PREFIX: &str = "service.beta.kubernetes.io/aws-load-balancer-";
@@ -37,8 +39,6 @@ pub fn max_value_chars(suffix: &str) -> usize {
 /// Connection-draining timeout used when draining is enabled without an explicit timeout.
 pub const DEFAULT_CONNECTION_DRAINING_TIMEOUT: u32 = 300;
 
-/// Longest value or key excerpt echoed back in a problem message.
-const EXCERPT_CHARS: usize = 100;
 /// Most user tags on one AWS resource (the AWS limit).
 pub const MAX_TAGS: usize = 50;
 /// Longest tag key AWS accepts.
@@ -285,79 +285,6 @@ impl LbAnnotations {
     }
 }
 
-/// The class of an [`AnnotationProblem`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProblemKind {
-    /// A key under [`PREFIX`] that is not understood.
-    UnknownKey,
-    /// A value longer than its bound ([`max_value_chars`]).
-    ValueTooLong,
-    /// A value that does not parse or is out of range.
-    InvalidValue,
-    /// A Classic-ELB-only annotation on a Network Load Balancer.
-    ClassicOnly,
-    /// A Network-Load-Balancer-only annotation on a Classic ELB.
-    NetworkOnly,
-    /// Individually valid annotations that contradict each other.
-    Inconsistent,
-}
-
-/// One problem with one annotation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnnotationProblem {
-    /// Full annotation key (truncated to 100 characters if longer).
-    pub key: String,
-    pub kind: ProblemKind,
-    /// The offending value, truncated to 100 characters.
-    pub value: Option<String>,
-    pub reason: String,
-}
-
-impl fmt::Display for AnnotationProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.key.escape_debug(), self.reason)?;
-        if let Some(value) = &self.value {
-            write!(f, " (value \"{}\")", value.escape_debug())?;
-        }
-        Ok(())
-    }
-}
-
-/// Every problem found in a Service's annotations (never empty when returned by [`parse`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnnotationErrors(pub Vec<AnnotationProblem>);
-
-impl fmt::Display for AnnotationErrors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, problem) in self.0.iter().enumerate() {
-            if i > 0 {
-                writeln!(f)?;
-            }
-            write!(f, "{problem}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for AnnotationErrors {}
-
-/// Shortens `s` to [`EXCERPT_CHARS`] characters, marking the cut.
-fn excerpt(s: &str) -> String {
-    match s.char_indices().nth(EXCERPT_CHARS) {
-        None => s.to_owned(),
-        Some((cut, _)) => format!("{}… ({} chars)", &s[..cut], s.chars().count()),
-    }
-}
-
-/// Go's `strconv.ParseBool`, which upstream uses for boolean annotations.
-fn parse_go_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
-        _ => None,
-    }
-}
-
 /// `prefix` followed by at least one ASCII alphanumeric and nothing else.
 fn is_aws_id(s: &str, prefix: &str) -> bool {
     s.strip_prefix(prefix)
@@ -374,103 +301,31 @@ fn is_port_name(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
-struct Parser<'a> {
-    annotations: &'a BTreeMap<String, String>,
-    oversized: BTreeSet<&'static str>,
-    problems: Vec<AnnotationProblem>,
-    ignored: Vec<AnnotationProblem>,
+/// The AWS annotations of one Service, read through the shared engine.
+struct Parser<'a>(AnnotationReader<'a>);
+
+impl<'a> std::ops::Deref for Parser<'a> {
+    type Target = AnnotationReader<'a>;
+    fn deref(&self) -> &AnnotationReader<'a> {
+        &self.0
+    }
 }
 
+impl std::ops::DerefMut for Parser<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// The AWS key table.
+const TABLE: KeyTable = KeyTable {
+    prefix: PREFIX,
+    known: KNOWN_SUFFIXES,
+    max_chars: max_value_chars,
+    ignorable: is_ignorable,
+};
+
 impl<'a> Parser<'a> {
-    fn full_key(suffix: &str) -> String {
-        format!("{PREFIX}{suffix}")
-    }
-
-    fn present(&self, suffix: &str) -> bool {
-        self.annotations.contains_key(&Self::full_key(suffix))
-    }
-
-    /// The value, unless absent or already rejected as too long.
-    fn raw(&self, suffix: &'static str) -> Option<&'a str> {
-        if self.oversized.contains(suffix) {
-            return None;
-        }
-        self.annotations
-            .get(&Self::full_key(suffix))
-            .map(String::as_str)
-    }
-
-    fn report(&mut self, suffix: &str, kind: ProblemKind, value: Option<&str>, reason: String) {
-        let problem = AnnotationProblem {
-            key: excerpt(&Self::full_key(suffix)),
-            kind,
-            value: value.map(excerpt),
-            reason,
-        };
-        if is_ignorable(suffix, kind) {
-            self.ignored.push(problem);
-        } else {
-            self.problems.push(problem);
-        }
-    }
-
-    fn invalid(&mut self, suffix: &str, value: &str, reason: impl Into<String>) {
-        self.report(
-            suffix,
-            ProblemKind::InvalidValue,
-            Some(value),
-            reason.into(),
-        );
-    }
-
-    fn bool(&mut self, suffix: &'static str) -> Option<bool> {
-        let value = self.raw(suffix)?;
-        let parsed = parse_go_bool(value);
-        if parsed.is_none() {
-            self.invalid(suffix, value, "must be a boolean (true or false)");
-        }
-        parsed
-    }
-
-    fn int_in(&mut self, suffix: &'static str, min: u32, max: u32) -> Option<u32> {
-        let value = self.raw(suffix)?;
-        match value.parse::<i64>() {
-            Ok(n) if (i64::from(min)..=i64::from(max)).contains(&n) => u32::try_from(n).ok(),
-            Ok(_) => {
-                self.invalid(suffix, value, format!("must be between {min} and {max}"));
-                None
-            }
-            Err(_) => {
-                self.invalid(
-                    suffix,
-                    value,
-                    format!("must be an integer between {min} and {max}"),
-                );
-                None
-            }
-        }
-    }
-
-    fn string(&mut self, suffix: &'static str) -> Option<String> {
-        let value = self.raw(suffix)?;
-        if value.trim().is_empty() {
-            self.invalid(suffix, value, "must not be empty");
-            return None;
-        }
-        Some(value.to_owned())
-    }
-
-    /// Comma-separated items, trimmed, empty items skipped.
-    fn list(&self, suffix: &'static str) -> Option<(&'a str, Vec<&'a str>)> {
-        let value = self.raw(suffix)?;
-        let items = value
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
-        Some((value, items))
-    }
-
     fn ids(&mut self, suffix: &'static str, prefix: &str) -> Vec<String> {
         let Some((value, items)) = self.list(suffix) else {
             return Vec::new();
@@ -893,8 +748,8 @@ impl<'a> Parser<'a> {
 /// an NLB, which it rejects.
 fn is_ignorable(suffix: &str, kind: ProblemKind) -> bool {
     match kind {
-        ProblemKind::UnknownKey | ProblemKind::NetworkOnly => true,
-        ProblemKind::ClassicOnly => suffix != key::EXTRA_SECURITY_GROUPS,
+        ProblemKind::UnknownKey => true,
+        ProblemKind::NotApplicable => suffix != key::EXTRA_SECURITY_GROUPS,
         _ => false,
     }
 }
@@ -902,7 +757,7 @@ fn is_ignorable(suffix: &str, kind: ProblemKind) -> bool {
 /// Internal scheme unless the annotation is absent, empty or exactly `false` (upstream rule).
 fn parse_internal(annotations: &BTreeMap<String, String>) -> bool {
     annotations
-        .get(&Parser::full_key(key::INTERNAL))
+        .get(&format!("{PREFIX}{}", key::INTERNAL))
         .is_some_and(|v| !v.is_empty() && v != "false")
 }
 
@@ -912,47 +767,13 @@ fn parse_internal(annotations: &BTreeMap<String, String>) -> bool {
 /// [`LbKind::Elsewhere`] with every other field at its default, and nothing is validated.
 pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, AnnotationErrors> {
     let internal = parse_internal(annotations);
-    let type_value = annotations.get(&Parser::full_key(key::TYPE));
+    let type_value = annotations.get(&format!("{PREFIX}{}", key::TYPE));
     if matches!(type_value.map(String::as_str), Some("nlb-ip" | "external")) {
         return Ok(LbAnnotations::empty(LbKind::Elsewhere, internal));
     }
 
-    let mut p = Parser {
-        annotations,
-        oversized: BTreeSet::new(),
-        problems: Vec::new(),
-        ignored: Vec::new(),
-    };
-
-    // Unknown keys and hostile sizes first, so nothing oversized is parsed further.
-    for (full, value) in annotations {
-        let Some(suffix) = full.strip_prefix(PREFIX) else {
-            continue;
-        };
-        match KNOWN_SUFFIXES.iter().find(|k| **k == suffix) {
-            None => p.report(
-                suffix,
-                ProblemKind::UnknownKey,
-                None,
-                format!("unknown annotation (known: {})", KNOWN_SUFFIXES.join(", ")),
-            ),
-            Some(known) => {
-                let max = max_value_chars(known);
-                if value.len() > max && value.chars().count() > max {
-                    p.oversized.insert(known);
-                    p.report(
-                        suffix,
-                        ProblemKind::ValueTooLong,
-                        Some(value),
-                        format!(
-                            "value is {} characters long, at most {max} are accepted",
-                            value.chars().count()
-                        ),
-                    );
-                }
-            }
-        }
-    }
+    // Unknown keys and hostile sizes are reported first, so nothing oversized is parsed further.
+    let mut p = Parser(AnnotationReader::new(TABLE, annotations));
 
     let kind = match p.raw(key::TYPE) {
         None => Some(LbKind::Classic),
@@ -967,7 +788,7 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, An
         }
     };
     // An oversized `type` leaves the kind unknown too.
-    let kind = if p.oversized.contains(key::TYPE) {
+    let kind = if p.is_oversized(key::TYPE) {
         None
     } else {
         kind
@@ -995,12 +816,12 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, An
     let foreign = match kind {
         Some(LbKind::Network) => Some((
             CLASSIC_ONLY_SUFFIXES,
-            ProblemKind::ClassicOnly,
+            ProblemKind::NotApplicable,
             "only applies to a Classic ELB, not to type nlb",
         )),
         Some(LbKind::Classic) => Some((
             NETWORK_ONLY_SUFFIXES,
-            ProblemKind::NetworkOnly,
+            ProblemKind::NotApplicable,
             "only applies to type nlb, not to a Classic ELB",
         )),
         Some(LbKind::Elsewhere) | None => None,
@@ -1012,8 +833,8 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, An
         }
     }
 
-    let eips_given = p.present(key::EIP_ALLOCATIONS) && !p.oversized.contains(key::EIP_ALLOCATIONS);
-    let subnets_given = p.present(key::SUBNETS) && !p.oversized.contains(key::SUBNETS);
+    let eips_given = p.present(key::EIP_ALLOCATIONS) && !p.is_oversized(key::EIP_ALLOCATIONS);
+    let subnets_given = p.present(key::SUBNETS) && !p.is_oversized(key::SUBNETS);
     if eips_given && subnets_given && out.eip_allocations.len() != out.subnets.len() {
         p.report(
             key::EIP_ALLOCATIONS,
@@ -1027,12 +848,8 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, An
         );
     }
 
-    if p.problems.is_empty() {
-        out.ignored = p.ignored;
-        Ok(out)
-    } else {
-        Err(AnnotationErrors(p.problems))
-    }
+    out.ignored = p.0.finish()?;
+    Ok(out)
 }
 
 #[cfg(test)]

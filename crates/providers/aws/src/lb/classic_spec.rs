@@ -258,6 +258,8 @@ mod tests {
             local_traffic_only: false,
             health_check_node_port: None,
             requested_ip: None,
+            external_ips: Vec::new(),
+            load_balancer_class: None,
             nodes: vec![],
         }
     }

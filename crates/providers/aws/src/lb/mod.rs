@@ -180,20 +180,6 @@ impl AwsLoadBalancers {
 
 #[async_trait]
 impl LoadBalancer for AwsLoadBalancers {
-    async fn get(&self, request: &LoadBalancerRequest) -> Result<Option<Vec<Ingress>>, CloudError> {
-        let name = request.service.default_load_balancer_name();
-        let dns = match self.elb.describe(&name).await? {
-            Some(lb) => Some(lb.dns_name),
-            None => self.elbv2.describe(&name).await?.map(|lb| lb.dns_name),
-        };
-        Ok(dns.map(|d| {
-            vec![Ingress {
-                hostname: Some(d),
-                ip: None,
-            }]
-        }))
-    }
-
     async fn ensure(&self, request: &LoadBalancerRequest) -> Result<Vec<Ingress>, CloudError> {
         let ann = parse_annotations(request)?;
         match ann.kind {

@@ -2,7 +2,8 @@
 //! two EC2 calls, not two hundred) and the choice by annotation or by tags.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use stratus_cloud::CloudError;
 use tokio::sync::Mutex;

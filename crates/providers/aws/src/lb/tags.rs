@@ -4,17 +4,10 @@ use std::collections::BTreeMap;
 
 use stratus_cloud::ServiceRef;
 
-/// Prefix of the cluster ownership tag key.
-pub const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
-/// Tag naming the Service (`namespace/name`) a resource was made for.
-pub const SERVICE_NAME_TAG: &str = "kubernetes.io/service-name";
+pub use stratus_cloud::tags::{cluster_tag_key, CLUSTER_TAG_PREFIX, SERVICE_NAME_TAG};
+
 /// Value of the cluster tag on resources the cluster owns (and may delete).
 pub const OWNED: &str = "owned";
-
-/// The cluster tag key.
-pub fn cluster_tag_key(cluster_id: &str) -> String {
-    format!("{CLUSTER_TAG_PREFIX}{cluster_id}")
-}
 
 /// Ownership tags plus the user's additional tags (ours win on a clash).
 pub fn ownership_tags(

@@ -29,7 +29,7 @@ fn provider_id_soup() -> impl Strategy<Value = String> {
 proptest! {
     #[test]
     fn parse_never_panics(text in any::<String>()) {
-        match ProviderId::parse(&text) {
+        match AwsProviderId::parse(&text) {
             Ok(p) => prop_assert!(text.contains(p.instance.as_str())),
             Err(e) => prop_assert!(e.to_string().chars().count() <= 10 * MAX_SHOWN_CHARS + 120),
         }
@@ -37,7 +37,7 @@ proptest! {
 
     #[test]
     fn parse_never_panics_on_near_misses(text in provider_id_soup()) {
-        if let Ok(p) = ProviderId::parse(&text) {
+        if let Ok(p) = AwsProviderId::parse(&text) {
             prop_assert!(InstanceId::parse(p.instance.as_str()).is_some());
             prop_assert!(p.zone.as_deref().is_none_or(|z| !z.is_empty() && !z.contains('/')));
         }
@@ -45,10 +45,10 @@ proptest! {
 
     #[test]
     fn upstream_format_round_trips(zone in zone(), id in instance_id()) {
-        let text = ProviderId::format(&zone, &id);
+        let text = AwsProviderId::format(&zone, &id);
         prop_assert_eq!(
-            ProviderId::parse(&text),
-            Ok(ProviderId { zone: Some(zone), instance: id })
+            AwsProviderId::parse(&text),
+            Ok(AwsProviderId { zone: Some(zone), instance: id })
         );
     }
 
@@ -60,7 +60,7 @@ proptest! {
             format!("aws:///{zone}/{id}"),
             format!("aws://{zone}/{id}"),
         ] {
-            prop_assert_eq!(&ProviderId::parse(&text).unwrap().instance, &id, "{}", text);
+            prop_assert_eq!(&AwsProviderId::parse(&text).unwrap().instance, &id, "{}", text);
         }
     }
 
@@ -79,7 +79,7 @@ proptest! {
     #[test]
     fn fargate_ids_are_told_apart(zone in zone(), rest in "[0-9.]{1,15}") {
         let text = format!("aws:///{zone}/fargate-{rest}");
-        prop_assert!(matches!(ProviderId::parse(&text), Err(ProviderIdError::Fargate(_))));
+        prop_assert!(matches!(AwsProviderId::parse(&text), Err(ProviderIdError::Fargate(_))));
     }
 
     #[test]

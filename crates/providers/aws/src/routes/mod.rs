@@ -18,7 +18,7 @@ use stratus_cloud::{Cidr, CloudError, NodeInfo, RouteTable, RouteTarget, Routes}
 pub use scope::TableScope;
 
 use crate::ec2::Ec2;
-use crate::provider_id::{instance_id_from_node_name, ProviderId};
+use crate::provider_id::{instance_id_from_node_name, AwsProviderId};
 
 /// The AWS route capability.
 pub struct AwsRoutes {
@@ -49,7 +49,7 @@ impl Routes for AwsRoutes {
     fn route_target(&self, node: &NodeInfo) -> Result<RouteTarget, CloudError> {
         let instance = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
             Some(pid) => {
-                ProviderId::parse(pid)
+                AwsProviderId::parse(pid)
                     .map_err(|e| CloudError::InvalidInput(e.to_string()))?
                     .instance
             }
@@ -125,7 +125,7 @@ mod tests {
             .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
             .region(aws_sdk_ec2::config::Region::new("us-east-1"))
             .build();
-        let metrics = std::sync::Arc::new(crate::metrics::AwsMetrics::register(
+        let metrics = std::sync::Arc::new(stratus_cloud_kit::ApiMetrics::register(
             &mut prometheus_client::registry::Registry::default(),
         ));
         let api = crate::api_call::AwsApi::new("ec2", metrics, Default::default());

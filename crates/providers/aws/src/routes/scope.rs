@@ -39,7 +39,10 @@ impl TableScope {
             TableScope::Id(id) => vec![vec![filter("route-table-id", [id.clone()])]],
             TableScope::ClusterTag { id, legacy, vpc } => {
                 let vpc: Vec<Filter> = vpc.iter().map(|v| filter("vpc-id", [v.clone()])).collect();
-                let mut tag = vec![filter("tag-key", [format!("kubernetes.io/cluster/{id}")])];
+                let mut tag = vec![filter(
+                    "tag-key",
+                    [stratus_cloud::tags::cluster_tag_key(id)],
+                )];
                 tag.extend(vpc.iter().cloned());
                 let mut out = vec![tag];
                 if *legacy {

@@ -3,6 +3,7 @@
 
 use super::*;
 use proptest::prelude::*;
+use stratus_cloud_kit::gcfg::parse_bool;
 
 proptest! {
     #[test]

@@ -3,6 +3,7 @@
 
 use super::*;
 use proptest::prelude::*;
+use stratus_cloud_kit::annotations::parse_go_bool;
 
 fn ann(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
     pairs

@@ -72,7 +72,7 @@ fn one_problem_per_class() {
         (vec![(key::SUBNETS, "subnet-!")], key::SUBNETS, InvalidValue),
         (vec![(key::SUBNETS, " , ")], key::SUBNETS, InvalidValue),
         (vec![(key::TARGET_NODE_LABELS, "=x")], key::TARGET_NODE_LABELS, InvalidValue),
-        (vec![(key::TYPE, "nlb"), (key::EXTRA_SECURITY_GROUPS, "sg-1")], key::EXTRA_SECURITY_GROUPS, ClassicOnly),
+        (vec![(key::TYPE, "nlb"), (key::EXTRA_SECURITY_GROUPS, "sg-1")], key::EXTRA_SECURITY_GROUPS, NotApplicable),
         (vec![(key::TYPE, "nlb"), (key::EIP_ALLOCATIONS, "eipalloc-1,eipalloc-2"), (key::SUBNETS, "subnet-1")], key::EIP_ALLOCATIONS, Inconsistent),
         (vec![(key::ACCESS_LOG_ENABLED, "true")], key::ACCESS_LOG_ENABLED, Inconsistent),
         (vec![(key::HC_TIMEOUT, "10"), (key::HC_INTERVAL, "10")], key::HC_TIMEOUT, Inconsistent),
@@ -382,14 +382,14 @@ fn unknown_and_foreign_keys_are_ignored_with_a_warning() {
     assert_eq!(parsed.ignored[0].kind, ProblemKind::UnknownKey);
     assert!(parsed.ignored[0].reason.contains("healthcheck-path"));
     let parsed = parse(&ann(&[(key::TYPE, "nlb"), (key::CROSS_ZONE, "true")])).unwrap();
-    assert_eq!(parsed.ignored[0].kind, ProblemKind::ClassicOnly);
+    assert_eq!(parsed.ignored[0].kind, ProblemKind::NotApplicable);
     assert_eq!(
         parsed.cross_zone,
         Some(true),
         "parsed, then unused by the NLB code"
     );
     let parsed = parse(&ann(&[(key::PRIVATE_IPV4_ADDRESSES, "10.0.0.1")])).unwrap();
-    assert_eq!(parsed.ignored[0].kind, ProblemKind::NetworkOnly);
+    assert_eq!(parsed.ignored[0].kind, ProblemKind::NotApplicable);
 }
 
 fn arbitrary_annotations() -> impl Strategy<Value = BTreeMap<String, String>> {

@@ -1,12 +1,15 @@
 //! Command-line flags, compatible with the upstream cloud-controller-manager's names.
 
-use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
+use stratus_cloud::ProviderOptions;
+use stratus_election::LeaderElectionArgs;
+use stratus_kube_kit::KubeClientArgs;
 use stratus_runtime::duration::parse_go_duration;
-use stratus_serving::{AlwaysAllow, DecisionTtls, ServingConfig, TlsSource};
+use stratus_runtime::logging::LoggingArgs;
+use stratus_serving::ServingArgs;
 
 use crate::pod_network::{
     parse_allocator_type, parse_cluster_cidrs, pod_network, ClusterCidrs, MaskFlags, PodNetwork,
@@ -51,7 +54,8 @@ const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
     "permit-address-sharing",
 ];
 
-/// Flags of `cloud-controller-manager`.
+/// Flags of `cloud-controller-manager`. Groups owned by other crates are flattened in: the
+/// Kubernetes client, leader election, secure serving and logging.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "cloud-controller-manager",
@@ -61,18 +65,15 @@ const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
     args_override_self = true
 )]
 pub struct Options {
-    /// The cloud provider (only `aws` in this build).
+    /// The cloud provider (one of those this build registers, e.g. `aws`).
     #[arg(long = "cloud-provider")]
     pub cloud_provider: String,
     /// Path to the cloud provider configuration file (INI).
     #[arg(long = "cloud-config")]
     pub cloud_config: Option<PathBuf>,
-    /// Path to a kubeconfig; in-cluster config or $KUBECONFIG when unset.
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// Address of the Kubernetes API server (overrides the kubeconfig's server).
-    #[arg(long)]
-    pub master: Option<String>,
+    /// How to reach the apiserver.
+    #[command(flatten)]
+    pub client: KubeClientArgs,
     /// Instance prefix of the cluster.
     #[arg(long = "cluster-name", default_value = "kubernetes")]
     pub cluster_name: String,
@@ -91,33 +92,12 @@ pub struct Options {
     /// Allow running without a cluster ID (instances not scoped by tag).
     #[arg(long = "allow-untagged-cloud", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
     pub allow_untagged_cloud: bool,
-    /// Log verbosity (klog-style).
-    #[arg(long = "v", short = 'v', default_value_t = 0)]
-    pub verbosity: u8,
-    /// Run the controllers only while holding the leader lease (several replicas, one active).
-    #[arg(long = "leader-elect", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
-    pub leader_elect: bool,
-    /// How long a silent leader keeps the lease.
-    #[arg(long = "leader-elect-lease-duration", default_value = "15s", value_parser = parse_go_duration)]
-    pub leader_elect_lease_duration: Duration,
-    /// How long the leader keeps trying to renew before it gives up leading.
-    #[arg(long = "leader-elect-renew-deadline", default_value = "10s", value_parser = parse_go_duration)]
-    pub leader_elect_renew_deadline: Duration,
-    /// How often candidates try to take the lease and the leader renews it.
-    #[arg(long = "leader-elect-retry-period", default_value = "2s", value_parser = parse_go_duration)]
-    pub leader_elect_retry_period: Duration,
-    /// Name of the Lease.
-    #[arg(
-        long = "leader-elect-resource-name",
-        default_value = "cloud-controller-manager"
-    )]
-    pub leader_elect_resource_name: String,
-    /// Namespace of the Lease.
-    #[arg(
-        long = "leader-elect-resource-namespace",
-        default_value = "kube-system"
-    )]
-    pub leader_elect_resource_namespace: String,
+    /// Logging.
+    #[command(flatten)]
+    pub logging: LoggingArgs,
+    /// Leader election.
+    #[command(flatten)]
+    pub election: LeaderElectionArgs,
     /// Run the controllers listed for migration under the migration Lease shared with
     /// kube-controller-manager (upstream's default configuration unless --leader-migration-config).
     #[arg(long = "enable-leader-migration", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
@@ -130,9 +110,6 @@ pub struct Options {
     /// service-controller, route-controller) with short-lived tokens.
     #[arg(long = "use-service-account-credentials", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
     pub use_service_account_credentials: bool,
-    /// Log format: `text` or `json` (one JSON object per line).
-    #[arg(long = "logging-format", default_value = "text", value_parser = ["text", "json"])]
-    pub logging_format: String,
     /// Services whose load balancers are synced concurrently.
     #[arg(long = "concurrent-service-syncs", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrent_service_syncs: u16,
@@ -142,7 +119,7 @@ pub struct Options {
     /// Stratus: how long a changed node set must hold still before targets are updated.
     #[arg(long = "node-churn-quiet-period", default_value = "1s", value_parser = parse_go_duration)]
     pub node_churn_quiet_period: Duration,
-    /// Stratus: how often the shared EC2 instance view is listed again.
+    /// Stratus: how often the provider's shared instance view is listed again.
     #[arg(long = "instance-cache-refresh-period", default_value = "1m0s", value_parser = parse_go_duration)]
     pub instance_cache_refresh_period: Duration,
     /// Whether the route controller keeps cloud routes for node pod CIDRs (needs --cluster-cidr).
@@ -169,43 +146,16 @@ pub struct Options {
     /// Node pod CIDR mask size for the IPv6 cluster CIDR [default: 64].
     #[arg(long = "node-cidr-mask-size-ipv6", value_parser = clap::value_parser!(u8).range(1..=128))]
     pub node_cidr_mask_size_ipv6: Option<u8>,
-    /// The port HTTPS (/healthz, /livez, /readyz, /metrics) is served on; 0 turns serving off.
-    #[arg(long = "secure-port", default_value_t = 10258)]
-    pub secure_port: u16,
-    /// The address HTTPS is served on (0.0.0.0 or :: for every interface).
-    #[arg(long = "bind-address", default_value = "0.0.0.0")]
-    pub bind_address: IpAddr,
-    /// PEM serving certificate (then the intermediates); a self-signed one when unset.
-    #[arg(long = "tls-cert-file", requires = "tls_private_key_file")]
-    pub tls_cert_file: Option<PathBuf>,
-    /// PEM private key of --tls-cert-file.
-    #[arg(long = "tls-private-key-file", requires = "tls_cert_file")]
-    pub tls_private_key_file: Option<PathBuf>,
-    /// Where the self-signed certificate is kept (cloud-controller-manager.crt/.key); in memory when unset.
-    #[arg(long = "cert-dir")]
-    pub cert_dir: Option<PathBuf>,
-    /// Kubeconfig of the API server that reviews bearer tokens; the CCM's own when unset.
-    #[arg(long = "authentication-kubeconfig")]
-    pub authentication_kubeconfig: Option<PathBuf>,
-    /// Kubeconfig of the API server that authorizes requests; the CCM's own when unset.
-    #[arg(long = "authorization-kubeconfig")]
-    pub authorization_kubeconfig: Option<PathBuf>,
-    /// Accepted and ignored: the client-certificate settings it skips looking up are never used.
-    #[arg(long = "authentication-skip-lookup", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
-    pub authentication_skip_lookup: bool,
-    /// How long token reviews are cached.
-    #[arg(long = "authentication-token-webhook-cache-ttl", default_value = "10s", value_parser = parse_go_duration)]
-    pub authentication_token_webhook_cache_ttl: Duration,
-    /// How long 'authorized' answers are cached.
-    #[arg(long = "authorization-webhook-cache-authorized-ttl", default_value = "10s", value_parser = parse_go_duration)]
-    pub authorization_webhook_cache_authorized_ttl: Duration,
-    /// How long 'unauthorized' answers are cached.
-    #[arg(long = "authorization-webhook-cache-unauthorized-ttl", default_value = "10s", value_parser = parse_go_duration)]
-    pub authorization_webhook_cache_unauthorized_ttl: Duration,
-    /// Paths served without authentication or authorization (a trailing * matches a prefix).
-    #[arg(long = "authorization-always-allow-paths", default_value = stratus_serving::DEFAULT_ALWAYS_ALLOW_PATHS, value_parser = parse_always_allow_paths)]
-    pub authorization_always_allow_paths: AlwaysAllow,
+    /// Secure serving of /healthz, /livez, /readyz and /metrics.
+    #[command(flatten)]
+    pub serving: ServingArgs,
 }
+
+/// The cloud-controller-manager's secure port, as upstream.
+pub const SECURE_PORT: u16 = 10258;
+
+/// The main Lease's default name.
+pub const DEFAULT_LEASE: &str = "cloud-controller-manager";
 
 impl Options {
     /// The pod-network flags checked together; the error names the flag.
@@ -220,41 +170,21 @@ impl Options {
             },
         )
     }
-}
 
-impl Options {
-    /// What `--secure-port` and its companion flags ask for; `None` when the port is 0.
-    pub fn serving(&self) -> Option<ServingConfig> {
-        if self.secure_port == 0 {
-            return None;
-        }
-        let tls = match (&self.tls_cert_file, &self.tls_private_key_file) {
-            (Some(cert), Some(key)) => TlsSource::Files {
-                cert: cert.clone(),
-                key: key.clone(),
-            },
-            // clap requires both or neither.
-            _ => TlsSource::SelfSigned {
-                cert_dir: self.cert_dir.clone(),
-                hosts: stratus_serving::self_signed::default_hosts(self.bind_address),
-            },
-        };
-        Some(ServingConfig {
-            address: SocketAddr::new(self.bind_address, self.secure_port),
-            tls,
-            always_allow: self.authorization_always_allow_paths.clone(),
-            token_ttl: self.authentication_token_webhook_cache_ttl,
-            decision_ttls: DecisionTtls {
-                allowed: self.authorization_webhook_cache_authorized_ttl,
-                denied: self.authorization_webhook_cache_unauthorized_ttl,
-            },
-        })
+    /// The main Lease's name (`--leader-elect-resource-name`).
+    pub fn lease_name(&self) -> String {
+        self.election.lease_name(DEFAULT_LEASE)
     }
-}
 
-/// `--authorization-always-allow-paths`: comma-separated paths.
-fn parse_always_allow_paths(value: &str) -> Result<AlwaysAllow, String> {
-    AlwaysAllow::parse(&value.split(',').collect::<Vec<_>>())
+    /// What the provider is told besides its config file.
+    pub fn provider_options(&self) -> ProviderOptions {
+        ProviderOptions {
+            config_path: self.cloud_config.clone(),
+            cluster_name: self.cluster_name.clone(),
+            allow_untagged_cloud: self.allow_untagged_cloud,
+            cache_refresh_period: self.instance_cache_refresh_period,
+        }
+    }
 }
 
 /// Rejects upstream flags we do not implement, with a message naming them.
@@ -278,56 +208,10 @@ pub fn refuse_unimplemented(args: &[String]) -> Result<(), String> {
     }
 }
 
-/// The controllers Stratus knows, with whether `*` enables them.
-pub const KNOWN_CONTROLLERS: &[(&str, bool)] = &[
-    ("cloud-node", true),
-    ("cloud-node-lifecycle", true),
-    ("service", true),
-    ("route", true),
-];
-
-/// Resolves `--controllers` into the enabled set (upstream semantics).
-pub fn enabled_controllers(spec: &[String]) -> Result<Vec<&'static str>, String> {
-    let mut star = false;
-    let mut on: Vec<&str> = Vec::new();
-    let mut off: Vec<&str> = Vec::new();
-    for item in spec.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        if item == "*" {
-            star = true;
-            continue;
-        }
-        let (name, disable) = match item.strip_prefix('-') {
-            Some(n) => (n, true),
-            None => (item, false),
-        };
-        let known = KNOWN_CONTROLLERS
-            .iter()
-            .find(|(k, _)| *k == name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = KNOWN_CONTROLLERS.iter().map(|(k, _)| *k).collect();
-                format!(
-                    "--controllers: unknown controller {name:?} (known: {})",
-                    names.join(", ")
-                )
-            })?;
-        if disable {
-            off.push(known.0)
-        } else {
-            on.push(known.0)
-        }
-    }
-    Ok(KNOWN_CONTROLLERS
-        .iter()
-        .filter(|(name, default_on)| {
-            !off.contains(name) && (on.contains(name) || (star && *default_on))
-        })
-        .map(|(name, _)| *name)
-        .collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::enabled_controllers;
 
     fn parse(args: &[&str]) -> Result<Options, clap::Error> {
         Options::try_parse_from(std::iter::once("ccm").chain(args.iter().copied()))
@@ -351,7 +235,15 @@ mod tests {
         assert_eq!(o.node_status_update_frequency, Duration::from_secs(60));
         assert_eq!(o.node_monitor_period, Duration::from_secs(10));
         assert!(o.allow_untagged_cloud);
-        assert_eq!(o.verbosity, 2);
+        assert_eq!(o.logging.verbosity, 2);
+        assert_eq!(o.lease_name(), "cloud-controller-manager");
+        assert!(o.election.leader_elect);
+        let p = o.provider_options();
+        assert_eq!(
+            p.config_path.as_deref(),
+            Some(std::path::Path::new("/etc/aws.conf"))
+        );
+        assert!(p.allow_untagged_cloud);
         assert_eq!(
             enabled_controllers(&o.controllers).unwrap(),
             vec!["cloud-node", "cloud-node-lifecycle", "service"]
@@ -435,87 +327,27 @@ mod tests {
     }
 
     #[test]
-    fn serving_flags() {
+    fn groups_are_flattened_with_the_ccm_defaults() {
         let o = parse(&["--cloud-provider=aws"]).unwrap();
-        let c = o.serving().expect("served by default");
+        let c = o.serving.serving(SECURE_PORT).unwrap();
         assert_eq!(c.address, "0.0.0.0:10258".parse().unwrap());
-        assert!(matches!(
-            &c.tls,
-            TlsSource::SelfSigned { cert_dir: None, hosts } if hosts.contains(&"localhost".to_string())
-        ));
-        assert!(c.always_allow.matches("/healthz"));
-        assert!(c.always_allow.matches("/readyz"));
-        assert!(c.always_allow.matches("/livez"));
-        assert!(!c.always_allow.matches("/metrics"));
-        assert_eq!(c.token_ttl, Duration::from_secs(10));
-        assert_eq!(
-            c.decision_ttls,
-            DecisionTtls {
-                allowed: Duration::from_secs(10),
-                denied: Duration::from_secs(10)
-            }
-        );
-        assert!(!o.authentication_skip_lookup);
-
-        assert!(parse(&["--cloud-provider=aws", "--secure-port=0"])
-            .unwrap()
-            .serving()
-            .is_none());
-
         let o = parse(&[
             "--cloud-provider=aws",
-            "--secure-port=8443",
-            "--bind-address=::1",
-            "--tls-cert-file=/tls/tls.crt",
-            "--tls-private-key-file=/tls/tls.key",
-            "--authorization-always-allow-paths=/healthz,/metrics",
-            "--authentication-skip-lookup",
-            "--authentication-token-webhook-cache-ttl=0s",
-            "--authorization-webhook-cache-authorized-ttl=1m",
-            "--authorization-webhook-cache-unauthorized-ttl=5s",
+            "--secure-port=0",
+            "--kubeconfig=/k",
+            "--master=https://m",
+            "--leader-elect-resource-name=x",
+            "--logging-format=json",
         ])
         .unwrap();
-        let c = o.serving().unwrap();
-        assert_eq!(c.address, "[::1]:8443".parse().unwrap());
+        assert!(o.serving.serving(SECURE_PORT).is_none());
         assert_eq!(
-            c.tls,
-            TlsSource::Files {
-                cert: "/tls/tls.crt".into(),
-                key: "/tls/tls.key".into()
-            }
+            o.client.kubeconfig.as_deref(),
+            Some(std::path::Path::new("/k"))
         );
-        assert!(c.always_allow.matches("/metrics"));
-        assert!(!c.always_allow.matches("/readyz"));
-        assert_eq!(c.token_ttl, Duration::ZERO);
-        assert_eq!(c.decision_ttls.allowed, Duration::from_secs(60));
-        assert!(o.authentication_skip_lookup);
-
-        let o = parse(&["--cloud-provider=aws", "--cert-dir=/var/run/ccm"]).unwrap();
-        assert!(matches!(
-            o.serving().unwrap().tls,
-            TlsSource::SelfSigned { cert_dir: Some(d), .. } if d == std::path::Path::new("/var/run/ccm")
-        ));
-        let o = parse(&[
-            "--cloud-provider=aws",
-            "--authorization-always-allow-paths=",
-        ])
-        .unwrap();
-        assert!(!o.serving().unwrap().always_allow.matches("/healthz"));
-
-        for (bad, flag) in [
-            ("--tls-cert-file=/tls/tls.crt", "--tls-private-key-file"),
-            ("--tls-private-key-file=/tls/tls.key", "--tls-cert-file"),
-            (
-                "--authorization-always-allow-paths=/he*z",
-                "--authorization-always-allow-paths",
-            ),
-            ("--secure-port=70000", "--secure-port"),
-            ("--bind-address=localhost", "--bind-address"),
-        ] {
-            let e = parse(&["--cloud-provider=aws", bad]).unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{bad}");
-            assert!(e.to_string().contains(flag), "{bad}: {e}");
-        }
+        assert_eq!(o.client.master.as_deref(), Some("https://m"));
+        assert_eq!(o.lease_name(), "x");
+        assert_eq!(o.logging.logging_format, "json");
     }
 
     #[test]

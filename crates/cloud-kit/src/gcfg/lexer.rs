@@ -7,11 +7,11 @@
 //! must end the line and continues the value on the next one. Whitespace is space, tab and CR.
 //! Names are kept as written: folding case is the validator's business.
 
-use super::error::{truncate, ConfigProblem};
+use super::problem::{truncate, ConfigProblem};
 
 /// A section header and the entries under it, as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RawSection {
+pub struct RawSection {
     /// Section name as written (`Global`, `serviceoverride`, ...).
     pub name: String,
     /// The quoted subsection name, if any (`"1"` in `[ServiceOverride "1"]`), unescaped.
@@ -24,7 +24,7 @@ pub(crate) struct RawSection {
 
 /// One `key = value` (or bare `key`) line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RawEntry {
+pub struct RawEntry {
     /// Key as written.
     pub key: String,
     /// The unquoted value; `None` for a bare key without `=`.
@@ -79,7 +79,7 @@ enum Target {
 }
 
 /// Splits `text` into raw sections, reporting every malformed line (with its number) and going on.
-pub(crate) fn parse(text: &str) -> (Vec<RawSection>, Vec<ConfigProblem>) {
+pub fn parse(text: &str) -> (Vec<RawSection>, Vec<ConfigProblem>) {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text
         .split('\n')

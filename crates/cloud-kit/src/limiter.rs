@@ -1,9 +1,11 @@
-//! One adaptive client-side rate limiter per AWS service endpoint: token buckets with separate
-//! budgets for read (Describe/Get/List) and mutating calls, whose refill rate halves when AWS
-//! throttles and recovers gradually while it does not (AIMD), shared by every controller.
+//! One adaptive client-side rate limiter per cloud service endpoint: token buckets with separate
+//! budgets for read (Describe/Get/List) and mutating calls, whose refill rate halves when the
+//! cloud throttles and recovers gradually while it does not (AIMD), shared by every controller.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -31,7 +33,8 @@ impl CallClass {
         }
     }
 
-    fn label(self) -> &'static str {
+    /// The metric label: `read` or `mutate`.
+    pub fn label(self) -> &'static str {
         match self {
             CallClass::Read => "read",
             CallClass::Mutate => "mutate",
@@ -42,41 +45,19 @@ impl CallClass {
 /// A bucket's settings: up to `burst` calls at once, `rate` per second sustained.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BucketConfig {
+    /// Sustained calls per second.
     pub rate: f64,
+    /// Calls that may go at once after a quiet period.
     pub burst: f64,
 }
 
 /// The budgets of one service.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ServiceLimits {
+    /// Describe/Get/List calls.
     pub read: BucketConfig,
+    /// Every other call.
     pub mutate: BucketConfig,
-}
-
-/// AWS's published EC2 request-token buckets (non-mutating 100 / 20 per s, mutating 200 / 5 per
-/// s); the load-balancing APIs publish none, so they get the same read budget and a mutating
-/// budget of 200 / 20 per s. Throttling answers shrink any of them at run time.
-pub fn default_limits(service: &str) -> ServiceLimits {
-    let read = BucketConfig {
-        rate: 20.0,
-        burst: 100.0,
-    };
-    match service {
-        "ec2" => ServiceLimits {
-            read,
-            mutate: BucketConfig {
-                rate: 5.0,
-                burst: 200.0,
-            },
-        },
-        _ => ServiceLimits {
-            read,
-            mutate: BucketConfig {
-                rate: 20.0,
-                burst: 200.0,
-            },
-        },
-    }
 }
 
 /// The lowest share of the configured rate throttling can push a bucket down to.
@@ -99,6 +80,7 @@ pub struct Bucket {
 }
 
 impl Bucket {
+    /// A full bucket at `now`.
     pub fn new(config: BucketConfig, now: Instant) -> Bucket {
         Bucket {
             config,
@@ -134,7 +116,7 @@ impl Bucket {
         }
     }
 
-    /// AWS throttled a call: halve the rate (once per cooldown) and drop the burst reserve, so
+    /// The cloud throttled a call: halve the rate (once per cooldown) and drop the burst reserve, so
     /// the next calls are spaced out at once.
     pub fn throttled(&mut self, now: Instant) {
         self.advance(now);
@@ -148,18 +130,25 @@ impl Bucket {
         self.last_throttle = Some(now);
     }
 
+    /// The current refill rate (calls per second).
     pub fn rate(&self) -> f64 {
         self.rate
     }
 
+    /// Tokens available (negative while callers wait).
     pub fn tokens(&self) -> f64 {
         self.tokens
     }
 }
 
+/// Labels of one bucket.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LimiterLabels {
+    /// `aws`, `openstack`…
+    pub cloud: String,
+    /// The service endpoint (`ec2`, `compute`…).
     pub service: String,
+    /// `read` or `mutate`.
     pub class: String,
 }
 
@@ -179,23 +168,23 @@ pub struct LimiterMetrics {
 }
 
 impl LimiterMetrics {
-    /// Creates the metrics and registers them under `stratus_aws_rate_limiter_*`.
+    /// Creates the metrics and registers them under `stratus_cloud_rate_limiter_*`.
     pub fn register(registry: &mut Registry) -> LimiterMetrics {
         let m = LimiterMetrics::default();
-        let r = registry.sub_registry_with_prefix("stratus_aws_rate_limiter");
+        let r = registry.sub_registry_with_prefix("stratus_cloud_rate_limiter");
         r.register(
             "waits",
-            "AWS calls that waited for a token",
+            "Cloud API calls that waited for a token",
             m.waits.clone(),
         );
         r.register(
             "waited_milliseconds",
-            "Time AWS calls waited for tokens",
+            "Time cloud API calls waited for tokens",
             m.waited_ms.clone(),
         );
         r.register(
             "throttles",
-            "AWS throttling errors that shrank a bucket",
+            "Cloud throttling errors that shrank a bucket",
             m.throttles.clone(),
         );
         r.register(
@@ -215,6 +204,7 @@ impl LimiterMetrics {
 /// The limiter of one service endpoint.
 #[derive(Debug)]
 pub struct ServiceLimiter {
+    cloud: &'static str,
     service: &'static str,
     read: Mutex<Bucket>,
     mutate: Mutex<Bucket>,
@@ -222,13 +212,16 @@ pub struct ServiceLimiter {
 }
 
 impl ServiceLimiter {
+    /// A limiter for `service` of `cloud`, reporting into `metrics`.
     pub fn new(
+        cloud: &'static str,
         service: &'static str,
         limits: ServiceLimits,
         metrics: std::sync::Arc<LimiterMetrics>,
     ) -> ServiceLimiter {
         let now = Instant::now();
         let limiter = ServiceLimiter {
+            cloud,
             service,
             read: Mutex::new(Bucket::new(limits.read, now)),
             mutate: Mutex::new(Bucket::new(limits.mutate, now)),
@@ -250,6 +243,7 @@ impl ServiceLimiter {
 
     fn labels(&self, class: CallClass) -> LimiterLabels {
         LimiterLabels {
+            cloud: self.cloud.to_string(),
             service: self.service.to_string(),
             class: class.label().to_string(),
         }
@@ -287,7 +281,7 @@ impl ServiceLimiter {
         }
     }
 
-    /// AWS throttled `operation`: its budget shrinks.
+    /// The cloud throttled `operation`: its budget shrinks.
     pub fn throttled(&self, operation: &str) {
         let class = CallClass::of(operation);
         let mut bucket = self.bucket(class);
@@ -298,10 +292,11 @@ impl ServiceLimiter {
             .get_or_create(&self.labels(class))
             .inc();
         tracing::debug!(
+            cloud = self.cloud,
             service = self.service,
             class = class.label(),
             rate = bucket.rate(),
-            "AWS throttled: slowing down"
+            "cloud API throttled: slowing down"
         );
     }
 }

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::client::ClientBuilder;
 use kube::Client;
+use stratus_runtime::backoff::Backoff;
 use tokio::sync::Mutex;
 
 /// Where controller ServiceAccounts live.
@@ -196,9 +197,10 @@ async fn keep_renewed(
     current: Arc<RwLock<HeaderValue>>,
     mut lifetime: Duration,
 ) {
+    let backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
     loop {
         tokio::time::sleep(renew_after(lifetime)).await;
-        let mut backoff = Duration::from_secs(1);
+        let mut failures = 0;
         loop {
             match request_token(&root, account).await {
                 Ok((value, valid)) => {
@@ -208,9 +210,9 @@ async fn keep_renewed(
                     break;
                 }
                 Err(e) => {
+                    failures += 1;
                     tracing::warn!(account, error = %format!("{e:#}"), "token renewal failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                    tokio::time::sleep(backoff.delay(failures)).await;
                 }
             }
         }

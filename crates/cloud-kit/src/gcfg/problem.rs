@@ -1,9 +1,9 @@
-//! Problems found in an AWS cloud config, and how they are shown to people.
+//! Problems found in a cloud config file, and how they are shown to people.
 
 use std::fmt;
 
 /// Longest part of a value, in characters, that a problem message quotes.
-pub(crate) const MAX_SHOWN_CHARS: usize = 200;
+pub const MAX_SHOWN_CHARS: usize = 200;
 
 /// One thing wrong with a cloud config.
 ///
@@ -23,7 +23,7 @@ pub struct ConfigProblem {
 
 impl ConfigProblem {
     /// A problem with only a message.
-    pub(crate) fn new(message: impl Into<String>) -> Self {
+    pub fn new(message: impl Into<String>) -> Self {
         ConfigProblem {
             section: None,
             key: None,
@@ -33,19 +33,19 @@ impl ConfigProblem {
     }
 
     /// Sets the section label (without brackets).
-    pub(crate) fn in_section(mut self, section: impl Into<String>) -> Self {
+    pub fn in_section(mut self, section: impl Into<String>) -> Self {
         self.section = Some(section.into());
         self
     }
 
     /// Sets the key.
-    pub(crate) fn for_key(mut self, key: impl AsRef<str>) -> Self {
+    pub fn for_key(mut self, key: impl AsRef<str>) -> Self {
         self.key = Some(truncate(key.as_ref()));
         self
     }
 
     /// Sets the line number.
-    pub(crate) fn at_line(mut self, line: usize) -> Self {
+    pub fn at_line(mut self, line: usize) -> Self {
         self.line = Some(line);
         self
     }
@@ -93,7 +93,7 @@ impl fmt::Display for ConfigErrors {
 impl std::error::Error for ConfigErrors {}
 
 /// Quotes a user-supplied value for a message: escaped, on one line, at most 200 characters of it.
-pub(crate) fn shown(value: &str) -> String {
+pub fn shown(value: &str) -> String {
     let total = value.chars().count();
     if total <= MAX_SHOWN_CHARS {
         return format!("{value:?}");
@@ -103,7 +103,7 @@ pub(crate) fn shown(value: &str) -> String {
 }
 
 /// Cuts a user-supplied name to at most 200 characters (names are never secrets, just long).
-pub(crate) fn truncate(name: &str) -> String {
+pub fn truncate(name: &str) -> String {
     match name.char_indices().nth(MAX_SHOWN_CHARS) {
         Some((cut, _)) => format!("{}…", &name[..cut]),
         None => name.to_owned(),

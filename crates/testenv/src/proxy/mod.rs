@@ -1,9 +1,7 @@
-//! A counting HTTP/1 reverse proxy in front of moto.
-//!
-//! Every request is forwarded unchanged to the upstream and counted under `service:Action`:
-//! the service comes from the SigV4 credential scope of the `Authorization` header, the action
-//! from the `Action` parameter (query protocols: form body or URL query) or from the
-//! `X-Amz-Target` header (JSON protocols). Unknown parts are counted as `unknown`.
+//! A counting and fault-injecting HTTP/1 reverse proxy in front of a cloud emulator. The core
+//! knows no cloud: a [`Protocol`] names each request `service:Action`, speaks the cloud's error
+//! format for injected faults, and may answer or rewrite what the emulator lacks
+//! ([`aws::AwsProtocol`] for moto).
 //!
 //! Control endpoints served by the proxy itself:
 //! - `GET /__stratus/counts`: the counters as a JSON object, e.g. `{"ec2:DescribeInstances": 3}`
@@ -14,16 +12,7 @@
 //!   list releases nothing already held but stops holding new requests.
 //! - `POST /__stratus/release`: lets every request held so far go on (forwarded, or answered
 //!   with the answer held back), as if the network came back.
-//! - `POST /__stratus/ecr-token`: `{"lifetime_seconds": 43200}` (or `null`) sets how long the
-//!   ECR authorization tokens handed out from now on live (see below).
-//!
-//! Two gaps of moto are filled here, for the ECR credential provider:
-//! - moto's ECR `GetAuthorizationToken` always answers `expiresAt` 2015-01-01 (already expired).
-//!   With a lifetime set, the proxy rewrites `expiresAt` to now + lifetime.
-//! - moto has no ECR Public service. The proxy answers ECR Public `GetAuthorizationToken` itself
-//!   (counted like any request) with the fixed token `AWS:ecr-public-auth-token`, expiring after
-//!   the lifetime, or on 2015-01-01 like moto's private ECR when none is set. Other ECR Public
-//!   calls are forwarded to moto, which rejects them.
+//! - protocol-specific endpoints (AWS: `POST /__stratus/ecr-token`, see [`aws`]).
 //!
 //! - `POST /__stratus/faults`: a JSON list of [`Fault`] rules (e.g. `[{"service": "ec2",
 //!   "kind": "throttle", "rate": 0.3}]`): matching requests are throttled, failed with a 5xx,
@@ -60,26 +49,81 @@ pub const FAULTS_PATH: &str = "/__stratus/faults";
 /// Path of the per-second timeline endpoint.
 pub const TIMELINE_PATH: &str = "/__stratus/timeline";
 
-use crate::faults::{error_answer, latency, pick, Timeline};
+use crate::faults::{latency, pick, Timeline};
 pub use crate::faults::{Fault, FaultKind, Second};
-/// Path of the ECR token lifetime endpoint.
-pub const ECR_TOKEN_PATH: &str = "/__stratus/ecr-token";
 
-/// Body of [`ECR_TOKEN_PATH`].
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct EcrToken {
-    /// Lifetime of the ECR (and ECR Public) authorization tokens answered from now on; `None`
-    /// keeps moto's already expired tokens.
-    pub lifetime_seconds: Option<u64>,
+pub mod aws;
+mod thread;
+
+pub use aws::{aws, AwsProtocol, EcrToken, ECR_PUBLIC_PASSWORD, ECR_TOKEN_PATH};
+pub use thread::ProxyThread;
+
+/// What the proxy understood about a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestInfo {
+    /// The service (AWS: the SigV4 signing name, `ec2`, `elasticloadbalancing`...).
+    pub service: String,
+    /// The API action (`DescribeInstances`, ...).
+    pub action: String,
 }
 
-/// The password of the ECR Public token the proxy hands out (user `AWS`).
-pub const ECR_PUBLIC_PASSWORD: &str = "ecr-public-auth-token";
-/// `base64("AWS:ecr-public-auth-token")`.
-const ECR_PUBLIC_TOKEN: &str = "QVdTOmVjci1wdWJsaWMtYXV0aC10b2tlbg==";
-/// 2015-01-01T00:00:00Z, moto's fixed ECR token expiry.
-const MOTO_ECR_EXPIRY: f64 = 1_420_070_400.0;
+impl RequestInfo {
+    /// The counter key, `service:Action`.
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.service, self.action)
+    }
+}
 
+/// The body of a proxied answer.
+pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+/// Sends a request to the emulator.
+pub struct Upstream {
+    uri: Uri,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+/// One cloud's wire protocol, as the proxy needs it.
+#[async_trait::async_trait]
+pub trait Protocol: Send + Sync + 'static {
+    /// Names a request: service and action (`unknown` for parts that cannot be told).
+    fn classify(&self, headers: &HeaderMap, uri: &Uri, body: &[u8]) -> RequestInfo;
+
+    /// The answer to an injected throttle or server error, in the cloud's own error format:
+    /// status, content type and body. `None` for faults that are not answers (latency, drop).
+    fn error_answer(
+        &self,
+        info: &RequestInfo,
+        kind: &FaultKind,
+    ) -> Option<(StatusCode, &'static str, String)>;
+
+    /// A control request under `/__stratus/` this protocol serves itself, if it is one.
+    async fn control(
+        &self,
+        _method: &Method,
+        _path: &str,
+        _body: &Bytes,
+    ) -> Option<Response<ProxyBody>> {
+        None
+    }
+
+    /// Carries a request the proxy lets through: by default forwards it unchanged; a protocol
+    /// answers itself or rewrites the answer where the emulator falls short.
+    async fn exchange(
+        &self,
+        _info: &RequestInfo,
+        parts: http::request::Parts,
+        body: Bytes,
+        upstream: &Upstream,
+    ) -> Response<ProxyBody> {
+        upstream.forward(parts, body).await
+    }
+
+    /// Paths of the control requests [`Protocol::control`] serves.
+    fn control_paths(&self) -> &'static [&'static str] {
+        &[]
+    }
+}
 /// Requests to hold without an answer.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Hold {
@@ -98,7 +142,6 @@ pub struct Counters {
     release: tokio::sync::Notify,
     faults: Mutex<Vec<Fault>>,
     timeline: Mutex<Timeline>,
-    ecr_token_lifetime: Mutex<Option<u64>>,
 }
 
 impl Counters {
@@ -166,26 +209,6 @@ impl Counters {
         self.release.notify_waiters();
     }
 
-    /// Sets the lifetime of the ECR tokens answered from now on (see the module docs).
-    pub fn set_ecr_token_lifetime(&self, seconds: Option<u64>) {
-        *self
-            .ecr_token_lifetime
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = seconds;
-    }
-
-    /// The `expiresAt` (Unix seconds) of an ECR token answered now, if a lifetime is set.
-    fn ecr_token_expiry(&self) -> Option<f64> {
-        let lifetime = (*self
-            .ecr_token_lifetime
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()))?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        Some((now.as_secs() + lifetime) as f64)
-    }
-
     fn hold_for(&self, action: &str) -> Option<Hold> {
         self.holds
             .lock()
@@ -194,72 +217,6 @@ impl Counters {
             .find(|h| h.action == action)
             .cloned()
     }
-}
-
-/// What the proxy understood about an AWS request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestInfo {
-    /// Signing name from the SigV4 credential scope (`ec2`, `elasticloadbalancing`, ...).
-    pub service: String,
-    /// API action (`DescribeInstances`, ...).
-    pub action: String,
-}
-
-impl RequestInfo {
-    /// Identifies an AWS request from its headers, URL query and (form) body.
-    pub fn classify(headers: &HeaderMap, uri: &Uri, body: &[u8]) -> RequestInfo {
-        let service = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(sigv4_service)
-            .unwrap_or("unknown");
-        let target_action = headers
-            .get("x-amz-target")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|target| target.rsplit_once('.'))
-            .map(|(_, action)| action);
-        let is_form = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
-        let form_action = is_form
-            .then(|| std::str::from_utf8(body).ok())
-            .flatten()
-            .and_then(action_param);
-        let action = target_action
-            .or(form_action)
-            .or_else(|| uri.query().and_then(action_param))
-            .unwrap_or("unknown");
-        RequestInfo {
-            service: service.to_owned(),
-            action: action.to_owned(),
-        }
-    }
-
-    /// The counter key, `service:Action`.
-    pub fn key(&self) -> String {
-        format!("{}:{}", self.service, self.action)
-    }
-}
-
-/// `Credential=AKID/date/region/SERVICE/aws4_request` → `SERVICE`.
-fn sigv4_service(authorization: &str) -> Option<&str> {
-    let (_, rest) = authorization.split_once("Credential=")?;
-    let scope = rest.split([',', ' ']).next()?;
-    let parts: Vec<&str> = scope.split('/').collect();
-    match parts.as_slice() {
-        [_, _, _, service, "aws4_request"] if !service.is_empty() => Some(service),
-        _ => None,
-    }
-}
-
-/// The `Action` value of an `application/x-www-form-urlencoded` string.
-fn action_param(form: &str) -> Option<&str> {
-    form.split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(key, _)| *key == "Action")
-        .map(|(_, value)| value)
-        .filter(|value| !value.is_empty())
 }
 
 /// What to do with one request; the hook for fault injection.
@@ -275,28 +232,34 @@ enum Decision {
     Inject(FaultKind),
 }
 
-type ProxyBody = BoxBody<Bytes, hyper::Error>;
-
 struct Proxy {
-    upstream: Uri,
-    client: Client<HttpConnector, Full<Bytes>>,
+    upstream: Upstream,
     counters: Arc<Counters>,
+    protocol: Arc<dyn Protocol>,
 }
 
 /// Serves the proxy on `listener` until the task is dropped, forwarding to `upstream`
-/// (e.g. `http://127.0.0.1:5000`).
-pub async fn serve(listener: TcpListener, upstream: String, counters: Arc<Counters>) -> Result<()> {
-    let upstream: Uri = upstream
+/// (e.g. `http://127.0.0.1:5000`) and reading requests with `protocol`.
+pub async fn serve(
+    listener: TcpListener,
+    upstream: String,
+    counters: Arc<Counters>,
+    protocol: Arc<dyn Protocol>,
+) -> Result<()> {
+    let uri: Uri = upstream
         .parse()
         .with_context(|| format!("invalid upstream URL {upstream:?}"))?;
     anyhow::ensure!(
-        upstream.scheme().is_some() && upstream.authority().is_some(),
-        "upstream URL {upstream} needs a scheme and host"
+        uri.scheme().is_some() && uri.authority().is_some(),
+        "upstream URL {uri} needs a scheme and host"
     );
     let proxy = Arc::new(Proxy {
-        upstream,
-        client: Client::builder(TokioExecutor::new()).build_http(),
+        upstream: Upstream {
+            uri,
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        },
         counters,
+        protocol,
     });
     loop {
         let (stream, _) = match listener.accept().await {
@@ -373,19 +336,6 @@ impl Proxy {
                 self.counters.set_faults(faults);
                 return json_response(StatusCode::OK, b"{}".to_vec());
             }
-            (&Method::POST, ECR_TOKEN_PATH) => {
-                let body = request.into_body().collect().await.map(|c| c.to_bytes());
-                return match body.map(|b| serde_json::from_slice::<EcrToken>(&b)) {
-                    Ok(Ok(token)) => {
-                        self.counters.set_ecr_token_lifetime(token.lifetime_seconds);
-                        json_response(StatusCode::OK, b"{}".to_vec())
-                    }
-                    Ok(Err(e)) => {
-                        error_response(StatusCode::BAD_REQUEST, &format!("ecr token: {e}"))
-                    }
-                    Err(e) => error_response(StatusCode::BAD_REQUEST, &format!("body: {e}")),
-                };
-            }
             (&Method::POST, HOLD_PATH) => {
                 let body = request.into_body().collect().await.map(|c| c.to_bytes());
                 return match body.map(|b| serde_json::from_slice::<Vec<Hold>>(&b)) {
@@ -396,6 +346,19 @@ impl Proxy {
                     Ok(Err(e)) => error_response(StatusCode::BAD_REQUEST, &format!("holds: {e}")),
                     Err(e) => error_response(StatusCode::BAD_REQUEST, &format!("body: {e}")),
                 };
+            }
+            (method, path) if self.protocol.control_paths().contains(&path) => {
+                let (method, path) = (method.clone(), path.to_string());
+                let body = match request.into_body().collect().await {
+                    Ok(c) => c.to_bytes(),
+                    Err(e) => {
+                        return error_response(StatusCode::BAD_REQUEST, &format!("body: {e}"))
+                    }
+                };
+                if let Some(answer) = self.protocol.control(&method, &path, &body).await {
+                    return answer;
+                }
+                return error_response(StatusCode::NOT_FOUND, &format!("{method} {path}"));
             }
             _ => {}
         }
@@ -410,48 +373,38 @@ impl Proxy {
                 )
             }
         };
-        let info = RequestInfo::classify(&parts.headers, &parts.uri, &body);
+        let info = self.protocol.classify(&parts.headers, &parts.uri, &body);
         self.counters.record(&info.key());
 
         // Registered before deciding, so a release right after the decision is not missed.
         let released = self.counters.release.notified();
         match self.decide(&info) {
-            Decision::Forward if info.service == "ecr-public" => {
-                if info.action == "GetAuthorizationToken" {
-                    ecr_public_token(self.counters.ecr_token_expiry())
-                } else {
-                    self.forward(parts, body).await
-                }
+            Decision::Forward => {
+                self.protocol
+                    .exchange(&info, parts, body, &self.upstream)
+                    .await
             }
-            Decision::Forward if info.key() == "ecr:GetAuthorizationToken" => {
-                let response = self.forward(parts, body).await;
-                match self.counters.ecr_token_expiry() {
-                    Some(expires_at) => with_ecr_expiry(response, expires_at).await,
-                    None => response,
-                }
-            }
-            Decision::Forward => self.forward(parts, body).await,
             Decision::HoldRequest => {
                 released.await;
-                self.forward(parts, body).await
+                self.upstream.forward(parts, body).await
             }
             Decision::HoldResponse => {
-                let response = self.forward(parts, body).await;
+                let response = self.upstream.forward(parts, body).await;
                 released.await;
                 response
             }
             Decision::Inject(kind) => {
                 if let Some(delay) = latency(&kind) {
                     tokio::time::sleep(delay).await;
-                    return self.forward(parts, body).await;
+                    return self.upstream.forward(parts, body).await;
                 }
-                match error_answer(&info.service, &kind) {
-                    Some((status, xml)) => {
-                        let mut response = Response::new(full(xml.into_bytes()));
+                match self.protocol.error_answer(&info, &kind) {
+                    Some((status, content_type, text)) => {
+                        let mut response = Response::new(full(text.into_bytes()));
                         *response.status_mut() = status;
                         response
                             .headers_mut()
-                            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
+                            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
                         response
                     }
                     // Drop: the caller turns this marker into a closed connection.
@@ -472,9 +425,12 @@ impl Proxy {
             Some(_) => Decision::HoldRequest,
         }
     }
+}
 
-    async fn forward(&self, parts: http::request::Parts, body: Bytes) -> Response<ProxyBody> {
-        let mut uri = self.upstream.clone().into_parts();
+impl Upstream {
+    /// Sends the request on to the emulator, unchanged but for hop-by-hop headers.
+    pub async fn forward(&self, parts: http::request::Parts, body: Bytes) -> Response<ProxyBody> {
+        let mut uri = self.uri.clone().into_parts();
         uri.path_and_query = parts.uri.path_and_query().cloned();
         let uri = match Uri::from_parts(uri) {
             Ok(uri) => uri,
@@ -498,52 +454,6 @@ impl Proxy {
             ),
         }
     }
-}
-
-/// The proxy's own answer to ECR Public `GetAuthorizationToken` (moto has no ECR Public).
-fn ecr_public_token(expires_at: Option<f64>) -> Response<ProxyBody> {
-    let body = serde_json::json!({
-        "authorizationData": {
-            "authorizationToken": ECR_PUBLIC_TOKEN,
-            "expiresAt": expires_at.unwrap_or(MOTO_ECR_EXPIRY),
-        }
-    });
-    let mut response = json_response(StatusCode::OK, body.to_string().into_bytes());
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-amz-json-1.1"),
-    );
-    response
-}
-
-/// Rewrites every `authorizationData[].expiresAt` of a successful ECR `GetAuthorizationToken`
-/// answer to `expires_at`; anything else passes unchanged.
-async fn with_ecr_expiry(response: Response<ProxyBody>, expires_at: f64) -> Response<ProxyBody> {
-    if !response.status().is_success() {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    let bytes = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(err) => {
-            return error_response(
-                StatusCode::BAD_GATEWAY,
-                &format!("reading the upstream answer: {err}"),
-            )
-        }
-    };
-    let rewritten = serde_json::from_slice::<serde_json::Value>(&bytes)
-        .ok()
-        .and_then(|mut answer| {
-            for data in answer.get_mut("authorizationData")?.as_array_mut()? {
-                data.as_object_mut()?
-                    .insert("expiresAt".to_owned(), serde_json::json!(expires_at));
-            }
-            serde_json::to_vec(&answer).ok()
-        });
-    let body = rewritten.unwrap_or_else(|| bytes.to_vec());
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, full(body))
 }
 
 /// Drops connection-scoped headers; the body is re-framed by hyper.
@@ -573,7 +483,7 @@ fn dropped_marker() -> Response<ProxyBody> {
     response
 }
 
-fn json_response(status: StatusCode, body: Vec<u8>) -> Response<ProxyBody> {
+pub(crate) fn json_response(status: StatusCode, body: Vec<u8>) -> Response<ProxyBody> {
     let mut response = Response::new(full(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
@@ -583,113 +493,15 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response<ProxyBody> {
     response
 }
 
-fn error_response(status: StatusCode, message: &str) -> Response<ProxyBody> {
-    tracing::warn!("aws proxy: {message}");
-    let mut response = Response::new(full(format!("stratus aws proxy: {message}\n").into_bytes()));
+pub(crate) fn error_response(status: StatusCode, message: &str) -> Response<ProxyBody> {
+    tracing::warn!("stratus proxy: {message}");
+    let mut response = Response::new(full(format!("stratus proxy: {message}\n").into_bytes()));
     *response.status_mut() = status;
     response
 }
 
-fn full(body: Vec<u8>) -> ProxyBody {
+pub(crate) fn full(body: Vec<u8>) -> ProxyBody {
     Full::new(Bytes::from(body))
         .map_err(|never| match never {})
         .boxed()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        pairs
-            .iter()
-            .map(|(k, v)| {
-                (
-                    header::HeaderName::from_static(k),
-                    HeaderValue::from_str(v).unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    const AUTH_EC2: &str = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/ec2/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc";
-
-    #[test]
-    fn query_protocol_form_body() {
-        let h = headers(&[
-            ("authorization", AUTH_EC2),
-            (
-                "content-type",
-                "application/x-www-form-urlencoded; charset=utf-8",
-            ),
-        ]);
-        let info = RequestInfo::classify(
-            &h,
-            &"/".parse().unwrap(),
-            b"Action=DescribeRegions&Version=2016-11-15",
-        );
-        assert_eq!(info.key(), "ec2:DescribeRegions");
-    }
-
-    #[test]
-    fn query_protocol_url_query() {
-        let h = headers(&[("authorization", AUTH_EC2)]);
-        let uri = "/?Version=2016-11-15&Action=DescribeInstances"
-            .parse()
-            .unwrap();
-        assert_eq!(
-            RequestInfo::classify(&h, &uri, b"").key(),
-            "ec2:DescribeInstances"
-        );
-    }
-
-    #[test]
-    fn json_protocol_target() {
-        let h = headers(&[
-            ("authorization", "AWS4-HMAC-SHA256 Credential=AKID/20260101/us-west-2/logs/aws4_request,SignedHeaders=host,Signature=x"),
-            ("x-amz-target", "Logs_20140328.PutLogEvents"),
-            ("content-type", "application/x-amz-json-1.1"),
-        ]);
-        let info = RequestInfo::classify(&h, &"/".parse().unwrap(), b"{\"Action\":\"nope\"}");
-        assert_eq!(info.key(), "logs:PutLogEvents");
-    }
-
-    async fn body_json(response: Response<ProxyBody>) -> serde_json::Value {
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        serde_json::from_slice(&bytes).unwrap()
-    }
-
-    #[tokio::test]
-    async fn ecr_tokens_get_the_configured_expiry() {
-        let moto = br#"{"authorizationData":[{"authorizationToken":"QVdTOng=","expiresAt":1420070400.0,"proxyEndpoint":"https://x"}]}"#;
-        let response = json_response(StatusCode::OK, moto.to_vec());
-        let answer = body_json(with_ecr_expiry(response, 1_900_000_000.0).await).await;
-        assert_eq!(answer["authorizationData"][0]["expiresAt"], 1_900_000_000.0);
-        assert_eq!(
-            answer["authorizationData"][0]["authorizationToken"],
-            "QVdTOng="
-        );
-        // Errors pass unchanged.
-        let error = error_response(StatusCode::BAD_REQUEST, "nope");
-        let passed = with_ecr_expiry(error, 1.0).await;
-        assert_eq!(passed.status(), StatusCode::BAD_REQUEST);
-    }
-
-    #[tokio::test]
-    async fn ecr_public_tokens_are_answered_by_the_proxy() {
-        let answer = body_json(ecr_public_token(Some(1_900_000_000.0))).await;
-        assert_eq!(answer["authorizationData"]["expiresAt"], 1_900_000_000.0);
-        assert_eq!(
-            answer["authorizationData"]["authorizationToken"],
-            ECR_PUBLIC_TOKEN
-        );
-        let answer = body_json(ecr_public_token(None)).await;
-        assert_eq!(answer["authorizationData"]["expiresAt"], MOTO_ECR_EXPIRY);
-    }
-
-    #[test]
-    fn unknown_parts() {
-        let info = RequestInfo::classify(&HeaderMap::new(), &"/bucket/key".parse().unwrap(), b"");
-        assert_eq!(info.key(), "unknown:unknown");
-    }
 }

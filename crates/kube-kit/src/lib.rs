@@ -1,0 +1,14 @@
+//! Kubernetes plumbing shared by every Stratus binary: the client flags and the one client
+//! builder, Event publishing, watch health (for readiness) and the wait for a cache's first list.
+//!
+//! Writes only Events (events.k8s.io) for the controllers that publish them.
+
+pub mod client;
+pub mod events;
+pub mod store;
+pub mod watch_health;
+
+pub use client::{ClientError, KubeClientArgs};
+pub use events::EventPublisher;
+pub use store::wait_for_store;
+pub use watch_health::{WatchHealth, WatchSignal, WatchState};

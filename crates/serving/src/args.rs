@@ -1,0 +1,225 @@
+//! The upstream secure-serving flags (`--secure-port`, `--bind-address`, TLS files, delegated
+//! authentication and authorization) as a clap group any binary can flatten, and what they make:
+//! the server settings and the review clients.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{ArgAction, Args};
+use stratus_kube_kit::client::{client, from_kubeconfig, ClientError};
+use stratus_runtime::duration::parse_go_duration;
+
+use crate::{AlwaysAllow, DecisionTtls, ReviewClients, ServingConfig, TlsSource};
+
+/// Secure serving flags, with the upstream names and defaults (the port's default is the
+/// component's own, given to [`ServingArgs::serving`]).
+#[derive(Debug, Clone, Args)]
+pub struct ServingArgs {
+    /// The port HTTPS (/healthz, /livez, /readyz, /metrics) is served on; 0 turns serving off
+    /// [default: the component's port, 10258 for the cloud-controller-manager].
+    #[arg(long = "secure-port")]
+    pub secure_port: Option<u16>,
+    /// The address HTTPS is served on (0.0.0.0 or :: for every interface).
+    #[arg(long = "bind-address", default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// PEM serving certificate (then the intermediates); a self-signed one when unset.
+    #[arg(long = "tls-cert-file", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long = "tls-private-key-file", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Where the self-signed certificate is kept (<component>.crt/.key); in memory when unset.
+    #[arg(long = "cert-dir")]
+    pub cert_dir: Option<PathBuf>,
+    /// Kubeconfig of the API server that reviews bearer tokens; the component's own when unset.
+    #[arg(long = "authentication-kubeconfig")]
+    pub authentication_kubeconfig: Option<PathBuf>,
+    /// Kubeconfig of the API server that authorizes requests; the component's own when unset.
+    #[arg(long = "authorization-kubeconfig")]
+    pub authorization_kubeconfig: Option<PathBuf>,
+    /// Accepted and ignored: the client-certificate settings it skips looking up are never used.
+    #[arg(long = "authentication-skip-lookup", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub authentication_skip_lookup: bool,
+    /// How long token reviews are cached.
+    #[arg(long = "authentication-token-webhook-cache-ttl", default_value = "10s", value_parser = parse_go_duration)]
+    pub authentication_token_webhook_cache_ttl: Duration,
+    /// How long 'authorized' answers are cached.
+    #[arg(long = "authorization-webhook-cache-authorized-ttl", default_value = "10s", value_parser = parse_go_duration)]
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+    /// How long 'unauthorized' answers are cached.
+    #[arg(long = "authorization-webhook-cache-unauthorized-ttl", default_value = "10s", value_parser = parse_go_duration)]
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
+    /// Paths served without authentication or authorization (a trailing * matches a prefix).
+    #[arg(long = "authorization-always-allow-paths", default_value = crate::DEFAULT_ALWAYS_ALLOW_PATHS, value_parser = parse_always_allow_paths)]
+    pub authorization_always_allow_paths: AlwaysAllow,
+}
+
+/// `--authorization-always-allow-paths`: comma-separated paths.
+fn parse_always_allow_paths(value: &str) -> Result<AlwaysAllow, String> {
+    AlwaysAllow::parse(&value.split(',').collect::<Vec<_>>())
+}
+
+impl ServingArgs {
+    /// What the flags ask for; `None` when the port is 0 (`default_port` when unset).
+    pub fn serving(&self, default_port: u16) -> Option<ServingConfig> {
+        let port = self.secure_port.unwrap_or(default_port);
+        if port == 0 {
+            return None;
+        }
+        let tls = match (&self.tls_cert_file, &self.tls_private_key_file) {
+            (Some(cert), Some(key)) => TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            // clap requires both or neither.
+            _ => TlsSource::SelfSigned {
+                cert_dir: self.cert_dir.clone(),
+                hosts: crate::self_signed::default_hosts(self.bind_address),
+            },
+        };
+        Some(ServingConfig {
+            address: SocketAddr::new(self.bind_address, port),
+            tls,
+            always_allow: self.authorization_always_allow_paths.clone(),
+            token_ttl: self.authentication_token_webhook_cache_ttl,
+            decision_ttls: DecisionTtls {
+                allowed: self.authorization_webhook_cache_authorized_ttl,
+                denied: self.authorization_webhook_cache_unauthorized_ttl,
+            },
+        })
+    }
+
+    /// The clients that review tokens and access: the component's own unless the review
+    /// kubeconfig flags name others.
+    pub async fn review_clients(&self, own: &kube::Client) -> Result<ReviewClients, ClientError> {
+        if self.authentication_skip_lookup {
+            tracing::info!("--authentication-skip-lookup has no effect: client certificates and front-proxy headers are never trusted, so nothing is looked up");
+        }
+        Ok(ReviewClients {
+            authentication: review_client(
+                self.authentication_kubeconfig.as_deref(),
+                "--authentication-kubeconfig",
+                own,
+            )
+            .await?,
+            authorization: review_client(
+                self.authorization_kubeconfig.as_deref(),
+                "--authorization-kubeconfig",
+                own,
+            )
+            .await?,
+        })
+    }
+}
+
+async fn review_client(
+    path: Option<&Path>,
+    flag: &str,
+    own: &kube::Client,
+) -> Result<kube::Client, ClientError> {
+    match path {
+        None => Ok(own.clone()),
+        Some(path) => client(from_kubeconfig(path, flag).await?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Flags {
+        #[command(flatten)]
+        serving: ServingArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<Flags, clap::Error> {
+        Flags::try_parse_from(std::iter::once("x").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn serving_flags() {
+        let o = parse(&[]).unwrap();
+        let c = o.serving.serving(10258).expect("served by default");
+        assert_eq!(c.address, "0.0.0.0:10258".parse().unwrap());
+        assert!(matches!(
+            &c.tls,
+            TlsSource::SelfSigned { cert_dir: None, hosts } if hosts.contains(&"localhost".to_string())
+        ));
+        assert!(c.always_allow.matches("/healthz"));
+        assert!(c.always_allow.matches("/readyz"));
+        assert!(c.always_allow.matches("/livez"));
+        assert!(!c.always_allow.matches("/metrics"));
+        assert_eq!(c.token_ttl, Duration::from_secs(10));
+        assert_eq!(
+            c.decision_ttls,
+            DecisionTtls {
+                allowed: Duration::from_secs(10),
+                denied: Duration::from_secs(10)
+            }
+        );
+        assert!(!o.serving.authentication_skip_lookup);
+        assert!(parse(&["--secure-port=0"])
+            .unwrap()
+            .serving
+            .serving(10258)
+            .is_none());
+
+        let o = parse(&[
+            "--secure-port=8443",
+            "--bind-address=::1",
+            "--tls-cert-file=/tls/tls.crt",
+            "--tls-private-key-file=/tls/tls.key",
+            "--authorization-always-allow-paths=/healthz,/metrics",
+            "--authentication-skip-lookup",
+            "--authentication-token-webhook-cache-ttl=0s",
+            "--authorization-webhook-cache-authorized-ttl=1m",
+            "--authorization-webhook-cache-unauthorized-ttl=5s",
+        ])
+        .unwrap();
+        let c = o.serving.serving(10258).unwrap();
+        assert_eq!(c.address, "[::1]:8443".parse().unwrap());
+        assert_eq!(
+            c.tls,
+            TlsSource::Files {
+                cert: "/tls/tls.crt".into(),
+                key: "/tls/tls.key".into()
+            }
+        );
+        assert!(c.always_allow.matches("/metrics"));
+        assert!(!c.always_allow.matches("/readyz"));
+        assert_eq!(c.token_ttl, Duration::ZERO);
+        assert_eq!(c.decision_ttls.allowed, Duration::from_secs(60));
+        assert!(o.serving.authentication_skip_lookup);
+
+        let o = parse(&["--cert-dir=/var/run/ccm"]).unwrap();
+        assert!(matches!(
+            o.serving.serving(10258).unwrap().tls,
+            TlsSource::SelfSigned { cert_dir: Some(d), .. } if d == std::path::Path::new("/var/run/ccm")
+        ));
+        let o = parse(&["--authorization-always-allow-paths="]).unwrap();
+        assert!(!o
+            .serving
+            .serving(1)
+            .unwrap()
+            .always_allow
+            .matches("/healthz"));
+
+        for (bad, flag) in [
+            ("--tls-cert-file=/tls/tls.crt", "--tls-private-key-file"),
+            ("--tls-private-key-file=/tls/tls.key", "--tls-cert-file"),
+            (
+                "--authorization-always-allow-paths=/he*z",
+                "--authorization-always-allow-paths",
+            ),
+            ("--secure-port=70000", "--secure-port"),
+            ("--bind-address=localhost", "--bind-address"),
+        ] {
+            let e = parse(&[bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            assert!(e.to_string().contains(flag), "{bad}: {e}");
+        }
+    }
+}
