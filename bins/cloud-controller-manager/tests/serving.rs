@@ -2,6 +2,8 @@
 //! `/metrics` behind delegated authentication (TokenReview) and authorization
 //! (SubjectAccessReview), `/readyz` following the caches, the certificate served, and the stop
 //! on SIGTERM.
+// Unsafe code in this file: SIGTERM to the CCM through libc::kill.
+#![allow(unsafe_code)]
 
 mod common;
 

@@ -6,6 +6,8 @@
 //! AWS call; after that it is *stale*: refreshed, but still served if AWS cannot be reached
 //! while the token is valid. Expired, corrupt, foreign-owned or group/world-accessible files
 //! are ignored and replaced.
+// Unsafe code in this file: geteuid to check the cache owner (no safe wrapper in std).
+#![allow(unsafe_code)]
 
 use std::fs;
 use std::io::{self, Read, Write};

@@ -48,6 +48,7 @@ pub enum ControllerClients {
     PerAccount(Box<PerAccount>),
 }
 
+/// Clients made per ServiceAccount on first use, with renewed TokenRequest tokens.
 pub struct PerAccount {
     /// The CCM's client: creates the accounts and requests their tokens.
     root: Client,
@@ -57,6 +58,7 @@ pub struct PerAccount {
 }
 
 impl ControllerClients {
+    /// Every controller uses the CCM's own client.
     pub fn shared(client: Client) -> Self {
         ControllerClients::Shared(client)
     }

@@ -16,7 +16,9 @@ use prometheus_client::registry::Registry;
 /// Which budget a call spends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CallClass {
+    /// Describe, Get and List calls.
     Read,
+    /// Every other call.
     Mutate,
 }
 

@@ -17,9 +17,18 @@ pub struct Cidr {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CidrError {
     #[error("{0:?} is not a CIDR (want address/prefix, e.g. 10.244.0.0/16 or fd00:10:244::/56)")]
+    /// Not `address/prefix`.
     Syntax(String),
     #[error("{input:?}: prefix length {prefix} is longer than {max}")]
-    PrefixTooLong { input: String, prefix: u8, max: u8 },
+    /// A prefix longer than the address family allows.
+    PrefixTooLong {
+        /// The text.
+        input: String,
+        /// Its prefix length.
+        prefix: u8,
+        /// The longest the family allows.
+        max: u8,
+    },
 }
 
 fn width(ipv6: bool) -> u8 {

@@ -13,18 +13,36 @@ pub enum CloudError {
     InstanceNotFound(String),
     /// The cloud API throttled the request; retry later.
     #[error("cloud API throttled {operation}: {message}")]
-    Throttled { operation: String, message: String },
+    Throttled {
+        /// The operation.
+        operation: String,
+        /// What the cloud said.
+        message: String,
+    },
     /// The cloud API could not be reached or failed; the answer is unknown.
     #[error("cloud API {operation} failed: {message}")]
-    Unavailable { operation: String, message: String },
+    Unavailable {
+        /// The operation.
+        operation: String,
+        /// What the cloud said.
+        message: String,
+    },
     /// The credentials were rejected or lack a permission.
     #[error("cloud API {operation} denied: {message}")]
-    Unauthorized { operation: String, message: String },
+    Unauthorized {
+        /// The operation.
+        operation: String,
+        /// What the cloud said.
+        message: String,
+    },
     /// The cloud API rejected the request for a reason retrying will not fix.
     #[error("cloud API {operation} rejected the request ({code}): {message}")]
     Rejected {
+        /// The operation.
         operation: String,
+        /// The cloud's error code.
         code: String,
+        /// The cloud's message.
         message: String,
     },
     /// The input (node, provider ID, annotation…) cannot be used.

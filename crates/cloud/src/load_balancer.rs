@@ -10,8 +10,11 @@ use crate::{CloudError, NodeAddress, ServiceKey};
 /// Transport protocol of a Service port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Protocol {
+    /// TCP.
     Tcp,
+    /// UDP.
     Udp,
+    /// SCTP.
     Sctp,
 }
 

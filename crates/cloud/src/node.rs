@@ -3,10 +3,15 @@
 /// Kind of a node address, as in `core/v1 NodeAddressType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NodeAddressType {
+    /// The host name.
     Hostname,
+    /// An IP address inside the cluster's network.
     InternalIP,
+    /// An IP address reachable from outside.
     ExternalIP,
+    /// A DNS name inside the cluster's network.
     InternalDNS,
+    /// A DNS name reachable from outside.
     ExternalDNS,
 }
 
@@ -38,7 +43,9 @@ impl NodeAddressType {
 /// One address of a node.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NodeAddress {
+    /// What kind of address.
     pub kind: NodeAddressType,
+    /// The address itself.
     pub address: String,
 }
 

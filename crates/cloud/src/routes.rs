@@ -36,7 +36,9 @@ pub enum NextHop {
 /// One route of a route table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
+    /// Where the route leads.
     pub destination: Cidr,
+    /// Where it sends the traffic.
     pub next_hop: NextHop,
 }
 
@@ -46,6 +48,7 @@ pub struct Route {
 pub struct RouteTable {
     /// The table's ID, as passed back to the write calls.
     pub id: String,
+    /// Its routes with CIDR destinations.
     pub routes: Vec<Route>,
 }
 

@@ -26,7 +26,9 @@ impl LeaseView {
 /// expiry is judged on the candidate's clock, so clock skew between nodes does not matter).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observation {
+    /// The Lease as last read.
     pub lease: LeaseView,
+    /// When (on our clock) its holder or renew time last changed.
     pub changed_at: Instant,
 }
 

@@ -1,4 +1,6 @@
 //! Allocator tuning for long-running controllers.
+// Unsafe code in this file: mallopt tunes glibc's allocator (no safe wrapper exists).
+#![allow(unsafe_code)]
 
 /// Tunes glibc malloc for a controller's allocation pattern: few threads, and large short-lived
 /// buffers (API list bodies of several MB) between long idle periods.

@@ -1,4 +1,6 @@
 //! Running the cloud-controller-manager binary as the shipped identity, with its logs in a file.
+// Unsafe code in this file: signals to the CCM process through libc.
+#![allow(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -25,10 +25,15 @@ pub async fn client(endpoint: &str) -> Client {
 /// One launched instance.
 #[derive(Debug, Clone)]
 pub struct Launched {
+    /// Instance ID.
     pub id: String,
+    /// Primary private IP.
     pub private_ip: String,
+    /// Private DNS name.
     pub private_dns: String,
+    /// Availability zone.
     pub zone: String,
+    /// Instance type.
     pub instance_type: String,
 }
 
@@ -90,6 +95,7 @@ pub async fn launch_many(
     Ok(launched)
 }
 
+/// Launches `count` instances into `subnet`, tagged for `cluster_id` when given.
 pub async fn launch(
     ec2: &Client,
     subnet: &str,

@@ -25,8 +25,11 @@ pub enum Trust {
 /// One answer.
 #[derive(Debug)]
 pub struct Answer {
+    /// HTTP status.
     pub status: u16,
+    /// `Content-Type`.
     pub content_type: String,
+    /// The body, as text.
     pub body: String,
     /// The leaf certificate the server presented.
     pub server_cert: CertificateDer<'static>,

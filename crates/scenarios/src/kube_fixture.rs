@@ -84,6 +84,7 @@ pub async fn create_uninitialized_nodes<'a>(
     created.into_iter().try_for_each(|r| r.map(|_| ()))
 }
 
+/// Creates a static Node (no taint, no providerID), as on-premises nodes are.
 pub async fn create_static_node(admin: &Client, name: &str) -> anyhow::Result<Node> {
     let nodes: Api<Node> = Api::all(admin.clone());
     let mut node = Node::default();

@@ -20,7 +20,9 @@ async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
 
 /// Clients for both ELB APIs.
 pub struct LbClients {
+    /// Classic ELB.
     pub elb: elb::Client,
+    /// Elastic Load Balancing v2 (NLB, target groups).
     pub elbv2: elbv2::Client,
 }
 

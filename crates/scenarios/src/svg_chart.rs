@@ -5,8 +5,11 @@ use std::fmt::Write as _;
 
 /// One series of (second, value) points.
 pub struct Series<'a> {
+    /// Legend name.
     pub name: &'a str,
+    /// Stroke colour.
     pub color: &'a str,
+    /// (x, y) points.
     pub points: &'a [(f64, f64)],
 }
 
@@ -19,9 +22,13 @@ const BOTTOM: f64 = 40.0;
 
 /// A shaded period of the chart (e.g. when throttling was injected).
 pub struct Period<'a> {
+    /// Start on the x axis.
     pub start: f64,
+    /// End on the x axis.
     pub end: f64,
+    /// Label.
     pub label: &'a str,
+    /// Fill colour.
     pub color: &'a str,
 }
 

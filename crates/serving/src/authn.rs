@@ -19,9 +19,13 @@ use crate::ttl_cache::TtlCache;
 /// An authenticated user, as the API server names it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct User {
+    /// User name.
     pub name: String,
+    /// User UID.
     pub uid: String,
+    /// Groups.
     pub groups: Vec<String>,
+    /// Extra attributes.
     pub extra: BTreeMap<String, Vec<String>>,
 }
 

@@ -21,6 +21,7 @@ use crate::ttl_cache::TtlCache;
 /// The API server's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
+    /// Allowed.
     Allowed,
     /// Denied, or no authorizer had an opinion; with the API server's reason, if any.
     Denied(String),
@@ -29,7 +30,9 @@ pub enum Decision {
 /// How long answers are remembered (`--authorization-webhook-cache-*-ttl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecisionTtls {
+    /// How long an allowed answer is kept.
     pub allowed: Duration,
+    /// How long a denied answer is kept.
     pub denied: Duration,
 }
 
@@ -84,6 +87,7 @@ pub struct Authorizer {
 }
 
 impl Authorizer {
+    /// An authorizer asking through `client`, caching for `ttls`.
     pub fn new(client: kube::Client, ttls: DecisionTtls) -> Self {
         Self {
             api: Api::all(client),

@@ -14,6 +14,7 @@ use crate::authz::{Authorizer, Decision};
 use crate::paths::AlwaysAllow;
 use crate::readiness::Readiness;
 
+/// The body of every answer.
 pub type Body = Full<Bytes>;
 
 /// The content type of the OpenMetrics text that `prometheus-client` writes.
@@ -28,10 +29,12 @@ pub enum Endpoint {
     Ready,
     /// `/metrics`: the Prometheus registry.
     Metrics,
+    /// Anything else.
     NotFound,
 }
 
 impl Endpoint {
+    /// The endpoint `path` names.
     pub fn of(path: &str) -> Endpoint {
         match path {
             "/healthz" | "/livez" => Endpoint::Alive,
@@ -44,14 +47,20 @@ impl Endpoint {
 
 /// Everything a request may need.
 pub struct Handler {
+    /// Paths served without a token.
     pub always_allow: AlwaysAllow,
+    /// Who the bearer token is.
     pub authn: TokenAuthenticator,
+    /// Whether they may get the path.
     pub authz: Authorizer,
+    /// Readiness conditions.
     pub readiness: Readiness,
+    /// The metrics.
     pub registry: Arc<Registry>,
 }
 
 impl Handler {
+    /// Answers one request.
     pub async fn handle<B>(&self, request: Request<B>) -> Response<Body> {
         let method = request.method();
         if method != Method::GET && method != Method::HEAD {

@@ -31,6 +31,7 @@ struct Check {
 pub struct ReadyFlag(Arc<Check>);
 
 impl ReadyFlag {
+    /// The condition is met.
     pub fn set(&self) {
         if !self.0.done.swap(true, Ordering::AcqRel) {
             tracing::info!(check = %self.0.name, "readiness condition met");
@@ -45,6 +46,7 @@ impl ReadyFlag {
         }
     }
 
+    /// Whether the condition is met.
     pub fn is_set(&self) -> bool {
         self.0.done.load(Ordering::Acquire)
     }
@@ -53,6 +55,7 @@ impl ReadyFlag {
 /// What `/readyz` answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
+    /// Whether every condition is met.
     pub ready: bool,
     /// `ok`, or one line per condition when not ready (or when `verbose`).
     pub body: String,

@@ -14,9 +14,13 @@ pub const VALIDITY: time::Duration = time::Duration::days(365);
 
 /// A generated certificate and its private key.
 pub struct Generated {
+    /// The certificate, DER.
     pub cert_der: Vec<u8>,
+    /// The certificate, PEM.
     pub cert_pem: String,
+    /// The private key, DER.
     pub key_der: Vec<u8>,
+    /// The private key, PEM.
     pub key_pem: String,
 }
 

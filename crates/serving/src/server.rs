@@ -35,6 +35,7 @@ const MAX_CONNECTIONS: usize = 512;
 pub struct ServingConfig {
     /// `--bind-address` and `--secure-port`.
     pub address: SocketAddr,
+    /// Where the certificate comes from.
     pub tls: TlsSource,
     /// `--authorization-always-allow-paths`.
     pub always_allow: AlwaysAllow,
@@ -48,7 +49,9 @@ pub struct ServingConfig {
 /// `--authorization-kubeconfig`).
 #[derive(Clone)]
 pub struct ReviewClients {
+    /// Reviews bearer tokens.
     pub authentication: kube::Client,
+    /// Reviews access.
     pub authorization: kube::Client,
 }
 

@@ -14,10 +14,17 @@ use crate::self_signed;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TlsSource {
     /// `--tls-cert-file` (PEM, the chain after the leaf) and `--tls-private-key-file` (PEM).
-    Files { cert: PathBuf, key: PathBuf },
+    Files {
+        /// PEM certificate chain.
+        cert: PathBuf,
+        /// PEM private key.
+        key: PathBuf,
+    },
     /// Generated for `hosts`; kept in `cert_dir` when given (see [`self_signed::load_or_generate`]).
     SelfSigned {
+        /// Where to keep it (memory when unset).
         cert_dir: Option<PathBuf>,
+        /// Names and addresses it is valid for.
         hosts: Vec<String>,
     },
 }

@@ -14,6 +14,7 @@ pub struct TtlCache<K, V> {
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
+    /// An empty cache of at most `capacity` entries.
     pub fn new(capacity: usize) -> Self {
         Self {
             entries: HashMap::new(),
@@ -51,10 +52,12 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
         self.entries.insert(key, (value, now + ttl));
     }
 
+    /// Entries held (expired ones included until evicted).
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether it holds nothing.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

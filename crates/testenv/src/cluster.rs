@@ -41,6 +41,7 @@ impl Identity {
         Identity::Prometheus,
     ];
 
+    /// The user name the apiserver knows it by.
     pub fn username(self) -> &'static str {
         match self {
             Identity::Admin => "stratus-admin",
@@ -52,6 +53,7 @@ impl Identity {
         }
     }
 
+    /// Its groups.
     pub fn groups(self) -> &'static [&'static str] {
         match self {
             Identity::Admin => &["system:masters"],

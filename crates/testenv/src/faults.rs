@@ -13,9 +13,15 @@ pub enum FaultKind {
     /// the request does not reach the emulator.
     Throttle,
     /// A 500/503 server error (`InternalError` / `ServiceUnavailable`); not forwarded.
-    ServerError { status: u16 },
+    ServerError {
+        /// 500 to 599.
+        status: u16,
+    },
     /// Forwarded after `millis` of added latency.
-    Latency { millis: u64 },
+    Latency {
+        /// Milliseconds added.
+        millis: u64,
+    },
     /// The connection is closed without an answer; not forwarded.
     Drop,
 }
@@ -25,12 +31,16 @@ pub enum FaultKind {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Fault {
     #[serde(default)]
+    /// Service (`ec2`…; absent or `*`: any).
     pub service: Option<String>,
     #[serde(default)]
+    /// Action (absent or `*`: any).
     pub action: Option<String>,
     #[serde(flatten)]
+    /// What happens.
     pub kind: FaultKind,
     #[serde(default = "always")]
+    /// Probability, 0 to 1.
     pub rate: f64,
 }
 
@@ -101,6 +111,7 @@ pub struct Timeline {
 const TIMELINE_SECONDS: usize = 7200;
 
 impl Timeline {
+    /// Counts one request (and its fault) in `second`.
     pub fn record(&mut self, second: u64, fault: Option<&FaultKind>) {
         let s = self.seconds.entry(second).or_default();
         s.requests += 1;
@@ -114,10 +125,12 @@ impl Timeline {
         }
     }
 
+    /// Every second kept.
     pub fn snapshot(&self) -> BTreeMap<u64, Second> {
         self.seconds.clone()
     }
 
+    /// Forgets everything.
     pub fn clear(&mut self) {
         self.seconds.clear();
     }

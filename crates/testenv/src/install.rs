@@ -26,12 +26,15 @@ const RECIPE_VERSION: &str = "go-build-v2";
 pub struct Paths {
     /// The cache root (`$STRATUS_CACHE` or `$HOME/.cache/stratus`).
     pub cache: PathBuf,
+    /// The kube-apiserver binary.
     pub kube_apiserver: PathBuf,
+    /// The etcd binary.
     pub etcd: PathBuf,
     /// The helm CLI (the chart tests run it).
     pub helm: PathBuf,
     /// The Python venv holding moto.
     pub venv: PathBuf,
+    /// moto's server.
     pub moto_server: PathBuf,
     /// Where go/pip output is appended.
     pub install_log: PathBuf,

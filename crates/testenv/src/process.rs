@@ -1,5 +1,7 @@
 //! Child processes of the environment: spawning (attached or detached), readiness polling with
 //! log tails in errors, and stopping whole process groups.
+// Unsafe code in this file: pre-exec prctl/setsid and process-group signals through libc.
+#![allow(unsafe_code)]
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;

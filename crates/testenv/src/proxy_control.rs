@@ -12,6 +12,7 @@ use crate::util::HttpClient;
 /// The proxy listening at `endpoint` (e.g. `http://127.0.0.1:4566`).
 #[derive(Debug, Clone, Copy)]
 pub struct ProxyControl<'a> {
+    /// The proxy's base URL.
     pub endpoint: &'a str,
 }
 

@@ -49,10 +49,13 @@ impl Default for NodeControllerConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     #[error(transparent)]
+    /// The cloud answered with an error.
     Cloud(#[from] CloudError),
     #[error(transparent)]
+    /// The cloud's answer cannot initialise the node.
     Plan(#[from] PlanError),
     #[error("kubernetes API: {0}")]
+    /// A Kubernetes write failed.
     Kube(#[from] kube::Error),
 }
 

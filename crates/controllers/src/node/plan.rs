@@ -11,11 +11,17 @@ use crate::TAINT_UNINITIALIZED;
 
 /// Stable and legacy label keys written from instance metadata.
 pub mod labels {
+    /// The zone label.
     pub const ZONE: &str = "topology.kubernetes.io/zone";
+    /// The region label.
     pub const REGION: &str = "topology.kubernetes.io/region";
+    /// The instance-type label.
     pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+    /// The legacy (beta) zone label, still written for older consumers.
     pub const LEGACY_ZONE: &str = "failure-domain.beta.kubernetes.io/zone";
+    /// The legacy (beta) region label.
     pub const LEGACY_REGION: &str = "failure-domain.beta.kubernetes.io/region";
+    /// The legacy (beta) instance-type label.
     pub const LEGACY_INSTANCE_TYPE: &str = "beta.kubernetes.io/instance-type";
 }
 
@@ -25,9 +31,16 @@ pub enum PlanError {
     #[error(
         "node IP {0} (alpha.kubernetes.io/provided-node-ip) is not among the instance's addresses"
     )]
+    /// The kubelet's node IP is not an address of the instance.
     ProvidedIpNotFound(String),
     #[error("node has providerID {have:?} but its instance is {want:?}; providerID is immutable")]
-    ProviderIdMismatch { have: String, want: String },
+    /// The node names another instance than the one found.
+    ProviderIdMismatch {
+        /// The node's providerID.
+        have: String,
+        /// The instance found.
+        want: String,
+    },
 }
 
 impl PlanError {

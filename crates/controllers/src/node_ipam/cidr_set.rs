@@ -11,13 +11,31 @@ pub const MAX_BLOCK_BITS: u8 = 16;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CidrSetError {
     #[error("node mask size {node} is shorter than the prefix of cluster CIDR {cluster}")]
-    MaskShorterThanCluster { cluster: Cidr, node: u8 },
+    /// The node mask is shorter than the cluster CIDR's.
+    MaskShorterThanCluster {
+        /// The cluster CIDR.
+        cluster: Cidr,
+        /// The node mask size.
+        node: u8,
+    },
     #[error("node mask size {node} is longer than {max} bits")]
-    MaskTooLong { node: u8, max: u8 },
+    /// The node mask is longer than the address family allows.
+    MaskTooLong {
+        /// The node mask size.
+        node: u8,
+        /// The family's width.
+        max: u8,
+    },
     #[error(
         "node mask size {node} cuts cluster CIDR {cluster} into more than 2^{MAX_BLOCK_BITS} node CIDRs"
     )]
-    TooManyBlocks { cluster: Cidr, node: u8 },
+    /// The cluster CIDR holds more node blocks than the allocator tracks.
+    TooManyBlocks {
+        /// The cluster CIDR.
+        cluster: Cidr,
+        /// The node mask size.
+        node: u8,
+    },
 }
 
 /// The node blocks of one cluster CIDR.

@@ -16,8 +16,11 @@ use super::cidr_set::CidrSet;
 /// What the allocator needs to know about one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeCidrs {
+    /// `metadata.name`.
     pub name: String,
+    /// `metadata.uid`.
     pub uid: String,
+    /// `metadata.resourceVersion`, the precondition of the write.
     pub resource_version: Option<String>,
     /// `spec.podCIDRs` (or `spec.podCIDR`) as written.
     pub pod_cidrs: Vec<String>,
@@ -47,9 +50,13 @@ impl NodeCidrs {
 /// CIDRs to write to a node: one per cluster CIDR, in `--cluster-cidr` order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allocation {
+    /// The node.
     pub name: String,
+    /// Its UID (a node re-created under the same name is another node).
     pub uid: String,
+    /// The resourceVersion the plan saw.
     pub resource_version: Option<String>,
+    /// The pod CIDRs to write, one per cluster CIDR.
     pub cidrs: Vec<Cidr>,
 }
 
@@ -58,20 +65,29 @@ pub struct Allocation {
 pub enum Report {
     /// No free block left in `range` for a node without pod CIDRs.
     Exhausted {
+        /// The node.
         name: String,
+        /// Its UID.
         uid: String,
+        /// The exhausted cluster CIDR.
         range: Cidr,
     },
     /// The node's pod CIDRs are not inside any cluster CIDR; they are left as they are.
     Outside {
+        /// The node.
         name: String,
+        /// Its UID.
         uid: String,
+        /// Its pod CIDRs, as written.
         cidrs: Vec<String>,
     },
     /// The node's pod CIDRs include text that is not a CIDR.
     Invalid {
+        /// The node.
         name: String,
+        /// Its UID.
         uid: String,
+        /// The text that is not a CIDR.
         text: String,
     },
 }
@@ -90,7 +106,9 @@ impl Report {
 /// The outcome of one pass over the nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Pass {
+    /// The writes to make.
     pub allocations: Vec<Allocation>,
+    /// What to tell people about.
     pub reports: Vec<Report>,
 }
 

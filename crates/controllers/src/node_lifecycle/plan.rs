@@ -9,9 +9,13 @@ use crate::{TAINT_SHUTDOWN, TAINT_UNINITIALIZED};
 /// What to do with one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LifecycleAction {
+    /// Leave the node as it is.
     Nothing,
+    /// Delete the node: its instance is gone.
     Delete,
+    /// Taint the node: its instance is shut down.
     AddShutdownTaint,
+    /// Untaint the node: its instance runs again.
     RemoveShutdownTaint,
 }
 

@@ -20,6 +20,7 @@ pub const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
 /// What the route controller needs to know about one node.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NodeRoutes {
+    /// The node's name.
     pub name: String,
     /// Where the node's routes point; `None` while the cloud cannot name it (no provider ID yet).
     pub target: Option<RouteTarget>,
@@ -65,14 +66,18 @@ pub fn fingerprint(nodes: &[NodeRoutes]) -> u64 {
 /// One write to one route table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteAction {
+    /// The route table.
     pub table: String,
+    /// The route's destination.
     pub destination: Cidr,
+    /// What to do with it.
     pub kind: ActionKind,
 }
 
 /// What a [`RouteAction`] does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ActionKind {
+    /// Add a route to the target.
     Create(RouteTarget),
     /// The route exists but is a blackhole or points at another target.
     Replace(RouteTarget),
@@ -102,6 +107,7 @@ pub struct NodeOutcome {
 /// Everything one reconciliation does.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RoutePlan {
+    /// The route writes, in order.
     pub actions: Vec<RouteAction>,
     /// Per node name.
     pub nodes: BTreeMap<String, NodeOutcome>,
@@ -112,7 +118,9 @@ pub struct RoutePlan {
 /// A reason some route cannot be made.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Problem {
+    /// The node.
     pub node: String,
+    /// What is wrong, for the log.
     pub message: String,
 }
 

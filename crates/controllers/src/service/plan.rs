@@ -21,7 +21,10 @@ pub const TAINT_TO_BE_DELETED: &str = "ToBeDeletedByClusterAutoscaler";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServiceAction {
     /// Add the finalizer (first), then create or update the load balancer.
-    Ensure { add_finalizer: bool },
+    Ensure {
+        /// The finalizer is missing: add it first.
+        add_finalizer: bool,
+    },
     /// Delete the cloud load balancer, then drop the finalizer.
     Cleanup,
     /// Not ours, or nothing to do.
@@ -98,12 +101,21 @@ pub fn target_nodes<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Vec<Target
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
     #[error("port {port} has protocol {protocol:?}, which is not supported")]
-    BadProtocol { port: i32, protocol: String },
+    /// A port protocol Kubernetes does not define.
+    BadProtocol {
+        /// The port.
+        port: i32,
+        /// Its protocol.
+        protocol: String,
+    },
     #[error("port {0} has no nodePort yet")]
+    /// A port without a node port yet.
     NoNodePort(i32),
     #[error("port {0} is out of range")]
+    /// A port number outside 1–65535.
     BadPort(i32),
     #[error("the Service has {0} ports; a load balancer has at most {1} listeners")]
+    /// More ports than the cap (given, allowed).
     TooManyPorts(usize, usize),
 }
 

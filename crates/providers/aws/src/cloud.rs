@@ -97,10 +97,12 @@ pub struct AwsOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum AwsInitError {
     #[error("no AWS region: set Region or Zone in [Global] of the cloud config, or AWS_REGION")]
+    /// No region in the config nor in the environment.
     NoRegion,
     #[error(
         "no cluster ID: set KubernetesClusterID in [Global] of the cloud config, or pass --allow-untagged-cloud"
     )]
+    /// No cluster ID and no --allow-untagged-cloud.
     NoClusterId,
 }
 

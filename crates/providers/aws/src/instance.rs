@@ -11,12 +11,19 @@ use crate::provider_id::InstanceId;
 /// Lifecycle state of an instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InstanceState {
+    /// EC2 `pending`.
     Pending,
+    /// EC2 `running`.
     Running,
+    /// EC2 `stopping`.
     Stopping,
+    /// EC2 `stopped`.
     Stopped,
+    /// EC2 `shutting-down` (terminating).
     ShuttingDown,
+    /// EC2 `terminated`.
     Terminated,
+    /// A state this code does not know.
     Unknown,
 }
 
@@ -38,25 +45,40 @@ impl InstanceState {
 /// One network interface attached to an instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkInterface {
+    /// The ENI's device index (0 is the primary).
     pub device_index: i32,
+    /// Whether the ENI is attached and in use.
     pub in_use: bool,
+    /// Its private IPv4 addresses, primary first.
     pub private_ipv4: Vec<String>,
+    /// Its IPv6 addresses.
     pub ipv6: Vec<String>,
 }
 
 /// An EC2 instance as seen by Stratus.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instance {
+    /// The instance ID.
     pub id: InstanceId,
+    /// Its state.
     pub state: InstanceState,
+    /// Its availability zone.
     pub zone: String,
+    /// Its instance type.
     pub instance_type: String,
+    /// Its private DNS name (may be empty).
     pub private_dns_name: String,
+    /// Its public DNS name (may be empty).
     pub public_dns_name: String,
+    /// Its primary private IPv4 address.
     pub private_ip: String,
+    /// Its public IPv4 address (may be empty).
     pub public_ip: String,
+    /// Its network interfaces.
     pub interfaces: Vec<NetworkInterface>,
+    /// Its tags.
     pub tags: BTreeMap<String, String>,
+    /// Its VPC.
     pub vpc_id: String,
     /// IDs of the security groups of the instance (all interfaces), as EC2 lists them.
     pub security_groups: Vec<String>,

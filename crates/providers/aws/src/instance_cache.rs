@@ -19,7 +19,12 @@ use crate::provider_id::{instance_id_from_node_name, AwsProviderId, InstanceId};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
     /// Instances tagged `kubernetes.io/cluster/<id>` (and, when `legacy`, `KubernetesCluster=<id>`).
-    ClusterTag { id: String, legacy: bool },
+    ClusterTag {
+        /// The cluster ID.
+        id: String,
+        /// Also the legacy `KubernetesCluster=<id>` tag.
+        legacy: bool,
+    },
     /// Every instance of one VPC (untagged clusters with a configured VPC).
     Vpc(String),
     /// No listing: only batched lookups of the instances nodes name.
@@ -49,8 +54,11 @@ impl Scope {
 /// A way to find one instance.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum LookupKey {
+    /// By instance ID.
     Id(InstanceId),
+    /// By private DNS name.
     PrivateDnsName(String),
+    /// By private IP address.
     PrivateIp(String),
 }
 

@@ -43,10 +43,13 @@ pub struct AwsProviderId {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProviderIdError {
     #[error("provider ID {0:?} is not an AWS provider ID (want aws:///<zone>/<instance-id>)")]
+    /// Not `aws://…`.
     NotAws(String),
     #[error("provider ID {0:?} names no EC2 instance")]
+    /// No EC2 instance ID at its end.
     BadInstance(String),
     #[error("provider ID {0:?} names a Fargate task, which has no EC2 instance")]
+    /// A Fargate pod, which has no instance.
     Fargate(String),
 }
 

@@ -11,8 +11,11 @@ use stratus_cloud::tags::CLUSTER_TAG_PREFIX;
 /// What selection needs to know of one subnet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubnetInfo {
+    /// The subnet ID.
     pub id: String,
+    /// Its zone.
     pub zone: String,
+    /// Its tags.
     pub tags: BTreeMap<String, String>,
     /// Whether its route table sends 0.0.0.0/0 to an internet gateway.
     pub public: bool,

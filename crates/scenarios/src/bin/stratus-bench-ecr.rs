@@ -4,6 +4,8 @@
 //! the node's credentials (empty cache: one ECR call), cold with a service-account token (STS
 //! then ECR), and cached (no AWS call, checked at the proxy). Each child's peak RSS comes from
 //! `wait4`. Prints JSON.
+// Unsafe code in this file: wait4 reports the child's peak RSS (no safe wrapper in std).
+#![allow(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

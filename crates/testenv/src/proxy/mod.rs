@@ -145,15 +145,18 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Empty counters.
     pub fn new() -> Counters {
         Counters::default()
     }
 
+    /// Counts one request under `key`.
     pub fn record(&self, key: &str) {
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         *counts.entry(key.to_owned()).or_default() += 1;
     }
 
+    /// Every counter.
     pub fn snapshot(&self) -> BTreeMap<String, u64> {
         self.counts
             .lock()
@@ -161,6 +164,7 @@ impl Counters {
             .clone()
     }
 
+    /// Zeroes the counters and the timeline.
     pub fn reset(&self) {
         self.counts
             .lock()
@@ -172,6 +176,7 @@ impl Counters {
             .clear();
     }
 
+    /// The fault rules from now on.
     pub fn set_faults(&self, faults: Vec<Fault>) {
         *self.faults.lock().unwrap_or_else(|e| e.into_inner()) = faults;
     }
@@ -193,6 +198,7 @@ impl Counters {
         fault
     }
 
+    /// The per-second timeline.
     pub fn timeline(&self) -> BTreeMap<u64, Second> {
         self.timeline
             .lock()
@@ -200,6 +206,7 @@ impl Counters {
             .snapshot()
     }
 
+    /// The holds from now on.
     pub fn set_holds(&self, holds: Vec<Hold>) {
         *self.holds.lock().unwrap_or_else(|e| e.into_inner()) = holds;
     }

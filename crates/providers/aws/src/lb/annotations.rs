@@ -49,35 +49,65 @@ const MAX_HEALTHCHECK_PATH_CHARS: usize = 1024;
 
 /// Annotation suffixes (the part after [`PREFIX`]).
 pub mod key {
+    /// `nlb`, `nlb-ip` or `external`; absent for a Classic ELB.
     pub const TYPE: &str = "type";
+    /// Internal scheme.
     pub const INTERNAL: &str = "internal";
+    /// Certificate ARN for TLS listeners.
     pub const SSL_CERT: &str = "ssl-cert";
+    /// Which ports get the certificate.
     pub const SSL_PORTS: &str = "ssl-ports";
+    /// The SSL negotiation policy of TLS listeners.
     pub const SSL_NEGOTIATION_POLICY: &str = "ssl-negotiation-policy";
+    /// Protocol between the load balancer and the nodes.
     pub const BACKEND_PROTOCOL: &str = "backend-protocol";
+    /// Proxy protocol (`*` for every port).
     pub const PROXY_PROTOCOL: &str = "proxy-protocol";
+    /// Classic ELB access logs on or off.
     pub const ACCESS_LOG_ENABLED: &str = "access-log-enabled";
+    /// Access-log interval in minutes (5 or 60).
     pub const ACCESS_LOG_EMIT_INTERVAL: &str = "access-log-emit-interval";
+    /// Access-log bucket.
     pub const ACCESS_LOG_S3_BUCKET_NAME: &str = "access-log-s3-bucket-name";
+    /// Access-log key prefix.
     pub const ACCESS_LOG_S3_BUCKET_PREFIX: &str = "access-log-s3-bucket-prefix";
+    /// Connection draining on or off.
     pub const CONNECTION_DRAINING_ENABLED: &str = "connection-draining-enabled";
+    /// Connection-draining timeout in seconds.
     pub const CONNECTION_DRAINING_TIMEOUT: &str = "connection-draining-timeout";
+    /// Idle timeout in seconds.
     pub const CONNECTION_IDLE_TIMEOUT: &str = "connection-idle-timeout";
+    /// Cross-zone load balancing on or off.
     pub const CROSS_ZONE: &str = "cross-zone-load-balancing-enabled";
+    /// Security groups added to the managed one.
     pub const EXTRA_SECURITY_GROUPS: &str = "extra-security-groups";
+    /// Security groups replacing the managed one.
     pub const SECURITY_GROUPS: &str = "security-groups";
+    /// Health-check protocol.
     pub const HC_PROTOCOL: &str = "healthcheck-protocol";
+    /// Health-check port (`traffic-port` or a number).
     pub const HC_PORT: &str = "healthcheck-port";
+    /// Health-check path (HTTP/HTTPS).
     pub const HC_PATH: &str = "healthcheck-path";
+    /// Successes before a target is healthy.
     pub const HC_HEALTHY_THRESHOLD: &str = "healthcheck-healthy-threshold";
+    /// Failures before a target is unhealthy.
     pub const HC_UNHEALTHY_THRESHOLD: &str = "healthcheck-unhealthy-threshold";
+    /// Health-check timeout in seconds.
     pub const HC_TIMEOUT: &str = "healthcheck-timeout";
+    /// Health-check interval in seconds.
     pub const HC_INTERVAL: &str = "healthcheck-interval";
+    /// NLB target-group attributes (`key=value,…`).
     pub const TARGET_GROUP_ATTRIBUTES: &str = "target-group-attributes";
+    /// NLB Elastic IP allocations, one per subnet.
     pub const EIP_ALLOCATIONS: &str = "eip-allocations";
+    /// NLB private IPv4 addresses, one per subnet.
     pub const PRIVATE_IPV4_ADDRESSES: &str = "private-ipv4-addresses";
+    /// Tags added to everything made for the Service.
     pub const ADDITIONAL_RESOURCE_TAGS: &str = "additional-resource-tags";
+    /// Subnets (IDs or Name tags) instead of discovery.
     pub const SUBNETS: &str = "subnets";
+    /// Only nodes with these labels are targets.
     pub const TARGET_NODE_LABELS: &str = "target-node-labels";
 }
 
@@ -153,17 +183,24 @@ pub enum LbKind {
 /// Protocol spoken between the load balancer and the backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendProtocol {
+    /// HTTP.
     Http,
+    /// HTTPS.
     Https,
+    /// SSL (TLS without HTTP).
     Ssl,
+    /// TCP.
     Tcp,
 }
 
 /// Health-check protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HealthCheckProtocol {
+    /// TCP.
     Tcp,
+    /// HTTP.
     Http,
+    /// HTTPS.
     Https,
 }
 
@@ -172,13 +209,16 @@ pub enum HealthCheckProtocol {
 pub enum HealthCheckPort {
     /// `traffic-port`: the port traffic is sent to.
     TrafficPort,
+    /// A fixed port.
     Port(u16),
 }
 
 /// One entry of `ssl-ports`: a Service port number or name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PortRef {
+    /// By number.
     Number(u16),
+    /// By name.
     Name(String),
 }
 
@@ -187,6 +227,7 @@ pub enum PortRef {
 pub enum SslPorts {
     /// `*` (also the default).
     All,
+    /// Only these ports.
     Only(Vec<PortRef>),
 }
 
@@ -206,53 +247,84 @@ impl SslPorts {
 /// TLS termination settings; present only when `ssl-cert` is set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SslConfig {
+    /// The certificate's ARN.
     pub certificate_arn: String,
+    /// The ports it applies to.
     pub ports: SslPorts,
+    /// The SSL negotiation policy, when set.
     pub negotiation_policy: Option<String>,
 }
 
 /// Classic ELB access-log settings; present when any `access-log-*` annotation is set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessLog {
+    /// Whether logs are written.
     pub enabled: bool,
+    /// Minutes between log files.
     pub emit_interval_minutes: Option<u32>,
+    /// The bucket.
     pub s3_bucket_name: Option<String>,
+    /// The key prefix.
     pub s3_bucket_prefix: Option<String>,
 }
 
 /// Health-check settings overridden by annotations; `None` keeps the default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HealthCheckOverrides {
+    /// Protocol.
     pub protocol: Option<HealthCheckProtocol>,
+    /// Port.
     pub port: Option<HealthCheckPort>,
+    /// Path.
     pub path: Option<String>,
+    /// Healthy threshold.
     pub healthy_threshold: Option<u32>,
+    /// Unhealthy threshold.
     pub unhealthy_threshold: Option<u32>,
+    /// Timeout in seconds.
     pub timeout_seconds: Option<u32>,
+    /// Interval in seconds.
     pub interval_seconds: Option<u32>,
 }
 
 /// The validated load-balancer annotations of one Service.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LbAnnotations {
+    /// Which load balancer.
     pub kind: LbKind,
+    /// Internal scheme.
     pub internal: bool,
+    /// TLS termination.
     pub ssl: Option<SslConfig>,
+    /// Protocol to the nodes.
     pub backend_protocol: Option<BackendProtocol>,
+    /// Proxy protocol on every port.
     pub proxy_protocol: bool,
+    /// Access logs.
     pub access_log: Option<AccessLog>,
     /// Connection-draining timeout in seconds when draining is enabled.
     pub connection_draining: Option<u32>,
+    /// Idle timeout in seconds.
     pub idle_timeout: Option<u32>,
+    /// Cross-zone load balancing.
     pub cross_zone: Option<bool>,
+    /// Groups replacing the managed one.
     pub security_groups: Vec<String>,
+    /// Groups added to the managed one.
     pub extra_security_groups: Vec<String>,
+    /// Health-check overrides.
     pub health_check: HealthCheckOverrides,
+    /// NLB target-group attributes.
     pub target_group_attributes: Vec<(String, bool)>,
+    /// NLB Elastic IP allocations.
     pub eip_allocations: Vec<String>,
+    /// NLB private IPv4 addresses.
     pub private_ipv4_addresses: Vec<Ipv4Addr>,
+    /// Additional tags.
     pub additional_tags: BTreeMap<String, String>,
+    /// Subnets instead of discovery.
     pub subnets: Vec<String>,
+    /// Labels a target node must carry.
     pub target_node_labels: BTreeMap<String, String>,
     /// Annotations that were ignored, as upstream ignores them (unknown keys under the prefix,
     /// keys of the other load-balancer kind): reported as warnings, never fatal.

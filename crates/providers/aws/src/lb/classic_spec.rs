@@ -12,8 +12,11 @@ use crate::lb::tags::ownership_tags;
 
 /// Upstream defaults of a Classic ELB health check.
 pub const DEFAULT_HEALTHY_THRESHOLD: i32 = 2;
+/// Upstream's unhealthy threshold.
 pub const DEFAULT_UNHEALTHY_THRESHOLD: i32 = 6;
+/// Upstream's health-check timeout (seconds).
 pub const DEFAULT_HC_TIMEOUT: i32 = 5;
+/// Upstream's health-check interval (seconds).
 pub const DEFAULT_HC_INTERVAL: i32 = 10;
 /// AWS default idle timeout of a Classic ELB.
 pub const DEFAULT_IDLE_TIMEOUT: i32 = 60;
@@ -23,10 +26,15 @@ pub const PROXY_PROTOCOL_POLICY: &str = "k8s-proxyprotocol-enabled";
 /// One listener, with protocols in the upper case AWS reports.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClassicListener {
+    /// Load-balancer port.
     pub port: i32,
+    /// Load-balancer protocol (`TCP`, `HTTP`, `SSL`, `HTTPS`).
     pub protocol: String,
+    /// Instance (node) port.
     pub instance_port: i32,
+    /// Instance protocol.
     pub instance_protocol: String,
+    /// Certificate ARN of a TLS listener.
     pub certificate: Option<String>,
 }
 
@@ -35,27 +43,37 @@ pub struct ClassicListener {
 pub struct HealthCheck {
     /// `PROTOCOL:PORT[/PATH]`.
     pub target: String,
+    /// Healthy threshold.
     pub healthy_threshold: i32,
+    /// Unhealthy threshold.
     pub unhealthy_threshold: i32,
+    /// Timeout in seconds.
     pub timeout: i32,
+    /// Interval in seconds.
     pub interval: i32,
 }
 
 /// Access-log settings of a Classic ELB.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessLogSettings {
+    /// Minutes between log files.
     pub interval: i32,
+    /// The bucket.
     pub bucket: String,
+    /// The key prefix.
     pub prefix: String,
 }
 
 /// The attributes Stratus manages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClassicAttributes {
+    /// Cross-zone load balancing.
     pub cross_zone: bool,
     /// Connection-draining timeout in seconds; `None` = draining off.
     pub draining: Option<i32>,
+    /// Idle timeout in seconds.
     pub idle_timeout: i32,
+    /// Access logs, when on.
     pub access_log: Option<AccessLogSettings>,
 }
 
@@ -72,15 +90,21 @@ pub fn default_attributes() -> ClassicAttributes {
 /// Everything a Classic ELB should be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClassicSpec {
+    /// The ELB name.
     pub name: String,
+    /// Internal scheme.
     pub internal: bool,
+    /// The listeners.
     pub listeners: BTreeSet<ClassicListener>,
+    /// The health check.
     pub health_check: HealthCheck,
+    /// The attributes.
     pub attributes: ClassicAttributes,
     /// Instance ports that must speak the PROXY protocol.
     pub proxy_ports: BTreeSet<i32>,
     /// Predefined SSL negotiation policy for the TLS listeners (`ssl-negotiation-policy`).
     pub ssl_policy: Option<String>,
+    /// The tags (ownership plus the user's).
     pub tags: BTreeMap<String, String>,
 }
 

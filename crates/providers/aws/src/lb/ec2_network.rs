@@ -16,11 +16,17 @@ use crate::subnet_selection::SubnetInfo;
 /// A security group with its ingress rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SecurityGroup {
+    /// The group ID.
     pub id: String,
+    /// The group name.
     pub name: String,
+    /// Its VPC.
     pub vpc_id: String,
+    /// Its tags.
     pub tags: BTreeMap<String, String>,
+    /// Its ingress rules from CIDRs.
     pub cidr_rules: BTreeSet<CidrRule>,
+    /// Its ingress rules from groups.
     pub group_rules: BTreeSet<GroupRule>,
 }
 

@@ -22,14 +22,23 @@ pub const INSTANCE_BATCH: usize = 100;
 /// A Classic ELB as AWS reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClassicLb {
+    /// The ELB name.
     pub name: String,
+    /// Its DNS name (the ingress hostname).
     pub dns_name: String,
+    /// `internet-facing` or `internal`.
     pub scheme: String,
+    /// Its VPC.
     pub vpc_id: String,
+    /// Its listeners.
     pub listeners: BTreeSet<ClassicListener>,
+    /// Its subnets.
     pub subnets: BTreeSet<String>,
+    /// Its security groups.
     pub security_groups: Vec<String>,
+    /// Registered instance IDs.
     pub instances: BTreeSet<String>,
+    /// Its health check.
     pub health_check: Option<HealthCheck>,
     /// Instance ports with the PROXY protocol policy.
     pub proxy_ports: BTreeSet<i32>,

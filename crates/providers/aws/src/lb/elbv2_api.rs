@@ -18,28 +18,41 @@ pub const TAG_BATCH: usize = 20;
 /// An NLB as AWS reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkLb {
+    /// The load balancer's ARN.
     pub arn: String,
+    /// Its name.
     pub name: String,
+    /// Its DNS name (the ingress hostname).
     pub dns_name: String,
+    /// Internal scheme.
     pub internal: bool,
+    /// Its subnets.
     pub subnets: BTreeSet<String>,
 }
 
 /// A target group as AWS reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetGroupState {
+    /// The target group's ARN.
     pub arn: String,
+    /// Its name.
     pub name: String,
+    /// Its health check.
     pub health_check: TargetHealthCheck,
 }
 
 /// A listener as AWS reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerState {
+    /// The listener's ARN.
     pub arn: String,
+    /// Its port.
     pub port: i32,
+    /// Its protocol.
     pub protocol: String,
+    /// The target group it forwards to.
     pub target_group_arn: Option<String>,
+    /// Its certificate ARN (TLS).
     pub certificate: Option<String>,
 }
 

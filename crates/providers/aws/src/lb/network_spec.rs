@@ -17,7 +17,9 @@ pub const LOAD_BALANCER_TAG: &str = "stratus.io/load-balancer-name";
 
 /// Upstream defaults of an NLB health check.
 pub const DEFAULT_HC_INTERVAL: i32 = 10;
+/// Upstream's NLB health-check timeout (seconds).
 pub const DEFAULT_HC_TIMEOUT: i32 = 10;
+/// Upstream's NLB health-check thresholds.
 pub const DEFAULT_HC_THRESHOLD: i32 = 3;
 
 /// A target-group health check.
@@ -29,37 +31,53 @@ pub struct TargetHealthCheck {
     pub port: String,
     /// Path for HTTP(S).
     pub path: Option<String>,
+    /// Interval in seconds.
     pub interval: i32,
+    /// Timeout in seconds.
     pub timeout: i32,
+    /// Healthy threshold.
     pub healthy_threshold: i32,
+    /// Unhealthy threshold.
     pub unhealthy_threshold: i32,
 }
 
 /// One listener and the target group behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkPort {
+    /// The listener port.
     pub port: i32,
     /// Listener protocol: `TCP`, `UDP` or `TLS`.
     pub protocol: String,
+    /// Certificate ARN of a TLS listener.
     pub certificate: Option<String>,
+    /// SSL policy of a TLS listener.
     pub ssl_policy: Option<String>,
+    /// The target group's name.
     pub target_group: String,
     /// Target-group protocol: `TCP`, `UDP` or `TLS`.
     pub target_protocol: String,
+    /// The node port targets listen on.
     pub node_port: i32,
 }
 
 /// Everything an NLB should be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkSpec {
+    /// The NLB name.
     pub name: String,
+    /// Internal scheme.
     pub internal: bool,
+    /// One listener and target group per port.
     pub ports: Vec<NetworkPort>,
+    /// The target groups' health check.
     pub health_check: TargetHealthCheck,
     /// Target-group attributes to set (only the two upstream allows).
     pub target_group_attributes: Vec<(String, String)>,
+    /// Elastic IP allocations, one per subnet.
     pub eip_allocations: Vec<String>,
+    /// Private IPv4 addresses, one per subnet.
     pub private_ipv4_addresses: Vec<String>,
+    /// The tags (ownership plus the user's).
     pub tags: BTreeMap<String, String>,
     /// Tags of the target groups (ownership plus the load-balancer name).
     pub target_group_tags: BTreeMap<String, String>,

@@ -15,6 +15,7 @@ pub struct CidrRule {
     pub protocol: String,
     /// Port range for tcp/udp; ICMP type and code for icmp.
     pub from: i32,
+    /// Last port of the range.
     pub to: i32,
     /// IPv4 or IPv6 CIDR.
     pub cidr: String,
@@ -32,10 +33,15 @@ impl CidrRule {
 /// One ingress rule whose source is another security group.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupRule {
+    /// `tcp`, `udp`, `icmp` or `-1`.
     pub protocol: String,
+    /// First port of the range.
     pub from: i32,
+    /// Last port of the range.
     pub to: i32,
+    /// The group traffic may come from.
     pub source_group: String,
+    /// The rule's description (marks rules we own).
     pub description: String,
 }
 

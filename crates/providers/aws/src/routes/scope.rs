@@ -13,8 +13,11 @@ pub enum TableScope {
     /// Every table tagged `kubernetes.io/cluster/<id>` (any value) and, with the legacy tag,
     /// every table tagged `KubernetesCluster=<id>`; only in `vpc` when `VPC` is configured.
     ClusterTag {
+        /// The cluster ID.
         id: String,
+        /// Also the legacy `KubernetesCluster` tag.
         legacy: bool,
+        /// Only tables of this VPC.
         vpc: Option<String>,
     },
 }
