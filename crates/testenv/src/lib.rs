@@ -22,6 +22,7 @@ mod process;
 pub mod proxy;
 pub mod proxy_control;
 mod repo;
+pub mod tools;
 mod util;
 
 pub use aws_env::AwsEnv;
