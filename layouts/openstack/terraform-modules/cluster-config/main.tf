@@ -9,6 +9,7 @@ locals {
   no_router_security = try(local.pcc.standardWithNoRouter.internalNetworkSecurity, true)
   simple_mode        = try(local.pcc.simple.podNetworkMode, "VXLAN")
   internal_mode      = try(local.pcc.simpleWithInternalNetwork.podNetworkMode, "DirectRoutingWithPortSecurityEnabled")
+  internal_external  = try(local.pcc.simpleWithInternalNetwork.externalNetworkName, null)
 
   # Per layout: where nodes are attached, whether their ports are filtered, how pods talk.
   networks = {
@@ -61,7 +62,7 @@ locals {
       dns_servers           = []
       create_internal       = false
       create_router         = false
-      external_network_name = coalesce(try(local.pcc.simpleWithInternalNetwork.externalNetworkName, null), "")
+      external_network_name = local.internal_external == null ? "" : local.internal_external
       external_network_dhcp = true
       external_port         = false
       port_security         = local.internal_mode == "DirectRoutingWithPortSecurityEnabled"

@@ -89,15 +89,13 @@ mock_provider "openstack" {
   }
   mock_data "openstack_networking_network_v2" {
     defaults = {
-      id   = "0f3c1d52-6a0e-4e57-9c1b-2f4e7d0a9b11"
-      name = "public"
+      id = "0f3c1d52-6a0e-4e57-9c1b-2f4e7d0a9b11"
     }
   }
   mock_data "openstack_networking_subnet_v2" {
     defaults = {
-      id         = "5d2e0b8a-1c3f-4a6d-8e9b-7f0a1b2c3d44"
-      network_id = "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c55"
-      cidr       = "10.10.0.0/24"
+      id   = "5d2e0b8a-1c3f-4a6d-8e9b-7f0a1b2c3d44"
+      cidr = "10.10.0.0/24"
     }
   }
   mock_data "openstack_networking_secgroup_v2" {
@@ -121,12 +119,12 @@ run "static_node_ports_and_floating_ip" {
   }
 
   assert {
-    condition     = module.node.ports == tomap({ c1 = true, storage = false })
+    condition     = module.node.ports["c1"] && !module.node.ports["storage"] && length(module.node.ports) == 2
     error_message = "the node must have a filtered port on its main network and an unfiltered one on networksWithSecurityDisabled"
   }
 
   assert {
-    condition     = module.node.floating_ip_pools == tolist(["public"])
+    condition     = length(module.node.floating_ip_pools) == 1 && module.node.floating_ip_pools[0] == "public"
     error_message = "the node must get a floating IP from its first floatingIPPools entry"
   }
 }

@@ -98,15 +98,13 @@ mock_provider "openstack" {
   }
   mock_data "openstack_networking_network_v2" {
     defaults = {
-      id   = "0f3c1d52-6a0e-4e57-9c1b-2f4e7d0a9b11"
-      name = "public"
+      id = "0f3c1d52-6a0e-4e57-9c1b-2f4e7d0a9b11"
     }
   }
   mock_data "openstack_networking_subnet_v2" {
     defaults = {
-      id         = "5d2e0b8a-1c3f-4a6d-8e9b-7f0a1b2c3d44"
-      network_id = "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c55"
-      cidr       = "10.10.0.0/24"
+      id   = "5d2e0b8a-1c3f-4a6d-8e9b-7f0a1b2c3d44"
+      cidr = "10.10.0.0/24"
     }
   }
   mock_data "openstack_networking_secgroup_v2" {
@@ -150,7 +148,7 @@ run "master_behind_bastion" {
   }
 
   assert {
-    condition     = module.main_port.port_security_enabled && module.main_port.allowed_address_pairs == tolist(["10.111.0.0/16"])
+    condition     = module.main_port.port_security_enabled && length(module.main_port.allowed_address_pairs) == 1 && module.main_port.allowed_address_pairs[0] == "10.111.0.0/16"
     error_message = "the master port must be filtered and let the pod network through"
   }
 
@@ -233,7 +231,7 @@ run "master_with_floating_ip" {
   }
 
   assert {
-    condition     = module.master.floating_ip_pools == tolist(["public"]) && output.master_ip_address_for_ssh != output.node_internal_ip_address
+    condition     = length(module.master.floating_ip_pools) == 1 && module.master.floating_ip_pools[0] == "public" && output.master_ip_address_for_ssh != output.node_internal_ip_address
     error_message = "without a bastion the master must get a floating IP from the external network, and dhctl must use it"
   }
 }
