@@ -27,4 +27,9 @@ locals {
   master      = local.pcc.masterNodeGroup
   node_groups = { for ng in local.pcc.nodeGroups : ng.name => ng }
   bastion     = try(local.pcc.withNAT.bastionInstance, null)
+
+  # dhctl runs master-node replicas times (static-node replicas times per group): an index
+  # beyond that is a mistake.
+  group_replicas      = var.nodeGroupName == "" ? local.master.replicas : try(local.node_groups[var.nodeGroupName].replicas, 0)
+  node_index_in_range = var.nodeIndex < local.group_replicas
 }

@@ -119,3 +119,8 @@ output "bastion" {
   description = "The WithNAT bastion instance, or null."
   value       = local.bastion
 }
+
+output "node_index_in_range" {
+  description = "Whether nodeIndex is below the replicas of its group (masterNodeGroup, or nodeGroups[nodeGroupName])."
+  value       = local.node_index_in_range
+}

@@ -11,6 +11,11 @@ locals {
     "dvp.deckhouse.io/cluster-uuid" = var.clusterUUID
     "deckhouse.io/managed-by"       = "deckhouse"
   }
+
+  # dhctl runs master-node replicas times (static-node replicas times per group): an index
+  # beyond that is a mistake.
+  group_replicas      = var.nodeGroupName == "" ? local.pcc.masterNodeGroup.replicas : try([for ng in local.pcc.nodeGroups : ng.replicas if ng.name == var.nodeGroupName][0], 0)
+  node_index_in_range = var.nodeIndex < local.group_replicas
 }
 
 # The parent cluster's connection from the kubeconfig: its current context, else the first.

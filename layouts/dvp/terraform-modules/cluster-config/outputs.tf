@@ -56,3 +56,8 @@ output "node_groups" {
   description = "The static node groups by name."
   value       = { for ng in local.pcc.nodeGroups : ng.name => ng }
 }
+
+output "node_index_in_range" {
+  description = "Whether nodeIndex is below the replicas of its group (masterNodeGroup, or nodeGroups[nodeGroupName])."
+  value       = local.node_index_in_range
+}

@@ -25,4 +25,9 @@ output "disks" {
 output "virtual_machine" {
   description = "The VirtualMachine."
   value       = module.node.virtual_machine
+
+  precondition {
+    condition     = module.config.node_index_in_range
+    error_message = "nodeIndex must be below the replicas of the node's group (masterNodeGroup.replicas or the replicas of nodeGroups[nodeGroupName])."
+  }
 }

@@ -227,7 +227,10 @@ locals {
             name = local.cloud_init_secret.metadata.name
           }
         }
-        tolerations = [for t in var.virtual_machine.tolerations : { for k, v in t : k => v if v != null }]
+        tolerations = [
+          for t in var.virtual_machine.tolerations :
+          { for k, v in { key = t.key, operator = t.operator, value = t.value, effect = t.effect } : k => v if v != null }
+        ]
       },
       length(local.node_selector) == 0 ? {} : { nodeSelector = local.node_selector },
       var.virtual_machine.priorityClassName == null ? {} : { priorityClassName = var.virtual_machine.priorityClassName },

@@ -6,6 +6,13 @@ data "aws_subnet" "node" {
     name   = "tag:Name"
     values = ["${local.prefix}-${module.config.with_nat ? "private" : "public"}-${local.zone}"]
   }
+
+  lifecycle {
+    precondition {
+      condition     = module.config.node_index_in_range
+      error_message = "nodeIndex must be below the replicas of the node's group (masterNodeGroup.replicas or the replicas of nodeGroups[nodeGroupName])."
+    }
+  }
 }
 
 data "aws_security_group" "cluster" {
