@@ -33,7 +33,10 @@ pub fn check(root: &Path, layouts: &[&str]) -> Vec<Problem> {
     if let Some(m) = load(shared_module_dir(root, "aws", "network"), &mut problems) {
         check_network(&m, &mut problems);
     }
-    if let Some(m) = load(shared_module_dir(root, "aws", "security-groups"), &mut problems) {
+    if let Some(m) = load(
+        shared_module_dir(root, "aws", "security-groups"),
+        &mut problems,
+    ) {
         check_security_groups(&m, &mut problems);
     }
     if let Some(m) = load(shared_module_dir(root, "aws", "node"), &mut problems) {
@@ -90,7 +93,9 @@ pub fn check(root: &Path, layouts: &[&str]) -> Vec<Problem> {
                     problems.push(p(
                         &m.dir,
                         &format!("module {call}"),
-                        format!("security_group_ids must start with the cluster group, got {groups}"),
+                        format!(
+                            "security_group_ids must start with the cluster group, got {groups}"
+                        ),
                     ));
                 }
                 let profile_arg = m
@@ -102,7 +107,9 @@ pub fn check(root: &Path, layouts: &[&str]) -> Vec<Problem> {
                     problems.push(p(
                         &m.dir,
                         &format!("module {call}"),
-                        format!("iam_instance_profile must be the {profile} profile, got {profile_arg}"),
+                        format!(
+                            "iam_instance_profile must be the {profile} profile, got {profile_arg}"
+                        ),
                     ));
                 }
             }
@@ -116,18 +123,30 @@ fn check_network(m: &Module, problems: &mut Vec<Problem>) {
     for r in m.resources_of("aws_subnet") {
         let want = format!("var.{}_subnet_tags", r.name);
         if !r.attr("tags").unwrap_or_default().contains(&want) {
-            problems.push(p(&m.dir, &format!("aws_subnet.{}", r.name), format!("tags must include {want}")));
+            problems.push(p(
+                &m.dir,
+                &format!("aws_subnet.{}", r.name),
+                format!("tags must include {want}"),
+            ));
         }
     }
     for rtype in ["aws_route_table", "aws_vpc"] {
         for r in m.resources_of(rtype) {
             if !r.attr("tags").unwrap_or_default().contains("var.tags") {
-                problems.push(p(&m.dir, &format!("{rtype}.{}", r.name), "tags must include var.tags (the cluster tag)".into()));
+                problems.push(p(
+                    &m.dir,
+                    &format!("{rtype}.{}", r.name),
+                    "tags must include var.tags (the cluster tag)".into(),
+                ));
             }
         }
     }
     if m.resources_of("aws_subnet").len() < 2 {
-        problems.push(p(&m.dir, "aws_subnet", "public and private subnets are expected".into()));
+        problems.push(p(
+            &m.dir,
+            "aws_subnet",
+            "public and private subnets are expected".into(),
+        ));
     }
 }
 
@@ -136,20 +155,30 @@ fn check_security_groups(m: &Module, problems: &mut Vec<Problem>) {
     let groups = m.resources_of("aws_security_group");
     let tagged: Vec<&str> = groups
         .iter()
-        .filter(|r| r.attr("tags").unwrap_or_default().contains("var.cluster_tags"))
+        .filter(|r| {
+            r.attr("tags")
+                .unwrap_or_default()
+                .contains("var.cluster_tags")
+        })
         .map(|r| r.name.as_str())
         .collect();
     if tagged.len() != 1 {
         problems.push(p(
             &m.dir,
             "aws_security_group",
-            format!("exactly one group must carry the cluster tag (var.cluster_tags), found {tagged:?}"),
+            format!(
+                "exactly one group must carry the cluster tag (var.cluster_tags), found {tagged:?}"
+            ),
         ));
     }
     for r in &groups {
         let tags = r.attr("tags").unwrap_or_default();
         if !tags.contains("var.cluster_tags") && !tags.contains("var.other_tags") {
-            problems.push(p(&m.dir, &format!("aws_security_group.{}", r.name), "tags must be var.cluster_tags or var.other_tags".into()));
+            problems.push(p(
+                &m.dir,
+                &format!("aws_security_group.{}", r.name),
+                "tags must be var.cluster_tags or var.other_tags".into(),
+            ));
         }
     }
 }
@@ -162,14 +191,30 @@ fn check_node(m: &Module, problems: &mut Vec<Problem>) {
     }
     for r in instances {
         let at = format!("aws_instance.{}", r.name);
-        if !r.attr("tags").unwrap_or_default().contains("var.instance_tags") {
+        if !r
+            .attr("tags")
+            .unwrap_or_default()
+            .contains("var.instance_tags")
+        {
             problems.push(p(&m.dir, &at, "tags must include var.instance_tags".into()));
         }
-        if !r.attr("volume_tags").unwrap_or_default().contains("var.volume_tags") {
-            problems.push(p(&m.dir, &at, "volume_tags must include var.volume_tags".into()));
+        if !r
+            .attr("volume_tags")
+            .unwrap_or_default()
+            .contains("var.volume_tags")
+        {
+            problems.push(p(
+                &m.dir,
+                &at,
+                "volume_tags must include var.volume_tags".into(),
+            ));
         }
         if r.attr("source_dest_check").as_deref() != Some("false") {
-            problems.push(p(&m.dir, &at, "source_dest_check must be false (pod routes)".into()));
+            problems.push(p(
+                &m.dir,
+                &at,
+                "source_dest_check must be false (pod routes)".into(),
+            ));
         }
         let metadata = blocks(&r.body, "metadata_options").next();
         let tokens = metadata.and_then(|b| attr_expr(&b.body, "http_tokens"));
@@ -180,7 +225,11 @@ fn check_node(m: &Module, problems: &mut Vec<Problem>) {
                 _ => None,
             });
         if !matches!(tokens, Some(Expression::String(s)) if s == "required") {
-            problems.push(p(&m.dir, &at, "metadata_options.http_tokens must be \"required\" (IMDSv2)".into()));
+            problems.push(p(
+                &m.dir,
+                &at,
+                "metadata_options.http_tokens must be \"required\" (IMDSv2)".into(),
+            ));
         }
         if hops.is_none_or(|h| h < 2) {
             problems.push(p(
@@ -191,8 +240,16 @@ fn check_node(m: &Module, problems: &mut Vec<Problem>) {
         }
     }
     for r in m.resources_of("aws_ebs_volume") {
-        if !r.attr("tags").unwrap_or_default().contains("var.volume_tags") {
-            problems.push(p(&m.dir, &format!("aws_ebs_volume.{}", r.name), "tags must include var.volume_tags".into()));
+        if !r
+            .attr("tags")
+            .unwrap_or_default()
+            .contains("var.volume_tags")
+        {
+            problems.push(p(
+                &m.dir,
+                &format!("aws_ebs_volume.{}", r.name),
+                "tags must include var.volume_tags".into(),
+            ));
         }
     }
 }
@@ -206,15 +263,26 @@ fn check_iam(m: &Module, problems: &mut Vec<Problem>) {
         .find(|r| r.attr("policy").as_deref() == Some(want.as_str()));
     match policy {
         Some(r) if r.attr("role").as_deref() == Some("aws_iam_role.master.id") => {}
-        Some(r) => problems.push(p(&m.dir, &format!("aws_iam_role_policy.{}", r.name), "must be attached to aws_iam_role.master".into())),
-        None => problems.push(p(&m.dir, "aws_iam_role_policy", format!("no policy reads {CCM_POLICY_FILE}"))),
+        Some(r) => problems.push(p(
+            &m.dir,
+            &format!("aws_iam_role_policy.{}", r.name),
+            "must be attached to aws_iam_role.master".into(),
+        )),
+        None => problems.push(p(
+            &m.dir,
+            "aws_iam_role_policy",
+            format!("no policy reads {CCM_POLICY_FILE}"),
+        )),
     }
-    let profile_ok = m
-        .resources_of("aws_iam_instance_profile")
-        .iter()
-        .any(|r| r.name == "master" && r.attr("role").as_deref() == Some("aws_iam_role.master.name"));
+    let profile_ok = m.resources_of("aws_iam_instance_profile").iter().any(|r| {
+        r.name == "master" && r.attr("role").as_deref() == Some("aws_iam_role.master.name")
+    });
     if !profile_ok {
-        problems.push(p(&m.dir, "aws_iam_instance_profile.master", "must carry aws_iam_role.master".into()));
+        problems.push(p(
+            &m.dir,
+            "aws_iam_instance_profile.master",
+            "must carry aws_iam_role.master".into(),
+        ));
     }
 }
 

@@ -127,7 +127,10 @@ fn check_module(
             (None, _) => problems.push(problem(
                 &place,
                 "required_providers",
-                format!("uses {} resources but does not require the provider", spec.provider),
+                format!(
+                    "uses {} resources but does not require the provider",
+                    spec.provider
+                ),
             )),
             (Some(_), None) => {}
         }
@@ -168,7 +171,10 @@ fn check_module(
             _ => problems.push(problem(
                 &place,
                 &item,
-                format!("source {source} is not a module under {}/terraform-modules", spec.cloud),
+                format!(
+                    "source {source} is not a module under {}/terraform-modules",
+                    spec.cloud
+                ),
             )),
         }
     }

@@ -150,7 +150,10 @@ impl Tofu {
 
     /// `tofu init -backend=false` (providers from the CLI config's installation methods only).
     pub fn init(&self, dir: &Path) -> Result<Run, TofuError> {
-        self.run_ok(dir, &["init", "-backend=false", "-input=false", "-no-color"])
+        self.run_ok(
+            dir,
+            &["init", "-backend=false", "-input=false", "-no-color"],
+        )
     }
 
     /// `tofu validate -json`.
@@ -170,7 +173,10 @@ impl Tofu {
 
     /// `tofu fmt -check -recursive`: the files that are not formatted.
     pub fn fmt_check(&self, dir: &Path) -> Result<Vec<String>, TofuError> {
-        let run = self.run(dir, &["fmt", "-check", "-recursive", "-list=true", "-no-color"])?;
+        let run = self.run(
+            dir,
+            &["fmt", "-check", "-recursive", "-list=true", "-no-color"],
+        )?;
         Ok(run
             .stdout
             .lines()
@@ -196,7 +202,13 @@ impl Tofu {
         let var_arg = format!("-var-file={}", vars_file.display());
         self.run_ok(
             dir,
-            &["apply", "-auto-approve", "-input=false", "-no-color", &var_arg],
+            &[
+                "apply",
+                "-auto-approve",
+                "-input=false",
+                "-no-color",
+                &var_arg,
+            ],
         )?;
         let run = self.run_ok(dir, &["output", "-json", "-no-color"])?;
         let outputs: BTreeMap<String, OutputValue> =

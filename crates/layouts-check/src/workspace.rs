@@ -12,7 +12,9 @@ pub struct Workspace {
 impl Workspace {
     /// Copies `layouts` (symlinks stay symlinks, so shared variable files stay shared).
     pub fn copy(layouts: &Path) -> std::io::Result<Workspace> {
-        let dir = tempfile::Builder::new().prefix("stratus-layouts-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("stratus-layouts-")
+            .tempdir()?;
         copy_tree(layouts, &dir.path().join("layouts"))?;
         Ok(Workspace { dir })
     }

@@ -35,7 +35,10 @@ fn aws_contract_check_fails_when_subnets_lose_their_role_tags_or_imds_is_unreach
     let text = std::fs::read_to_string(&node).unwrap();
     std::fs::write(
         &node,
-        text.replace("http_put_response_hop_limit = 2", "http_put_response_hop_limit = 1"),
+        text.replace(
+            "http_put_response_hop_limit = 2",
+            "http_put_response_hop_limit = 1",
+        ),
     )
     .unwrap();
     let problems = aws_contract::check(&ws.root(), &AWS_LAYOUTS);
@@ -95,12 +98,26 @@ fn aws_tag_values_drive_the_ccm_to_the_layout_subnets_and_group() {
     for (layout, vars) in [("WithNAT", &with_nat), ("WithoutNAT", &without_nat)] {
         let out = evaluate(vars);
         let cluster = tags(&out["tags"]);
-        assert_eq!(cluster.get(&key).map(String::as_str), Some("owned"), "{layout}: {cluster:?}");
+        assert_eq!(
+            cluster.get(&key).map(String::as_str),
+            Some("owned"),
+            "{layout}: {cluster:?}"
+        );
         let instance = tags(&out["instance_tags"]);
-        assert!(instance.contains_key(&key), "{layout}: the instance cache lists by {key}: {instance:?}");
-        assert!(instance.contains_key(NTH_MANAGED_TAG), "{layout}: {instance:?}");
+        assert!(
+            instance.contains_key(&key),
+            "{layout}: the instance cache lists by {key}: {instance:?}"
+        );
+        assert!(
+            instance.contains_key(NTH_MANAGED_TAG),
+            "{layout}: {instance:?}"
+        );
         let public = tags(&out["public_subnet_tags"]);
-        assert_eq!(public.get(ROLE_ELB).map(String::as_str), Some("1"), "{layout}: {public:?}");
+        assert_eq!(
+            public.get(ROLE_ELB).map(String::as_str),
+            Some("1"),
+            "{layout}: {public:?}"
+        );
 
         // A foreign cluster's public subnet and an untagged one compete in the same zone.
         let mut foreign = BTreeMap::new();
@@ -113,7 +130,10 @@ fn aws_tag_values_drive_the_ccm_to_the_layout_subnets_and_group() {
         ];
         if layout == "WithNAT" {
             let private = tags(&out["private_subnet_tags"]);
-            assert_eq!(private.get(ROLE_INTERNAL_ELB).map(String::as_str), Some("1"));
+            assert_eq!(
+                private.get(ROLE_INTERNAL_ELB).map(String::as_str),
+                Some("1")
+            );
             candidates.push(subnet("subnet-9layout-private", false, private));
         }
         assert_eq!(
@@ -157,21 +177,34 @@ fn aws_tag_values_drive_the_ccm_to_the_layout_subnets_and_group() {
 
 #[test]
 fn aws_bad_configuration_is_refused_with_a_clear_message() {
-    let mut vars = fixture("aws-with-nat.tfvars.json");
-    vars["providerClusterConfiguration"]["existingVPCID"] = "vpc-0123456789abcdef0".into();
-    vars["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]["ami"] =
-        "ubuntu".into();
+    // One bad field at a time: tofu stops at the first failing validation of a variable.
+    let cases: [(&[&str], serde_json::Value, &str); 3] = [
+        (
+            &["existingVPCID"],
+            "vpc-0123456789abcdef0".into(),
+            "set exactly one of vpcNetworkCIDR (a new VPC) and existingVPCID",
+        ),
+        (
+            &["masterNodeGroup", "instanceClass", "ami"],
+            "ubuntu".into(),
+            "ami must be an AMI ID such as ami-0123456789abcdef0",
+        ),
+        (
+            &["tags"],
+            serde_json::json!({"kubernetes.io/cluster/other": "owned"}),
+            "must not set kubernetes.io/cluster/*",
+        ),
+    ];
     let ws = Workspace::copy(&layouts()).unwrap();
-    let output = tofu()
-        .apply_failure(
-            &catalog::shared_module_dir(&ws.root(), "aws", "cluster-config"),
-            &vars,
-        )
-        .unwrap();
-    let output = squash(&output);
-    assert!(
-        output.contains("set exactly one of vpcNetworkCIDR (a new VPC) and existingVPCID"),
-        "{output}"
-    );
-    assert!(output.contains("ami must be an AMI ID"), "{output}");
+    let dir = catalog::shared_module_dir(&ws.root(), "aws", "cluster-config");
+    for (path, value, message) in cases {
+        let mut vars = fixture("aws-with-nat.tfvars.json");
+        let mut field = &mut vars["providerClusterConfiguration"];
+        for key in path {
+            field = &mut field[*key];
+        }
+        *field = value;
+        let output = squash(&tofu().apply_failure(&dir, &vars).unwrap());
+        assert!(output.contains(message), "{path:?}: {output}");
+    }
 }

@@ -24,7 +24,8 @@ const DISCOVERY_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Server-side dry-run apply of one object; the apiserver validates it against its schema.
 async fn dry_run(client: &kube::Client, object: &serde_json::Value) -> Result<(), kube::Error> {
-    let object: DynamicObject = serde_json::from_value(object.clone()).expect("a Kubernetes object");
+    let object: DynamicObject =
+        serde_json::from_value(object.clone()).expect("a Kubernetes object");
     let types = object.types.clone().expect("apiVersion and kind");
     let gvk = GroupVersionKind::try_from(&types).expect("a valid apiVersion");
     let deadline = tokio::time::Instant::now() + DISCOVERY_DEADLINE;
@@ -35,7 +36,10 @@ async fn dry_run(client: &kube::Client, object: &serde_json::Value) -> Result<()
                 let _ = e;
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            Err(e) => panic!("{gvk:?} not served within {} s: {e}", DISCOVERY_DEADLINE.as_secs()),
+            Err(e) => panic!(
+                "{gvk:?} not served within {} s: {e}",
+                DISCOVERY_DEADLINE.as_secs()
+            ),
         }
     };
     let name = object.metadata.name.clone().expect("a name");
@@ -50,8 +54,13 @@ async fn dry_run(client: &kube::Client, object: &serde_json::Value) -> Result<()
 }
 
 /// Every object a master-manifests or static-node-manifests render yields, VM last.
-fn node_objects(outputs: &std::collections::BTreeMap<String, serde_json::Value>) -> Vec<serde_json::Value> {
-    let mut objects = vec![outputs["cloud_init_secret"].clone(), outputs["ip_address"].clone()];
+fn node_objects(
+    outputs: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> Vec<serde_json::Value> {
+    let mut objects = vec![
+        outputs["cloud_init_secret"].clone(),
+        outputs["ip_address"].clone(),
+    ];
     objects.extend(outputs["disks"].as_object().unwrap().values().cloned());
     objects.push(outputs["virtual_machine"].clone());
     objects
@@ -74,7 +83,9 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
     let client = env.kube_client(Identity::Admin).await?;
     let installed = install_virtualization_crds(&client, &crds).await?;
     assert!(
-        installed.iter().any(|n| n == "virtualmachines.virtualization.deckhouse.io"),
+        installed
+            .iter()
+            .any(|n| n == "virtualmachines.virtualization.deckhouse.io"),
         "{installed:?}"
     );
     Api::<Namespace>::all(client.clone())
@@ -87,7 +98,9 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
     let kubeconfig = std::fs::read(env.kubeconfig(Identity::Admin))?;
     let mut vars = fixture("dvp-standard.tfvars.json");
     vars["providerClusterConfiguration"]["provider"]["kubeconfigDataBase64"] =
-        base64::engine::general_purpose::STANDARD.encode(kubeconfig).into();
+        base64::engine::general_purpose::STANDARD
+            .encode(kubeconfig)
+            .into();
 
     let ws = Workspace::copy(&layouts())?;
     let module = |name: &str| catalog::shared_module_dir(&ws.root(), "dvp", name);
@@ -137,8 +150,14 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
     // The labels the DVP CCM and capdvp look VMs up by.
     for vm in masters.iter().chain([&worker["virtual_machine"]]) {
         let labels = &vm["metadata"]["labels"];
-        assert_eq!(labels["dvp.deckhouse.io/hostname"], vm["metadata"]["name"], "{labels}");
-        assert_eq!(labels["dvp.deckhouse.io/cluster-uuid"], vars["clusterUUID"], "{labels}");
+        assert_eq!(
+            labels["dvp.deckhouse.io/hostname"], vm["metadata"]["name"],
+            "{labels}"
+        );
+        assert_eq!(
+            labels["dvp.deckhouse.io/cluster-uuid"], vars["clusterUUID"],
+            "{labels}"
+        );
         assert_eq!(labels["deckhouse.io/managed-by"], "deckhouse", "{labels}");
         assert_eq!(labels["team"], "platform", "additionalVMLabels: {labels}");
     }
@@ -151,7 +170,11 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
         .collect();
     assert_eq!(
         disks,
-        ["tenant-a-master-0-root", "tenant-a-master-0-kubernetes-data", "tenant-a-master-0-additional-0"]
+        [
+            "tenant-a-master-0-root",
+            "tenant-a-master-0-kubernetes-data",
+            "tenant-a-master-0-additional-0"
+        ]
     );
 
     let mut refused = Vec::new();
@@ -160,9 +183,14 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
             refused.push(format!("{}: {e}", name_of(object)));
         }
     }
-    assert!(refused.is_empty(), "refused by the apiserver:\n{}", refused.join("\n"));
+    assert!(
+        refused.is_empty(),
+        "refused by the apiserver:\n{}",
+        refused.join("\n")
+    );
     let kinds: Vec<String> = objects.iter().map(name_of).collect();
-    assert_eq!(objects.len(), 1 + 2 * 7 + 4, "{kinds:#?}");
+    // NetworkPolicy; per master Secret, IP address, 3 disks, VM; the worker Secret, IP, root disk, VM.
+    assert_eq!(objects.len(), 1 + 2 * 6 + 4, "{kinds:#?}");
 
     // Dry-run: nothing was stored.
     let vm_gvk = GroupVersionKind::gvk("virtualization.deckhouse.io", "v1alpha2", "VirtualMachine");
@@ -170,46 +198,80 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
     let stored = Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &vm_resource)
         .list(&ListParams::default())
         .await?;
-    assert!(stored.items.is_empty(), "dry-run stored {} VMs", stored.items.len());
+    assert!(
+        stored.items.is_empty(),
+        "dry-run stored {} VMs",
+        stored.items.len()
+    );
 
     // A core fraction the layouts accept (1-100 %) but this platform's VM schema does not.
     let mut bad = vars.clone();
-    bad["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]["virtualMachine"]["cpu"]
-        ["coreFraction"] = "7%".into();
+    bad["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]["virtualMachine"]
+        ["cpu"]["coreFraction"] = "7%".into();
     let out = render("master-manifests", bad).await?;
     match dry_run(&client, &out["virtual_machine"]).await {
         Ok(()) => bail!("a VirtualMachine with coreFraction 7% was accepted"),
         Err(kube::Error::Api(status)) => {
             assert_eq!(status.code, 422, "{status:?}");
-            assert!(status.message.contains("spec.cpu.coreFraction"), "{status:?}");
+            assert!(
+                status.message.contains("spec.cpu.coreFraction"),
+                "{status:?}"
+            );
         }
         Err(other) => bail!("unexpected error: {other}"),
     }
     Ok(())
 }
 
-#[test]
-fn dvp_layout_validation_refuses_a_bad_instance_class_naming_the_field() {
+/// Variables with a kubeconfig the layouts can read (nothing is contacted).
+fn offline_vars() -> serde_json::Value {
     let mut vars = fixture("dvp-standard.tfvars.json");
     vars["providerClusterConfiguration"]["provider"]["kubeconfigDataBase64"] =
         base64::engine::general_purpose::STANDARD
             .encode("clusters:\n- name: p\n  cluster: {server: https://127.0.0.1:1}\n")
             .into();
-    vars["providerClusterConfiguration"]["nodeGroups"][0]["instanceClass"]["virtualMachine"]["cpu"]
-        ["cores"] = 0.into();
-    vars["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]["virtualMachine"]
-        ["bootloader"] = "UEFI".into();
+    vars
+}
+
+#[test]
+fn dvp_layout_validation_refuses_a_bad_instance_class_naming_the_field() {
+    let ws = Workspace::copy(&layouts()).unwrap();
+    let dir = catalog::shared_module_dir(&ws.root(), "dvp", "master-manifests");
+    // One bad field at a time: tofu stops at the first failing validation of a variable.
+    let mut cores = offline_vars();
+    cores["providerClusterConfiguration"]["nodeGroups"][0]["instanceClass"]["virtualMachine"]
+        ["cpu"]["cores"] = 0.into();
+    let mut bootloader = offline_vars();
+    bootloader["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]
+        ["virtualMachine"]["bootloader"] = "UEFI".into();
+    for (vars, message) in [
+        (
+            cores,
+            "instanceClass.virtualMachine.cpu.cores must be a whole number of at least 1",
+        ),
+        (
+            bootloader,
+            "bootloader must be BIOS, EFI or EFIWithSecureBoot",
+        ),
+    ] {
+        let output = squash(&tofu().apply_failure(&dir, &vars).unwrap());
+        assert!(output.contains(message), "{output}");
+    }
+}
+
+#[test]
+fn dvp_node_index_beyond_the_replicas_is_refused() {
+    let mut vars = offline_vars();
+    vars["nodeIndex"] = 3.into();
     let ws = Workspace::copy(&layouts()).unwrap();
     let output = tofu()
-        .apply_failure(&catalog::shared_module_dir(&ws.root(), "dvp", "master-manifests"), &vars)
+        .apply_failure(
+            &catalog::shared_module_dir(&ws.root(), "dvp", "master-manifests"),
+            &vars,
+        )
         .unwrap();
-    let output = squash(&output);
     assert!(
-        output.contains("instanceClass.virtualMachine.cpu.cores must be a whole number of at least 1"),
-        "{output}"
-    );
-    assert!(
-        output.contains("bootloader must be BIOS, EFI or EFIWithSecureBoot"),
+        squash(&output).contains("nodeIndex must be below the replicas of the node's group"),
         "{output}"
     );
 }

@@ -52,13 +52,19 @@ fn openstack_validate_fails_when_a_required_argument_is_removed() {
     let master = catalog::shared_module_dir(&ws.root(), "openstack", "master").join("main.tf");
     let text = std::fs::read_to_string(&master).unwrap();
     let broken = text.replacen("  size              = var.etcd_disk_size_gb\n", "", 1);
-    assert_ne!(text, broken, "the etcd volume's size argument moved; update this test");
+    assert_ne!(
+        text, broken,
+        "the etcd volume's size argument moved; update this test"
+    );
     std::fs::write(&master, broken).unwrap();
     let dir = catalog::layout_module_dir(&ws.root(), "openstack", "standard", "master-node");
     let tofu = tofu();
     tofu.init(&dir).unwrap();
     let validation = tofu.validate(&dir).unwrap();
-    assert!(!validation.valid && validation.error_count >= 1, "{validation:?}");
+    assert!(
+        !validation.valid && validation.error_count >= 1,
+        "{validation:?}"
+    );
     assert!(
         validation
             .diagnostics
@@ -74,11 +80,14 @@ fn openstack_init_installs_nothing_outside_the_mirror() {
     let dir = catalog::layout_module_dir(&ws.root(), "openstack", "simple", "base-infrastructure");
     std::fs::write(
         dir.join("extra.tf"),
-        "terraform {\n  required_providers {\n    null = {\n      source = \"hashicorp/null\"\n    }\n  }\n}\n",
+        "resource \"null_resource\" \"extra\" {}\n",
     )
     .unwrap();
     let run = tofu()
-        .run(&dir, &["init", "-backend=false", "-input=false", "-no-color"])
+        .run(
+            &dir,
+            &["init", "-backend=false", "-input=false", "-no-color"],
+        )
         .unwrap();
     assert!(!run.success, "init must fail: {}", run.stdout);
     let output = squash(&format!("{}{}", run.stdout, run.stderr));
@@ -114,7 +123,8 @@ fn openstack_tofu_tests_pass_for_every_layout_module() {
 #[test]
 fn openstack_tofu_test_fails_when_a_layout_creates_something_else() {
     let ws = Workspace::copy(&layouts()).unwrap();
-    let security = catalog::shared_module_dir(&ws.root(), "openstack", "network-security").join("main.tf");
+    let security =
+        catalog::shared_module_dir(&ws.root(), "openstack", "network-security").join("main.tf");
     let text = std::fs::read_to_string(&security).unwrap();
     std::fs::write(&security, text.replace("port = 22 }", "port = 2222 }")).unwrap();
     let dir = catalog::layout_module_dir(&ws.root(), "openstack", "simple", "base-infrastructure");
@@ -123,5 +133,8 @@ fn openstack_tofu_test_fails_when_a_layout_creates_something_else() {
     let run = tofu.test(&dir).unwrap();
     let output = squash(&format!("{}{}", run.stdout, run.stderr));
     assert!(!run.success, "{output}");
-    assert!(output.contains("SSH must be open to 203.0.113.0/24"), "{output}");
+    assert!(
+        output.contains("SSH must be open to 203.0.113.0/24"),
+        "{output}"
+    );
 }

@@ -33,8 +33,13 @@ fn every_cloud_ships_its_layouts_in_deckhouse_shape() {
 fn structure_check_reports_a_missing_module_and_an_undocumented_variable() {
     let ws = Workspace::copy(&layouts()).unwrap();
     let root = ws.root();
-    std::fs::remove_dir_all(catalog::layout_module_dir(&root, "dvp", "standard", "static-node"))
-        .unwrap();
+    std::fs::remove_dir_all(catalog::layout_module_dir(
+        &root,
+        "dvp",
+        "standard",
+        "static-node",
+    ))
+    .unwrap();
     let node = catalog::shared_module_dir(&root, "aws", "node").join("main.tf");
     let text = std::fs::read_to_string(&node).unwrap();
     let text = text.replacen("  description = \"Subnet of the instance.\"\n", "", 1);
@@ -62,8 +67,12 @@ fn every_cluster_configuration_field_is_used() {
     let root = layouts();
     let mut report = Vec::new();
     for spec in CLOUDS {
-        let config = Module::load(&catalog::shared_module_dir(&root, spec.cloud, "cluster-config"))
-            .unwrap();
+        let config = Module::load(&catalog::shared_module_dir(
+            &root,
+            spec.cloud,
+            "cluster-config",
+        ))
+        .unwrap();
         let pcc = config
             .variable("providerClusterConfiguration")
             .and_then(|v| v.type_expr.clone())
@@ -93,7 +102,10 @@ fn every_cluster_configuration_field_is_used() {
 #[test]
 fn tofu_fmt_check_passes_on_every_file() {
     let unformatted = tofu().fmt_check(&layouts()).unwrap();
-    assert!(unformatted.is_empty(), "run `tofu fmt -recursive layouts`: {unformatted:?}");
+    assert!(
+        unformatted.is_empty(),
+        "run `tofu fmt -recursive layouts`: {unformatted:?}"
+    );
 }
 
 #[test]
@@ -104,7 +116,9 @@ fn tofu_fmt_check_reports_a_badly_formatted_file() {
     std::fs::write(&file, text.replacen("  pcc    = ", "  pcc = ", 1)).unwrap();
     let unformatted: BTreeSet<String> = tofu().fmt_check(&ws.root()).unwrap().into_iter().collect();
     assert!(
-        unformatted.iter().any(|f| f.ends_with("dvp/terraform-modules/cluster-config/main.tf")),
+        unformatted
+            .iter()
+            .any(|f| f.ends_with("dvp/terraform-modules/cluster-config/main.tf")),
         "{unformatted:?}"
     );
 }

@@ -135,7 +135,10 @@ mod tests {
     fn cli_config_names_only_the_mirror() {
         let text = cli_config_text(Path::new("/cache/opentofu/mirror"));
         assert!(text.contains("filesystem_mirror"), "{text}");
-        assert!(text.contains("path    = \"/cache/opentofu/mirror\""), "{text}");
+        assert!(
+            text.contains("path    = \"/cache/opentofu/mirror\""),
+            "{text}"
+        );
         assert!(!text.contains("direct"), "{text}");
     }
 }
