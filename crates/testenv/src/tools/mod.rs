@@ -7,6 +7,7 @@ pub mod virtualization_crds;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -116,8 +117,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
                 format!("copying {} to {}", entry.path().display(), target.display())
             })?;
             let mut perms = fs::metadata(&target)?.permissions();
-            #[allow(clippy::permissions_set_readonly_false)]
-            perms.set_readonly(false);
+            perms.set_mode(perms.mode() | 0o200);
             fs::set_permissions(&target, perms)?;
         }
     }
@@ -202,4 +202,35 @@ pub(crate) fn go_platform() -> String {
         other => other,
     };
     format!("{}_{arch}", std::env::consts::OS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copied_trees_are_writable_and_platforms_use_go_names() {
+        let base = std::env::temp_dir().join(format!("stratus-copy-tree-{}", std::process::id()));
+        let from = base.join("from");
+        fs::create_dir_all(from.join("sub")).unwrap();
+        let file = from.join("sub/go.mod");
+        fs::write(&file, "module x\n").unwrap();
+        let mut perms = fs::metadata(&file).unwrap().permissions();
+        perms.set_mode(0o444);
+        fs::set_permissions(&file, perms).unwrap();
+
+        copy_tree(&from, &base.join("to")).unwrap();
+        let copied = base.join("to/sub/go.mod");
+        assert_eq!(fs::read_to_string(&copied).unwrap(), "module x\n");
+        assert_ne!(
+            fs::metadata(&copied).unwrap().permissions().mode() & 0o200,
+            0
+        );
+        fs::remove_dir_all(&base).unwrap();
+
+        assert!(go_platform().contains('_'), "{}", go_platform());
+        if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+            assert_eq!(go_platform(), "linux_amd64");
+        }
+    }
 }
