@@ -202,7 +202,7 @@ pub(crate) fn required_version<'a>(go_mod: &'a str, module: &str) -> Option<&'a 
 }
 
 /// 64-bit FNV-1a: a tiny, stable content fingerprint for stamp files.
-fn fnv1a64(data: &[u8]) -> u64 {
+pub(crate) fn fnv1a64(data: &[u8]) -> u64 {
     data.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })

@@ -1,0 +1,210 @@
+//! The AWS layouts' contract: static checks of the HCL, the IAM policy against
+//! `deploy/iam-policy.json`, and the tag values (evaluated by tofu from the provider-free
+//! `cluster-config` module) run through the CCM's own subnet selection and node-group choice.
+
+use std::collections::BTreeMap;
+
+use stratus_aws::lb::ec2_network::SecurityGroup;
+use stratus_aws::lb::node_rules::node_group_of;
+use stratus_aws::lb::tags::cluster_tag_key;
+use stratus_aws::subnet_selection::{select_subnets, SubnetInfo, ROLE_ELB, ROLE_INTERNAL_ELB};
+use stratus_layouts_check::aws_contract::{self, same_policy, CCM_POLICY_FILE};
+use stratus_layouts_check::catalog;
+use stratus_layouts_check::workspace::Workspace;
+
+use crate::common::{fixture, layouts, lines, repo, squash, tofu};
+
+const AWS_LAYOUTS: [&str; 2] = ["without-nat", "with-nat"];
+/// The tag the node-termination-handler (queue mode) requires before acting on an instance.
+const NTH_MANAGED_TAG: &str = "aws-node-termination-handler/managed";
+const UUID: &str = "3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b";
+
+#[test]
+fn aws_layouts_tag_what_the_ccm_csi_and_termination_handler_read() {
+    let problems = aws_contract::check(&layouts(), &AWS_LAYOUTS);
+    assert!(problems.is_empty(), "{}", lines(&problems));
+}
+
+#[test]
+fn aws_contract_check_fails_when_subnets_lose_their_role_tags_or_imds_is_unreachable() {
+    let ws = Workspace::copy(&layouts()).unwrap();
+    let network = catalog::shared_module_dir(&ws.root(), "aws", "network").join("main.tf");
+    let text = std::fs::read_to_string(&network).unwrap();
+    std::fs::write(&network, text.replace("var.public_subnet_tags", "var.tags")).unwrap();
+    let node = catalog::shared_module_dir(&ws.root(), "aws", "node").join("main.tf");
+    let text = std::fs::read_to_string(&node).unwrap();
+    std::fs::write(
+        &node,
+        text.replace(
+            "http_put_response_hop_limit = 2",
+            "http_put_response_hop_limit = 1",
+        ),
+    )
+    .unwrap();
+    let problems = aws_contract::check(&ws.root(), &AWS_LAYOUTS);
+    let text = lines(&problems);
+    assert!(text.contains("aws_subnet.public"), "{text}");
+    assert!(text.contains("hop_limit must be at least 2"), "{text}");
+}
+
+#[test]
+fn aws_masters_carry_exactly_the_ccm_iam_policy() {
+    let layout_policy = std::fs::read_to_string(
+        catalog::shared_module_dir(&layouts(), "aws", "iam").join(CCM_POLICY_FILE),
+    )
+    .unwrap();
+    let deploy = std::fs::read_to_string(repo().join("deploy/iam-policy.json")).unwrap();
+    assert!(
+        same_policy(&layout_policy, &deploy).unwrap(),
+        "layouts/aws/terraform-modules/iam/{CCM_POLICY_FILE} differs from deploy/iam-policy.json"
+    );
+    let mut other: serde_json::Value = serde_json::from_str(&deploy).unwrap();
+    other["Statement"][0]["Action"][0] = "ec2:DescribeImages".into();
+    assert!(!same_policy(&layout_policy, &other.to_string()).unwrap());
+}
+
+fn tags(value: &serde_json::Value) -> BTreeMap<String, String> {
+    serde_json::from_value(value.clone()).expect("a tag map")
+}
+
+fn evaluate(vars: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
+    let ws = Workspace::copy(&layouts()).unwrap();
+    tofu()
+        .apply_outputs(
+            &catalog::shared_module_dir(&ws.root(), "aws", "cluster-config"),
+            vars,
+        )
+        .unwrap()
+}
+
+fn subnet(id: &str, public: bool, tags: BTreeMap<String, String>) -> SubnetInfo {
+    SubnetInfo {
+        id: id.into(),
+        zone: "eu-central-1a".into(),
+        tags,
+        public,
+    }
+}
+
+/// The tags the layouts put on subnets, instances and security groups, fed to the CCM's own
+/// decisions: load balancers land in the layout's subnets, LB rules in the cluster group.
+#[test]
+fn aws_tag_values_drive_the_ccm_to_the_layout_subnets_and_group() {
+    let with_nat = fixture("aws-with-nat.tfvars.json");
+    let mut without_nat = with_nat.clone();
+    without_nat["providerClusterConfiguration"]["layout"] = "WithoutNAT".into();
+    let key = cluster_tag_key(UUID);
+
+    for (layout, vars) in [("WithNAT", &with_nat), ("WithoutNAT", &without_nat)] {
+        let out = evaluate(vars);
+        let cluster = tags(&out["tags"]);
+        assert_eq!(
+            cluster.get(&key).map(String::as_str),
+            Some("owned"),
+            "{layout}: {cluster:?}"
+        );
+        let instance = tags(&out["instance_tags"]);
+        assert!(
+            instance.contains_key(&key),
+            "{layout}: the instance cache lists by {key}: {instance:?}"
+        );
+        assert!(
+            instance.contains_key(NTH_MANAGED_TAG),
+            "{layout}: {instance:?}"
+        );
+        let public = tags(&out["public_subnet_tags"]);
+        assert_eq!(
+            public.get(ROLE_ELB).map(String::as_str),
+            Some("1"),
+            "{layout}: {public:?}"
+        );
+
+        // A foreign cluster's public subnet and an untagged one compete in the same zone.
+        let mut foreign = BTreeMap::new();
+        foreign.insert(cluster_tag_key("other-cluster"), "owned".to_string());
+        foreign.insert(ROLE_ELB.to_string(), "1".to_string());
+        let mut candidates = vec![
+            subnet("subnet-0foreign", true, foreign),
+            subnet("subnet-0untagged", true, BTreeMap::new()),
+            subnet("subnet-9layout-public", true, public),
+        ];
+        if layout == "WithNAT" {
+            let private = tags(&out["private_subnet_tags"]);
+            assert_eq!(
+                private.get(ROLE_INTERNAL_ELB).map(String::as_str),
+                Some("1")
+            );
+            candidates.push(subnet("subnet-9layout-private", false, private));
+        }
+        assert_eq!(
+            select_subnets(&candidates, UUID, false),
+            vec!["subnet-9layout-public".to_string()],
+            "{layout}: internet-facing load balancers"
+        );
+        let internal = if layout == "WithNAT" {
+            "subnet-9layout-private"
+        } else {
+            "subnet-9layout-public"
+        };
+        assert_eq!(
+            select_subnets(&candidates, UUID, true),
+            vec![internal.to_string()],
+            "{layout}: internal load balancers"
+        );
+
+        let group = |id: &str, tags: BTreeMap<String, String>| SecurityGroup {
+            id: id.into(),
+            name: id.into(),
+            vpc_id: "vpc-1".into(),
+            tags,
+            cidr_rules: Default::default(),
+            group_rules: Default::default(),
+        };
+        let known: BTreeMap<String, SecurityGroup> = [
+            group("sg-cluster", cluster.clone()),
+            group("sg-ssh", tags(&out["untagged_for_cluster"])),
+        ]
+        .into_iter()
+        .map(|g| (g.id.clone(), g))
+        .collect();
+        assert_eq!(
+            node_group_of(&["sg-cluster".into(), "sg-ssh".into()], &known, UUID),
+            Ok(Some("sg-cluster".to_string())),
+            "{layout}: load-balancer rules must go to the cluster group"
+        );
+    }
+}
+
+#[test]
+fn aws_bad_configuration_is_refused_with_a_clear_message() {
+    // One bad field at a time: tofu stops at the first failing validation of a variable.
+    let cases: [(&[&str], serde_json::Value, &str); 3] = [
+        (
+            &["existingVPCID"],
+            "vpc-0123456789abcdef0".into(),
+            "set exactly one of vpcNetworkCIDR (a new VPC) and existingVPCID",
+        ),
+        (
+            &["masterNodeGroup", "instanceClass", "ami"],
+            "ubuntu".into(),
+            "ami must be an AMI ID such as ami-0123456789abcdef0",
+        ),
+        (
+            &["tags"],
+            serde_json::json!({"kubernetes.io/cluster/other": "owned"}),
+            "must not set kubernetes.io/cluster/*",
+        ),
+    ];
+    let ws = Workspace::copy(&layouts()).unwrap();
+    let dir = catalog::shared_module_dir(&ws.root(), "aws", "cluster-config");
+    for (path, value, message) in cases {
+        let mut vars = fixture("aws-with-nat.tfvars.json");
+        let mut field = &mut vars["providerClusterConfiguration"];
+        for key in path {
+            field = &mut field[*key];
+        }
+        *field = value;
+        let output = squash(&tofu().apply_failure(&dir, &vars).unwrap());
+        assert!(output.contains(message), "{path:?}: {output}");
+    }
+}

@@ -1,0 +1,61 @@
+//! Shared by the layout tests: the repository, the installed tofu (built once per machine), the
+//! fixtures.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use stratus_layouts_check::catalog;
+use stratus_layouts_check::tofu::Tofu;
+use stratus_testenv::tools::opentofu::{ensure_opentofu, OpenTofu};
+
+/// `layouts/` of this checkout.
+pub fn layouts() -> PathBuf {
+    catalog::layouts_root(&catalog::repo_root())
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    catalog::repo_root()
+}
+
+/// The installed OpenTofu (built from its Go module the first time on a machine).
+pub fn opentofu() -> &'static OpenTofu {
+    static TOFU: OnceLock<OpenTofu> = OnceLock::new();
+    TOFU.get_or_init(|| {
+        let tofu = ensure_opentofu().expect("installing OpenTofu and its OpenStack provider");
+        for (what, took) in &tofu.built {
+            eprintln!("built {what} in {} s", took.as_secs());
+        }
+        tofu
+    })
+}
+
+/// A runner for the installed tofu with the mirror-only CLI config.
+pub fn tofu() -> Tofu {
+    let t = opentofu();
+    Tofu::new(&t.tofu, &t.cli_config)
+}
+
+/// A fixture of `testdata/`.
+pub fn fixture(name: &str) -> serde_json::Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+/// Problems as one line each, for assertion messages.
+pub fn lines<T: std::fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(|p| format!("  {p}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `text` with every run of whitespace made one space (tofu wraps long diagnostics).
+pub fn squash(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,10 @@
+//! The layout suite: structure and contract checks of `layouts/`, then the real `tofu` (built by
+//! the test environment's installer on first use): `fmt -check`, offline `init` + `validate` and
+//! `tofu test` of the OpenStack layouts with the real provider, AWS tag values evaluated and held
+//! against the CCM's code, DVP objects rendered and dry-run against the virtualization CRDs.
+
+mod aws;
+mod common;
+mod dvp;
+mod openstack;
+mod structure;

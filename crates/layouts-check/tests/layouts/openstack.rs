@@ -1,0 +1,140 @@
+//! The OpenStack layouts with the real provider (terraform-provider-openstack v1.54.1 from a
+//! filesystem mirror, no network): offline `init`, `validate` of every layout module (and a
+//! failure when a required argument is removed), and `tofu test` with a mocked provider.
+
+use std::path::PathBuf;
+
+use stratus_layouts_check::catalog::{self, CLOUDS, LAYOUT_MODULES};
+use stratus_layouts_check::workspace::Workspace;
+
+use crate::common::{layouts, squash, tofu};
+
+fn openstack_modules(root: &std::path::Path) -> Vec<PathBuf> {
+    let spec = CLOUDS.iter().find(|c| c.cloud == "openstack").unwrap();
+    spec.layouts
+        .iter()
+        .flat_map(|(layout, _)| {
+            LAYOUT_MODULES
+                .iter()
+                .map(move |m| catalog::layout_module_dir(root, "openstack", layout, m))
+        })
+        .collect()
+}
+
+#[test]
+fn openstack_layout_modules_validate_with_the_real_provider() {
+    let ws = Workspace::copy(&layouts()).unwrap();
+    let tofu = tofu();
+    let modules = openstack_modules(&ws.root());
+    assert_eq!(modules.len(), 12);
+    for dir in modules {
+        tofu.init(&dir).unwrap();
+        let lock = std::fs::read_to_string(dir.join(".terraform.lock.hcl")).unwrap();
+        assert!(
+            lock.contains("terraform-provider-openstack/openstack") && lock.contains("1.54.1"),
+            "{}: {lock}",
+            dir.display()
+        );
+        let validation = tofu.validate(&dir).unwrap();
+        let errors: Vec<String> = validation
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == "error")
+            .map(|d| format!("{}: {}", d.summary, d.detail))
+            .collect();
+        assert!(validation.valid, "{}: {errors:#?}", dir.display());
+    }
+}
+
+#[test]
+fn openstack_validate_fails_when_a_required_argument_is_removed() {
+    let ws = Workspace::copy(&layouts()).unwrap();
+    let master = catalog::shared_module_dir(&ws.root(), "openstack", "master").join("main.tf");
+    let text = std::fs::read_to_string(&master).unwrap();
+    let broken = text.replacen("  size              = var.etcd_disk_size_gb\n", "", 1);
+    assert_ne!(
+        text, broken,
+        "the etcd volume's size argument moved; update this test"
+    );
+    std::fs::write(&master, broken).unwrap();
+    let dir = catalog::layout_module_dir(&ws.root(), "openstack", "standard", "master-node");
+    let tofu = tofu();
+    tofu.init(&dir).unwrap();
+    let validation = tofu.validate(&dir).unwrap();
+    assert!(
+        !validation.valid && validation.error_count >= 1,
+        "{validation:?}"
+    );
+    assert!(
+        validation
+            .diagnostics
+            .iter()
+            .any(|d| d.summary == "Missing required argument" && d.detail.contains("\"size\"")),
+        "{validation:#?}"
+    );
+}
+
+#[test]
+fn openstack_init_installs_nothing_outside_the_mirror() {
+    let ws = Workspace::copy(&layouts()).unwrap();
+    let dir = catalog::layout_module_dir(&ws.root(), "openstack", "simple", "base-infrastructure");
+    std::fs::write(
+        dir.join("extra.tf"),
+        "resource \"null_resource\" \"extra\" {}\n",
+    )
+    .unwrap();
+    let run = tofu()
+        .run(
+            &dir,
+            &["init", "-backend=false", "-input=false", "-no-color"],
+        )
+        .unwrap();
+    assert!(!run.success, "init must fail: {}", run.stdout);
+    let output = squash(&format!("{}{}", run.stdout, run.stderr));
+    assert!(output.contains("hashicorp/null"), "{output}");
+}
+
+#[test]
+fn openstack_tofu_tests_pass_for_every_layout_module() {
+    let ws = Workspace::copy(&layouts()).unwrap();
+    let tofu = tofu();
+    let mut runs = 0;
+    for dir in openstack_modules(&ws.root()) {
+        tofu.init(&dir).unwrap();
+        let run = tofu.test(&dir).unwrap();
+        let output = format!("{}{}", run.stdout, run.stderr);
+        assert!(run.success, "{}:\n{output}", dir.display());
+        let summary = output
+            .lines()
+            .find(|l| l.starts_with("Success!"))
+            .unwrap_or_default();
+        let passed: usize = summary
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(passed >= 1, "{}: {summary}", dir.display());
+        runs += passed;
+    }
+    eprintln!("tofu test: {runs} runs passed in 12 OpenStack layout modules");
+    assert!(runs >= 12);
+}
+
+#[test]
+fn openstack_tofu_test_fails_when_a_layout_creates_something_else() {
+    let ws = Workspace::copy(&layouts()).unwrap();
+    let security =
+        catalog::shared_module_dir(&ws.root(), "openstack", "network-security").join("main.tf");
+    let text = std::fs::read_to_string(&security).unwrap();
+    std::fs::write(&security, text.replace("port = 22 }", "port = 2222 }")).unwrap();
+    let dir = catalog::layout_module_dir(&ws.root(), "openstack", "simple", "base-infrastructure");
+    let tofu = tofu();
+    tofu.init(&dir).unwrap();
+    let run = tofu.test(&dir).unwrap();
+    let output = squash(&format!("{}{}", run.stdout, run.stderr));
+    assert!(!run.success, "{output}");
+    assert!(
+        output.contains("SSH must be open to 203.0.113.0/24"),
+        "{output}"
+    );
+}

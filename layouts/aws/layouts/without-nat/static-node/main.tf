@@ -1,0 +1,47 @@
+# Static node nodeIndex of node group nodeGroupName.
+
+locals {
+  group       = module.config.node_groups[var.nodeGroupName]
+  group_zones = length(local.group.zones) > 0 ? sort(local.group.zones) : local.zones
+  zone        = element(local.group_zones, var.nodeIndex)
+}
+
+data "aws_subnet" "node" {
+  filter {
+    name   = "tag:Name"
+    values = ["${local.prefix}-${module.config.with_nat ? "private" : "public"}-${local.zone}"]
+  }
+
+  lifecycle {
+    precondition {
+      condition     = module.config.node_index_in_range
+      error_message = "nodeIndex must be below the replicas of the node's group (masterNodeGroup.replicas or the replicas of nodeGroups[nodeGroupName])."
+    }
+  }
+}
+
+data "aws_security_group" "cluster" {
+  vpc_id = data.aws_subnet.node.vpc_id
+  name   = "${local.prefix}-cluster"
+}
+
+data "aws_security_group" "ssh" {
+  count  = module.config.default_security_group ? 1 : 0
+  vpc_id = data.aws_subnet.node.vpc_id
+  name   = "${local.prefix}-ssh"
+}
+
+module "node" {
+  source               = "../../../terraform-modules/node"
+  name                 = "${local.prefix}-${var.nodeGroupName}-${var.nodeIndex}"
+  instance_class       = local.group.instanceClass
+  subnet_id            = data.aws_subnet.node.id
+  zone                 = local.zone
+  security_group_ids   = concat([data.aws_security_group.cluster.id], data.aws_security_group.ssh[*].id)
+  iam_instance_profile = "${local.prefix}-node"
+  key_name             = local.prefix
+  cloud_config         = var.cloudConfig
+  public_ip            = false
+  instance_tags        = module.config.instance_tags
+  volume_tags          = module.config.tags
+}

@@ -1,0 +1,9 @@
+module "config" {
+  source                       = "../cluster-config"
+  clusterConfiguration         = var.clusterConfiguration
+  providerClusterConfiguration = var.providerClusterConfiguration
+  clusterUUID                  = var.clusterUUID
+  nodeIndex                    = var.nodeIndex
+  cloudConfig                  = var.cloudConfig
+  nodeGroupName                = var.nodeGroupName
+}

@@ -1,0 +1,24 @@
+# The parent-cluster objects of master number nodeIndex, rendered without a provider (the
+# master-node layout applies them). Zones and static IP addresses are taken by index.
+
+locals {
+  master = module.config.master
+  zones  = length(local.master.zones) > 0 ? local.master.zones : module.config.zones
+  ips    = local.master.instanceClass.virtualMachine.ipAddresses
+}
+
+module "node" {
+  source           = "../node-manifests"
+  name             = "${module.config.prefix}-master-${var.nodeIndex}"
+  namespace        = module.config.namespace
+  node_group       = "master"
+  cluster_labels   = module.config.cluster_labels
+  vm_labels        = module.config.vm_labels
+  zone             = length(local.zones) > 0 ? element(local.zones, var.nodeIndex) : null
+  ip_address       = var.nodeIndex < length(local.ips) ? local.ips[var.nodeIndex] : "Auto"
+  cloud_config     = var.cloudConfig
+  virtual_machine  = local.master.instanceClass.virtualMachine
+  root_disk        = local.master.instanceClass.rootDisk
+  etcd_disk        = local.master.instanceClass.etcdDisk
+  additional_disks = local.master.instanceClass.additionalDisks
+}

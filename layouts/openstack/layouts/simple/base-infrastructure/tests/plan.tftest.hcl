@@ -1,0 +1,223 @@
+# Plans the Simple layout's base-infrastructure module with a mocked OpenStack provider (`tofu test`, nothing is
+# created) and asserts what it would create.
+
+variables {
+  clusterConfiguration = {
+    cloud = {
+      prefix = "c1"
+    }
+    podSubnetCIDR = "10.111.0.0/16"
+  }
+  clusterUUID         = "3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b"
+  cloudConfig         = "I2Nsb3VkLWNvbmZpZwo="
+  nodeIndex           = 1
+  nodeGroupName       = "worker"
+  masterServerGroupID = "11111111-2222-4333-8444-555555555555"
+  providerClusterConfiguration = {
+    layout       = "Simple"
+    sshPublicKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGs1c3RyYXR1cyBsYXlvdXRzIGNoZWNr stratus@example"
+    sshAllowList = ["203.0.113.0/24", "198.51.100.0/24"]
+    tags = {
+      team = "platform"
+    }
+    zones = ["nova", "zone-b", "zone-c"]
+    provider = {
+      authURL    = "https://keystone.example.com:5000/v3"
+      domainName = "Default"
+      tenantName = "tenant-a"
+      username   = "deckhouse"
+      password   = "not-a-secret"
+      region     = "RegionOne"
+    }
+    masterNodeGroup = {
+      replicas = 3
+      instanceClass = {
+        flavorName               = "m1.large"
+        imageName                = "ubuntu-24-04"
+        rootDiskSize             = 40
+        etcdDiskSizeGb           = 15
+        additionalSecurityGroups = ["monitoring"]
+        additionalTags = {
+          role = "master"
+        }
+      }
+      volumeTypeMap = {
+        nova     = "ceph-ssd"
+        "zone-b" = "fast-ssd"
+      }
+      serverGroup = {
+        policy = "AntiAffinity"
+      }
+    }
+    nodeGroups = [
+      {
+        name     = "worker"
+        replicas = 2
+        volumeTypeMap = {
+          nova     = "ceph-ssd"
+          "zone-b" = "fast-ssd"
+        }
+        instanceClass = {
+          flavorName                   = "m1.medium"
+          imageName                    = "ubuntu-24-04"
+          rootDiskSize                 = 30
+          configDrive                  = true
+          mainNetwork                  = "c1"
+          additionalNetworks           = ["storage"]
+          networksWithSecurityDisabled = ["storage"]
+          floatingIPPools              = ["public"]
+          additionalTags = {
+            role = "worker"
+          }
+        }
+      },
+    ]
+    simple = {
+      externalNetworkName = "public"
+      externalNetworkDHCP = true
+      podNetworkMode      = "VXLAN"
+    }
+  }
+}
+
+mock_provider "openstack" {
+  mock_data "openstack_compute_availability_zones_v2" {
+    defaults = {
+      names = ["nova", "zone-b"]
+    }
+  }
+  mock_data "openstack_networking_network_v2" {
+    defaults = {
+      id = "0f3c1d52-6a0e-4e57-9c1b-2f4e7d0a9b11"
+    }
+  }
+  mock_data "openstack_networking_subnet_v2" {
+    defaults = {
+      id   = "5d2e0b8a-1c3f-4a6d-8e9b-7f0a1b2c3d44"
+      cidr = "10.10.0.0/24"
+    }
+  }
+  mock_data "openstack_networking_secgroup_v2" {
+    defaults = {
+      id = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c66"
+    }
+  }
+  mock_data "openstack_images_image_v2" {
+    defaults = {
+      id = "c4d5e6f7-a8b9-4c0d-9e1f-2a3b4c5d6e77"
+    }
+  }
+}
+
+run "creates_groups_only" {
+  command = apply
+
+  assert {
+    condition     = length(module.base.security_rules) == 7
+    error_message = "the cluster group must have 7 ingress rules: within the cluster, and SSH, the Kubernetes API and ICMP from each of the 2 allow-list CIDRs"
+  }
+
+  assert {
+    condition     = contains([for r in module.base.security_rules : "${r.protocol}/${coalesce(r.port, 0)}/${r.source}"], "tcp/22/203.0.113.0/24")
+    error_message = "SSH must be open to 203.0.113.0/24"
+  }
+
+  assert {
+    condition     = contains([for r in module.base.security_rules : "${r.protocol}/${coalesce(r.port, 0)}/${r.source}"], "tcp/6443/198.51.100.0/24")
+    error_message = "the Kubernetes API must be open to 198.51.100.0/24"
+  }
+
+  assert {
+    condition     = module.base.keypair_name == "c1"
+    error_message = "the keypair must be named after the prefix"
+  }
+
+  assert {
+    condition     = module.base.master_server_group_id != ""
+    error_message = "AntiAffinity must create the masters' server group"
+  }
+
+  assert {
+    condition     = output.cloud_discovery_data.internalNetworkNames[0] == "public" && output.cloud_discovery_data.podNetworkMode == "VXLAN"
+    error_message = "nodes must sit on the external network with the configured pod network mode"
+  }
+
+  assert {
+    condition     = output.node_network_cidr == "10.10.0.0/24"
+    error_message = "the node network is the external network's subnet"
+  }
+}
+
+run "refuses_a_bad_pod_network_mode" {
+  command = plan
+
+  variables {
+    providerClusterConfiguration = {
+      layout       = "Simple"
+      sshPublicKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGs1c3RyYXR1cyBsYXlvdXRzIGNoZWNr stratus@example"
+      sshAllowList = ["203.0.113.0/24", "198.51.100.0/24"]
+      tags = {
+        team = "platform"
+      }
+      zones = ["nova", "zone-b", "zone-c"]
+      provider = {
+        authURL    = "https://keystone.example.com:5000/v3"
+        domainName = "Default"
+        tenantName = "tenant-a"
+        username   = "deckhouse"
+        password   = "not-a-secret"
+        region     = "RegionOne"
+      }
+      masterNodeGroup = {
+        replicas = 3
+        instanceClass = {
+          flavorName               = "m1.large"
+          imageName                = "ubuntu-24-04"
+          rootDiskSize             = 40
+          etcdDiskSizeGb           = 15
+          additionalSecurityGroups = ["monitoring"]
+          additionalTags = {
+            role = "master"
+          }
+        }
+        volumeTypeMap = {
+          nova     = "ceph-ssd"
+          "zone-b" = "fast-ssd"
+        }
+        serverGroup = {
+          policy = "AntiAffinity"
+        }
+      }
+      nodeGroups = [
+        {
+          name     = "worker"
+          replicas = 2
+          volumeTypeMap = {
+            nova     = "ceph-ssd"
+            "zone-b" = "fast-ssd"
+          }
+          instanceClass = {
+            flavorName                   = "m1.medium"
+            imageName                    = "ubuntu-24-04"
+            rootDiskSize                 = 30
+            configDrive                  = true
+            mainNetwork                  = "c1"
+            additionalNetworks           = ["storage"]
+            networksWithSecurityDisabled = ["storage"]
+            floatingIPPools              = ["public"]
+            additionalTags = {
+              role = "worker"
+            }
+          }
+        },
+      ]
+      simple = {
+        externalNetworkName = "public"
+        externalNetworkDHCP = true
+        podNetworkMode      = "Geneve"
+      }
+    }
+  }
+
+  expect_failures = [var.providerClusterConfiguration]
+}

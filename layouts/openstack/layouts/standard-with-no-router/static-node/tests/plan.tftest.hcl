@@ -1,0 +1,130 @@
+# Plans the StandardWithNoRouter layout's static-node module with a mocked OpenStack provider (`tofu test`, nothing is
+# created) and asserts what it would create.
+
+variables {
+  clusterConfiguration = {
+    cloud = {
+      prefix = "c1"
+    }
+    podSubnetCIDR = "10.111.0.0/16"
+  }
+  clusterUUID         = "3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b"
+  cloudConfig         = "I2Nsb3VkLWNvbmZpZwo="
+  nodeIndex           = 1
+  nodeGroupName       = "worker"
+  masterServerGroupID = "11111111-2222-4333-8444-555555555555"
+  providerClusterConfiguration = {
+    layout       = "StandardWithNoRouter"
+    sshPublicKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGs1c3RyYXR1cyBsYXlvdXRzIGNoZWNr stratus@example"
+    sshAllowList = ["203.0.113.0/24", "198.51.100.0/24"]
+    tags = {
+      team = "platform"
+    }
+    zones = ["nova", "zone-b", "zone-c"]
+    provider = {
+      authURL    = "https://keystone.example.com:5000/v3"
+      domainName = "Default"
+      tenantName = "tenant-a"
+      username   = "deckhouse"
+      password   = "not-a-secret"
+      region     = "RegionOne"
+    }
+    masterNodeGroup = {
+      replicas = 3
+      instanceClass = {
+        flavorName               = "m1.large"
+        imageName                = "ubuntu-24-04"
+        rootDiskSize             = 40
+        etcdDiskSizeGb           = 15
+        additionalSecurityGroups = ["monitoring"]
+        additionalTags = {
+          role = "master"
+        }
+      }
+      volumeTypeMap = {
+        nova     = "ceph-ssd"
+        "zone-b" = "fast-ssd"
+      }
+      serverGroup = {
+        policy = "AntiAffinity"
+      }
+    }
+    nodeGroups = [
+      {
+        name     = "worker"
+        replicas = 2
+        volumeTypeMap = {
+          nova     = "ceph-ssd"
+          "zone-b" = "fast-ssd"
+        }
+        instanceClass = {
+          flavorName                   = "m1.medium"
+          imageName                    = "ubuntu-24-04"
+          rootDiskSize                 = 30
+          configDrive                  = true
+          mainNetwork                  = "c1"
+          additionalNetworks           = ["storage"]
+          networksWithSecurityDisabled = ["storage"]
+          floatingIPPools              = ["public"]
+          additionalTags = {
+            role = "worker"
+          }
+        }
+      },
+    ]
+    standardWithNoRouter = {
+      internalNetworkCIDR     = "192.168.199.0/24"
+      externalNetworkName     = "public"
+      externalNetworkDHCP     = false
+      internalNetworkSecurity = true
+    }
+  }
+}
+
+mock_provider "openstack" {
+  mock_data "openstack_compute_availability_zones_v2" {
+    defaults = {
+      names = ["nova", "zone-b"]
+    }
+  }
+  mock_data "openstack_networking_network_v2" {
+    defaults = {
+      id = "0f3c1d52-6a0e-4e57-9c1b-2f4e7d0a9b11"
+    }
+  }
+  mock_data "openstack_networking_subnet_v2" {
+    defaults = {
+      id   = "5d2e0b8a-1c3f-4a6d-8e9b-7f0a1b2c3d44"
+      cidr = "10.10.0.0/24"
+    }
+  }
+  mock_data "openstack_networking_secgroup_v2" {
+    defaults = {
+      id = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c66"
+    }
+  }
+  mock_data "openstack_images_image_v2" {
+    defaults = {
+      id = "c4d5e6f7-a8b9-4c0d-9e1f-2a3b4c5d6e77"
+    }
+  }
+}
+
+run "static_node_ports_and_floating_ip" {
+  command = apply
+
+  assert {
+    condition     = module.node.zone == "zone-b"
+    error_message = "static node 1 must go to the second available zone"
+  }
+
+  assert {
+    condition     = module.node.ports["c1"] && !module.node.ports["storage"] && length(module.node.ports) == 2
+    error_message = "the node must have a filtered port on its main network and an unfiltered one on networksWithSecurityDisabled"
+  }
+
+  assert {
+    condition     = length(module.node.floating_ip_pools) == 1 && module.node.floating_ip_pools[0] == "public"
+    error_message = "the node must get a floating IP from its first floatingIPPools entry"
+  }
+}

@@ -1,0 +1,9 @@
+terraform {
+  required_version = ">= 1.9.0"
+  required_providers {
+    openstack = {
+      source  = "terraform-provider-openstack/openstack"
+      version = "1.54.1"
+    }
+  }
+}
