@@ -17,6 +17,7 @@
 
 pub mod aws_env;
 pub mod cli;
+mod cli_openstack;
 pub mod cluster;
 pub mod env;
 pub mod faults;
