@@ -67,7 +67,7 @@ pub enum AuthError {
 /// How tokens are checked.
 pub enum Auth {
     /// Against a real Keystone.
-    Keystone(KeystoneValidator),
+    Keystone(Box<KeystoneValidator>),
     /// A fixed table (the simulator's own handler tests, which run without Keystone).
     Fixed(HashMap<String, Caller>),
 }
@@ -242,7 +242,10 @@ impl KeystoneValidator {
         Ok(token)
     }
 
-    async fn exchange(&self, request: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes), AuthError> {
+    async fn exchange(
+        &self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<(StatusCode, Bytes), AuthError> {
         let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
             .await
             .map_err(|_| AuthError::Keystone("no answer from keystone in 30 s".into()))?
@@ -260,11 +263,9 @@ impl KeystoneValidator {
 
 /// Time left until a Keystone `expires_at` (RFC 3339); zero if past.
 fn remaining(expires_at: &str) -> Result<Duration, AuthError> {
-    let expires = time::OffsetDateTime::parse(
-        expires_at,
-        &time::format_description::well_known::Rfc3339,
-    )
-    .map_err(|e| AuthError::Keystone(format!("expires_at {expires_at:?}: {e}")))?;
+    let expires =
+        time::OffsetDateTime::parse(expires_at, &time::format_description::well_known::Rfc3339)
+            .map_err(|e| AuthError::Keystone(format!("expires_at {expires_at:?}: {e}")))?;
     let left = expires - time::OffsetDateTime::now_utc();
     Ok(Duration::try_from(left).unwrap_or(Duration::ZERO))
 }
@@ -275,7 +276,10 @@ mod tests {
 
     #[test]
     fn expiry_times_are_read_from_keystone_timestamps() {
-        assert_eq!(remaining("2000-01-01T00:00:00.000000Z").unwrap(), Duration::ZERO);
+        assert_eq!(
+            remaining("2000-01-01T00:00:00.000000Z").unwrap(),
+            Duration::ZERO
+        );
         let left = remaining("2999-01-01T00:00:00.000000Z").unwrap();
         assert!(left > Duration::from_secs(3600 * 24 * 365), "{left:?}");
         assert!(remaining("tomorrow").is_err());
@@ -290,7 +294,11 @@ mod tests {
 
     #[tokio::test]
     async fn fixed_tables_answer_missing_and_invalid_tokens() {
-        let caller = Caller { project_id: "p".into(), user_id: "u".into(), is_admin: false };
+        let caller = Caller {
+            project_id: "p".into(),
+            user_id: "u".into(),
+            is_admin: false,
+        };
         let auth = Auth::Fixed(HashMap::from([("t".to_owned(), caller.clone())]));
         assert_eq!(auth.validate(Some("t")).await, Ok(caller));
         assert_eq!(auth.validate(Some("x")).await, Err(AuthError::Invalid));

@@ -242,22 +242,46 @@ mod tests {
     #[test]
     fn each_service_speaks_its_own_error_format() {
         assert_eq!(parsed(Service::Compute, 404)["itemNotFound"]["code"], 404);
-        assert_eq!(parsed(Service::Compute, 409)["conflictingRequest"]["message"], "nope");
-        assert_eq!(parsed(Service::Compute, 429)["overLimit"]["retryAfter"], "7");
-        assert_eq!(parsed(Service::BlockStorage, 503)["serviceUnavailable"]["code"], 503);
+        assert_eq!(
+            parsed(Service::Compute, 409)["conflictingRequest"]["message"],
+            "nope"
+        );
+        assert_eq!(
+            parsed(Service::Compute, 429)["overLimit"]["retryAfter"],
+            "7"
+        );
+        assert_eq!(
+            parsed(Service::BlockStorage, 503)["serviceUnavailable"]["code"],
+            503
+        );
         assert_eq!(parsed(Service::Compute, 500)["computeFault"]["code"], 500);
-        assert_eq!(parsed(Service::Network, 404)["NeutronError"]["type"], "NetworkNotFound");
+        assert_eq!(
+            parsed(Service::Network, 404)["NeutronError"]["type"],
+            "NetworkNotFound"
+        );
         assert_eq!(parsed(Service::LoadBalancer, 503)["faultcode"], "Server");
         assert_eq!(parsed(Service::LoadBalancer, 404)["faultstring"], "nope");
-        assert_eq!(parsed(Service::Identity, 401)["error"]["title"], "Unauthorized");
+        assert_eq!(
+            parsed(Service::Identity, 401)["error"]["title"],
+            "Unauthorized"
+        );
         let (ct, html) = error_body(Service::Image, StatusCode::NOT_FOUND, "", "No image", None);
-        assert!(ct.starts_with("text/html") && html.contains("404 Not Found"), "{html}");
+        assert!(
+            ct.starts_with("text/html") && html.contains("404 Not Found"),
+            "{html}"
+        );
     }
 
     #[test]
     fn services_are_found_by_path_prefix() {
-        assert_eq!(Service::from_path("/compute/v2.1/servers"), Some(Service::Compute));
-        assert_eq!(Service::from_path("/volume/v3/abc/volumes"), Some(Service::BlockStorage));
+        assert_eq!(
+            Service::from_path("/compute/v2.1/servers"),
+            Some(Service::Compute)
+        );
+        assert_eq!(
+            Service::from_path("/volume/v3/abc/volumes"),
+            Some(Service::BlockStorage)
+        );
         assert_eq!(Service::from_path("/identity"), Some(Service::Identity));
         assert_eq!(Service::from_path("/computer"), None);
         assert_eq!(Service::from_path("/"), None);

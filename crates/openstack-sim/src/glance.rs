@@ -42,10 +42,17 @@ pub(crate) fn routes() -> Router<Arc<Sim>> {
 fn visible(image: &Value, caller: &Caller) -> bool {
     caller.is_admin
         || image["owner"] == caller.project_id.as_str()
-        || matches!(image["visibility"].as_str(), Some("public" | "community" | "shared"))
+        || matches!(
+            image["visibility"].as_str(),
+            Some("public" | "community" | "shared")
+        )
 }
 
-async fn list_images(State(sim): State<Arc<Sim>>, Extension(caller): Extension<Caller>, Query(query): Query) -> Result<Response, ApiError> {
+async fn list_images(
+    State(sim): State<Arc<Sim>>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query,
+) -> Result<Response, ApiError> {
     let state = sim.state();
     let tags = values(&query, "tag");
     let mut selected: Vec<&Value> = state
@@ -53,31 +60,68 @@ async fn list_images(State(sim): State<Arc<Sim>>, Extension(caller): Extension<C
         .values()
         .filter(|i| visible(i, &caller))
         .filter(|i| {
-            ["name", "status", "visibility", "owner", "disk_format", "container_format"]
-                .iter()
-                .all(|k| first(&query, k).is_none_or(|want| i[*k].as_str() == Some(want)))
-                && tags.iter().all(|t| i["tags"].as_array().is_some_and(|have| have.iter().any(|h| h == *t)))
+            [
+                "name",
+                "status",
+                "visibility",
+                "owner",
+                "disk_format",
+                "container_format",
+            ]
+            .iter()
+            .all(|k| first(&query, k).is_none_or(|want| i[*k].as_str() == Some(want)))
+                && tags.iter().all(|t| {
+                    i["tags"]
+                        .as_array()
+                        .is_some_and(|have| have.iter().any(|h| h == *t))
+                })
         })
         .collect();
-    selected.sort_by(|a, b| b["created_at"].as_str().cmp(&a["created_at"].as_str()).then(b["id"].as_str().cmp(&a["id"].as_str())));
-    let ids: Vec<&str> = selected.iter().map(|i| i["id"].as_str().unwrap_or_default()).collect();
-    let page = paging::page(&ids, first(&query, "limit"), first(&query, "marker"), MAX_LIMIT).map_err(|e| match e {
-        paging::PageError::MarkerNotFound(m) => ApiError::bad_request(Service::Image, format!("Invalid marker. Image {m} could not be found.")),
+    selected.sort_by(|a, b| {
+        b["created_at"]
+            .as_str()
+            .cmp(&a["created_at"].as_str())
+            .then(b["id"].as_str().cmp(&a["id"].as_str()))
+    });
+    let ids: Vec<&str> = selected
+        .iter()
+        .map(|i| i["id"].as_str().unwrap_or_default())
+        .collect();
+    let page = paging::page(
+        &ids,
+        first(&query, "limit"),
+        first(&query, "marker"),
+        MAX_LIMIT,
+    )
+    .map_err(|e| match e {
+        paging::PageError::MarkerNotFound(m) => ApiError::bad_request(
+            Service::Image,
+            format!("Invalid marker. Image {m} could not be found."),
+        ),
         other => ApiError::bad_request(Service::Image, other.to_string()),
     })?;
     let mut body = json!({"images": selected[page.start..page.end], "first": "/v2/images", "schema": "/v2/schemas/images"});
     if let Some(marker) = page.next_marker {
-        body["next"] = json!(format!("/v2/images?{}", paging::next_query(&query, page.end - page.start, &marker)));
+        body["next"] = json!(format!(
+            "/v2/images?{}",
+            paging::next_query(&query, page.end - page.start, &marker)
+        ));
     }
     Ok(json_answer(StatusCode::OK, body))
 }
 
-async fn show_image(State(sim): State<Arc<Sim>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn show_image(
+    State(sim): State<Arc<Sim>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let state = sim.state();
     let image = state
         .images
         .get(&id)
         .filter(|i| visible(i, &caller))
-        .ok_or_else(|| ApiError::not_found(Service::Image, format!("No image found with ID {id}")))?;
+        .ok_or_else(|| {
+            ApiError::not_found(Service::Image, format!("No image found with ID {id}"))
+        })?;
     Ok(json_answer(StatusCode::OK, image.clone()))
 }

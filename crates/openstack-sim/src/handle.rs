@@ -8,7 +8,9 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
-use crate::model::{self, seed, Change, Knobs, ModelError, NetworkRequest, NewServer, ServerStatus};
+use crate::model::{
+    self, seed, Change, Knobs, ModelError, NetworkRequest, NewServer, ServerStatus,
+};
 use crate::Sim;
 
 /// A server made by [`SimHandle::create_servers`].
@@ -235,7 +237,12 @@ impl SimHandle {
     }
 
     /// Adds a network with one subnet; returns `(network id, subnet id)`.
-    pub fn create_network(&self, name: &str, cidr: &str, external: bool) -> Result<(String, String), SimError> {
+    pub fn create_network(
+        &self,
+        name: &str,
+        cidr: &str,
+        external: bool,
+    ) -> Result<(String, String), SimError> {
         let mut state = self.sim.state();
         let project = state.default_project.clone();
         let network = state.add_network(&project, name, external, external);
@@ -254,7 +261,11 @@ impl SimHandle {
     /// Number of servers, ports and floating IPs (for leak checks).
     pub fn resource_counts(&self) -> (usize, usize, usize) {
         let state = self.sim.state();
-        (state.servers.len(), state.neutron.ports.len(), state.neutron.floatingips.len())
+        (
+            state.servers.len(),
+            state.neutron.ports.len(),
+            state.neutron.floatingips.len(),
+        )
     }
 }
 

@@ -111,9 +111,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Query {
 
 /// Parses a JSON request body in the service's error format.
 pub(crate) fn json_body(service: Service, body: &[u8]) -> Result<serde_json::Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(service, format!("Malformed request body: {e}"))
-    })
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(service, format!("Malformed request body: {e}")))
 }
 
 /// A JSON answer with a status.

@@ -91,6 +91,7 @@ pub fn parse(text: &str) -> Option<Version> {
 }
 
 #[cfg(test)]
+#[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
 
@@ -107,19 +108,39 @@ mod tests {
         let legacy = Some("x-openstack-nova-api-version");
         let cases: &[(&[(&'static str, &str)], Result<Version, VersionError>)] = &[
             (&[], Ok(min)),
-            (&[("openstack-api-version", "compute 2.47")], Ok(Version::new(2, 47))),
-            (&[("openstack-api-version", "volume 3.5, compute 2.60")], Ok(Version::new(2, 60))),
+            (
+                &[("openstack-api-version", "compute 2.47")],
+                Ok(Version::new(2, 47)),
+            ),
+            (
+                &[("openstack-api-version", "volume 3.5, compute 2.60")],
+                Ok(Version::new(2, 60)),
+            ),
             (&[("openstack-api-version", "volume 3.5")], Ok(min)),
-            (&[("x-openstack-nova-api-version", "2.53")], Ok(Version::new(2, 53))),
+            (
+                &[("x-openstack-nova-api-version", "2.53")],
+                Ok(Version::new(2, 53)),
+            ),
             (&[("openstack-api-version", "compute latest")], Ok(max)),
-            (&[("openstack-api-version", "compute 2.x")], Err(VersionError::Malformed("2.x".into()))),
+            (
+                &[("openstack-api-version", "compute 2.x")],
+                Err(VersionError::Malformed("2.x".into())),
+            ),
             (
                 &[("openstack-api-version", "compute 3.0")],
-                Err(VersionError::Unsupported { asked: Version::new(3, 0), min, max }),
+                Err(VersionError::Unsupported {
+                    asked: Version::new(3, 0),
+                    min,
+                    max,
+                }),
             ),
         ];
         for (h, want) in cases {
-            assert_eq!(&requested(&headers(h), "compute", legacy, min, max), want, "{h:?}");
+            assert_eq!(
+                &requested(&headers(h), "compute", legacy, min, max),
+                want,
+                "{h:?}"
+            );
         }
         assert!(Version::new(2, 47).at_least(2, 47));
         assert!(!Version::new(2, 46).at_least(2, 47));

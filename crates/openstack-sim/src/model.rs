@@ -322,7 +322,11 @@ impl State {
             servers: HashMap::new(),
             tombstones: Vec::new(),
             server_groups: BTreeMap::new(),
-            zones: if zones.is_empty() { vec![seed::ZONE.to_owned()] } else { zones },
+            zones: if zones.is_empty() {
+                vec![seed::ZONE.to_owned()]
+            } else {
+                zones
+            },
             neutron: Neutron::default(),
             volumes: BTreeMap::new(),
             volume_types: BTreeMap::new(),
@@ -351,10 +355,20 @@ impl State {
         }
         let internal = state.add_network(project, seed::INTERNAL_NETWORK, false, false);
         state
-            .add_subnet(project, &internal, "stratus-internal-v4", seed::INTERNAL_CIDR)
+            .add_subnet(
+                project,
+                &internal,
+                "stratus-internal-v4",
+                seed::INTERNAL_CIDR,
+            )
             .expect("seed subnet");
         state
-            .add_subnet(project, &internal, "stratus-internal-v6", seed::INTERNAL_CIDR6)
+            .add_subnet(
+                project,
+                &internal,
+                "stratus-internal-v6",
+                seed::INTERNAL_CIDR6,
+            )
             .expect("seed subnet");
         let public = state.add_network(project, seed::PUBLIC_NETWORK, true, true);
         let public_subnet = state
@@ -415,7 +429,13 @@ impl State {
     }
 
     /// Adds a network; returns its id.
-    pub fn add_network(&mut self, project: &str, name: &str, external: bool, shared: bool) -> String {
+    pub fn add_network(
+        &mut self,
+        project: &str,
+        name: &str,
+        external: bool,
+        shared: bool,
+    ) -> String {
         let id = new_id();
         let now = crate::util::iso_z(now_secs());
         self.neutron.networks.insert(
@@ -480,9 +500,12 @@ impl State {
 
     /// The project's `default` security group, created on first use.
     pub fn default_security_group(&mut self, project: &str) -> String {
-        if let Some((id, _)) = self.neutron.security_groups.iter().find(|(_, g)| {
-            g["name"] == "default" && g["project_id"] == project
-        }) {
+        if let Some((id, _)) = self
+            .neutron
+            .security_groups
+            .iter()
+            .find(|(_, g)| g["name"] == "default" && g["project_id"] == project)
+        {
             return id.clone();
         }
         let id = new_id();
@@ -499,7 +522,9 @@ impl State {
                     "tenant_id": project, "project_id": project, "created_at": now,
                     "updated_at": now, "revision_number": 0, "belongs_to_default_sg": true,
                 });
-                self.neutron.security_group_rules.insert(rule_id, rule.clone());
+                self.neutron
+                    .security_group_rules
+                    .insert(rule_id, rule.clone());
                 rules.push(rule);
             }
         }
@@ -524,8 +549,16 @@ impl State {
             .ok_or_else(|| ModelError::NotFound("subnet", subnet_id.to_owned()))?;
         let (base, prefix) = parse_cidr(subnet["cidr"].as_str().unwrap_or_default())?;
         let last = last_host(base, prefix);
-        let cursor = self.neutron.cursors.entry(subnet_id.to_owned()).or_insert(2);
-        let used = self.neutron.used_ips.entry(subnet_id.to_owned()).or_default();
+        let cursor = self
+            .neutron
+            .cursors
+            .entry(subnet_id.to_owned())
+            .or_insert(2);
+        let used = self
+            .neutron
+            .used_ips
+            .entry(subnet_id.to_owned())
+            .or_default();
         let span = ip_u128(last) - ip_u128(base) - 1;
         for step in 0..span {
             let offset = 2 + (*cursor - 2 + step) % span;
@@ -594,7 +627,11 @@ impl State {
             .ok_or_else(|| ModelError::NotFound("network", network_id.to_owned()))?;
         let subnets: Vec<String> = network["subnets"]
             .as_array()
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default();
         let mut ips = Vec::new();
         let requested: Vec<Value> = match fixed_ips {
@@ -619,7 +656,9 @@ impl State {
                         })
                         .cloned()
                         .ok_or_else(|| {
-                            ModelError::Invalid(format!("No subnet of network {network_id} holds {ip}"))
+                            ModelError::Invalid(format!(
+                                "No subnet of network {network_id} holds {ip}"
+                            ))
                         })?
                 }
             };
@@ -728,7 +767,11 @@ impl State {
             image_id: spec.image_id,
             az: spec.az,
             status: spec.status.unwrap_or(ServerStatus::Build),
-            task_state: if spec.status.is_none() { Some("spawning") } else { None },
+            task_state: if spec.status.is_none() {
+                Some("spawning")
+            } else {
+                None
+            },
             metadata: spec.metadata,
             tags: spec.tags,
             created,
@@ -741,7 +784,11 @@ impl State {
             description: spec.description,
         };
         if spec.status.is_none() {
-            let to = if self.knobs.fail { ServerStatus::Error } else { ServerStatus::Active };
+            let to = if self.knobs.fail {
+                ServerStatus::Error
+            } else {
+                ServerStatus::Active
+            };
             let delay = self.knobs.build_delay;
             self.schedule(&id, Change::Server(to), now, delay);
         }
@@ -803,7 +850,11 @@ impl State {
             Change::LoadBalancer(status) => {
                 if let Some(lb) = self.load_balancers.get_mut(id) {
                     lb["provisioning_status"] = json!(status);
-                    lb["operating_status"] = json!(if status == "ACTIVE" { "ONLINE" } else { "ERROR" });
+                    lb["operating_status"] = json!(if status == "ACTIVE" {
+                        "ONLINE"
+                    } else {
+                        "ERROR"
+                    });
                     lb["updated_at"] = json!(crate::util::iso_plain(now));
                 }
             }
@@ -932,7 +983,11 @@ pub fn parse_cidr(cidr: &str) -> Result<(IpAddr, u8), ModelError> {
     if prefix > bits || prefix + 2 > bits {
         return Err(bad());
     }
-    let mask = if prefix == 0 { 0 } else { u128::MAX << (bits - prefix) };
+    let mask = if prefix == 0 {
+        0
+    } else {
+        u128::MAX << (bits - prefix)
+    };
     let masked = ip_u128(ip) & mask & width_mask(ip);
     Ok((from_u128(ip, masked), prefix))
 }
@@ -981,7 +1036,11 @@ pub fn contains(base: IpAddr, prefix: u8, ip: IpAddr) -> bool {
         return false;
     }
     let bits = if base.is_ipv4() { 32 } else { 128 };
-    let mask = if prefix == 0 { 0 } else { (u128::MAX << (bits - prefix)) & width_mask(ip) };
+    let mask = if prefix == 0 {
+        0
+    } else {
+        (u128::MAX << (bits - prefix)) & width_mask(ip)
+    };
     ip_u128(ip) & mask == ip_u128(base)
 }
 
@@ -997,9 +1056,20 @@ mod tests {
         );
         assert!(parse_cidr("10.0.0.0").is_err());
         assert!(parse_cidr("10.0.0.0/33").is_err());
-        assert!(contains("10.0.0.0".parse().unwrap(), 16, "10.0.200.1".parse().unwrap()));
-        assert!(!contains("10.0.0.0".parse().unwrap(), 16, "10.1.0.1".parse().unwrap()));
-        assert_eq!(last_host("10.0.0.0".parse().unwrap(), 30).to_string(), "10.0.0.2");
+        assert!(contains(
+            "10.0.0.0".parse().unwrap(),
+            16,
+            "10.0.200.1".parse().unwrap()
+        ));
+        assert!(!contains(
+            "10.0.0.0".parse().unwrap(),
+            16,
+            "10.1.0.1".parse().unwrap()
+        ));
+        assert_eq!(
+            last_host("10.0.0.0".parse().unwrap(), 30).to_string(),
+            "10.0.0.2"
+        );
 
         let mut state = State::new("p", "u", vec![]);
         let net = state.network_id(seed::INTERNAL_NETWORK).unwrap();
@@ -1013,7 +1083,10 @@ mod tests {
             .map(|ip| ip["ip_address"].as_str().unwrap())
             .collect();
         assert_eq!(ips, ["10.0.0.2", "fd00:10::2"]);
-        let v4 = port["fixed_ips"][0]["subnet_id"].as_str().unwrap().to_owned();
+        let v4 = port["fixed_ips"][0]["subnet_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         assert_eq!(
             state.claim_ip(&v4, "10.0.0.2".parse().unwrap()),
             Err(ModelError::Conflict(format!(
@@ -1028,9 +1101,14 @@ mod tests {
         state.delete_port(port["id"].as_str().unwrap());
         assert_eq!(state.claim_ip(&v4, "10.0.0.2".parse().unwrap()), Ok(()));
         // A /30 has one usable address after the gateway; it is handed out once.
-        let tiny = state.add_subnet("p", &net, "tiny", "192.168.9.0/30").unwrap();
+        let tiny = state
+            .add_subnet("p", &net, "tiny", "192.168.9.0/30")
+            .unwrap();
         assert_eq!(state.allocate_ip(&tiny).unwrap().to_string(), "192.168.9.2");
-        assert!(matches!(state.allocate_ip(&tiny), Err(ModelError::Conflict(_))));
+        assert!(matches!(
+            state.allocate_ip(&tiny),
+            Err(ModelError::Conflict(_))
+        ));
     }
 
     #[test]
@@ -1071,7 +1149,13 @@ mod tests {
         state.settle(now + Duration::from_secs(1));
         assert_eq!(state.servers[&c.id].status, ServerStatus::Error);
         assert!(state
-            .create_server(NewServer { flavor_id: "99".into(), ..spec("d") }, now)
+            .create_server(
+                NewServer {
+                    flavor_id: "99".into(),
+                    ..spec("d")
+                },
+                now
+            )
             .is_err());
     }
 }

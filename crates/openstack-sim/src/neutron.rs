@@ -38,15 +38,65 @@ pub(crate) struct Coll {
     label: &'static str,
 }
 
-const NETWORKS: Coll = Coll { path: "networks", plural: "networks", one: "network", missing: "NetworkNotFound", label: "Network" };
-const SUBNETS: Coll = Coll { path: "subnets", plural: "subnets", one: "subnet", missing: "SubnetNotFound", label: "Subnet" };
-const PORTS: Coll = Coll { path: "ports", plural: "ports", one: "port", missing: "PortNotFound", label: "Port" };
-const FLOATING_IPS: Coll = Coll { path: "floatingips", plural: "floatingips", one: "floatingip", missing: "FloatingIPNotFound", label: "Floating IP" };
-const SECURITY_GROUPS: Coll = Coll { path: "security-groups", plural: "security_groups", one: "security_group", missing: "SecurityGroupNotFound", label: "Security group" };
-const RULES: Coll = Coll { path: "security-group-rules", plural: "security_group_rules", one: "security_group_rule", missing: "SecurityGroupRuleNotFound", label: "Security group rule" };
-const ROUTERS: Coll = Coll { path: "routers", plural: "routers", one: "router", missing: "RouterNotFound", label: "Router" };
+const NETWORKS: Coll = Coll {
+    path: "networks",
+    plural: "networks",
+    one: "network",
+    missing: "NetworkNotFound",
+    label: "Network",
+};
+const SUBNETS: Coll = Coll {
+    path: "subnets",
+    plural: "subnets",
+    one: "subnet",
+    missing: "SubnetNotFound",
+    label: "Subnet",
+};
+const PORTS: Coll = Coll {
+    path: "ports",
+    plural: "ports",
+    one: "port",
+    missing: "PortNotFound",
+    label: "Port",
+};
+const FLOATING_IPS: Coll = Coll {
+    path: "floatingips",
+    plural: "floatingips",
+    one: "floatingip",
+    missing: "FloatingIPNotFound",
+    label: "Floating IP",
+};
+const SECURITY_GROUPS: Coll = Coll {
+    path: "security-groups",
+    plural: "security_groups",
+    one: "security_group",
+    missing: "SecurityGroupNotFound",
+    label: "Security group",
+};
+const RULES: Coll = Coll {
+    path: "security-group-rules",
+    plural: "security_group_rules",
+    one: "security_group_rule",
+    missing: "SecurityGroupRuleNotFound",
+    label: "Security group rule",
+};
+const ROUTERS: Coll = Coll {
+    path: "routers",
+    plural: "routers",
+    one: "router",
+    missing: "RouterNotFound",
+    label: "Router",
+};
 
-static COLLECTIONS: [&Coll; 7] = [&NETWORKS, &SUBNETS, &PORTS, &FLOATING_IPS, &SECURITY_GROUPS, &RULES, &ROUTERS];
+static COLLECTIONS: [&Coll; 7] = [
+    &NETWORKS,
+    &SUBNETS,
+    &PORTS,
+    &FLOATING_IPS,
+    &SECURITY_GROUPS,
+    &RULES,
+    &ROUTERS,
+];
 
 fn err(status: StatusCode, kind: &'static str, message: impl Into<String>) -> ApiError {
     ApiError::new(Service::Network, status, message).kind(kind)
@@ -57,14 +107,24 @@ fn bad(message: impl Into<String>) -> ApiError {
 }
 
 fn missing(coll: &Coll, id: &str) -> ApiError {
-    err(StatusCode::NOT_FOUND, coll.missing, format!("{} {id} could not be found.", coll.label))
+    err(
+        StatusCode::NOT_FOUND,
+        coll.missing,
+        format!("{} {id} could not be found.", coll.label),
+    )
 }
 
 fn model_err(e: ModelError) -> ApiError {
     match e {
-        ModelError::NotFound(kind, id) => err(StatusCode::NOT_FOUND, "HTTPNotFound", format!("{kind} {id} could not be found.")),
+        ModelError::NotFound(kind, id) => err(
+            StatusCode::NOT_FOUND,
+            "HTTPNotFound",
+            format!("{kind} {id} could not be found."),
+        ),
         ModelError::Invalid(m) => bad(m),
-        ModelError::Conflict(m) if m.contains("already allocated") => err(StatusCode::CONFLICT, "IpAddressAlreadyAllocated", m),
+        ModelError::Conflict(m) if m.contains("already allocated") => {
+            err(StatusCode::CONFLICT, "IpAddressAlreadyAllocated", m)
+        }
         ModelError::Conflict(m) => err(StatusCode::CONFLICT, "IpAddressGenerationFailure", m),
     }
 }
@@ -85,8 +145,11 @@ fn map<'a>(state: &'a mut Model, coll: &Coll) -> &'a mut BTreeMap<String, Value>
 /// The unauthenticated version documents.
 pub(crate) fn discovery() -> Router<Arc<Sim>> {
     async fn versions(Origin(origin): Origin) -> Response {
-        json_answer(StatusCode::OK, json!({"versions": [{"id": "v2.0", "status": "CURRENT",
-            "links": [{"href": format!("{origin}{BASE}/"), "rel": "self"}]}]}))
+        json_answer(
+            StatusCode::OK,
+            json!({"versions": [{"id": "v2.0", "status": "CURRENT",
+            "links": [{"href": format!("{origin}{BASE}/"), "rel": "self"}]}]}),
+        )
     }
     async fn resources(Origin(origin): Origin) -> Response {
         let list: Vec<Value> = COLLECTIONS
@@ -110,14 +173,32 @@ pub(crate) fn routes() -> Router<Arc<Sim>> {
         router = router
             .route(
                 &format!("{BASE}/{}", coll.path),
-                get(move |s: State<Arc<Sim>>, c: Extension<Caller>, o: Origin, q: Query| list(coll, s, c, o, q))
-                    .post(move |s: State<Arc<Sim>>, c: Extension<Caller>, b: Bytes| create(coll, s, c, b)),
+                get(
+                    move |s: State<Arc<Sim>>, c: Extension<Caller>, o: Origin, q: Query| {
+                        list(coll, s, c, o, q)
+                    },
+                )
+                .post(move |s: State<Arc<Sim>>, c: Extension<Caller>, b: Bytes| {
+                    create(coll, s, c, b)
+                }),
             )
             .route(
                 &format!("{BASE}/{}/{{id}}", coll.path),
-                get(move |s: State<Arc<Sim>>, c: Extension<Caller>, p: Path<String>, q: Query| show(coll, s, c, p, q))
-                    .put(move |s: State<Arc<Sim>>, c: Extension<Caller>, p: Path<String>, b: Bytes| update(coll, s, c, p, b))
-                    .delete(move |s: State<Arc<Sim>>, c: Extension<Caller>, p: Path<String>| delete(coll, s, c, p)),
+                get(
+                    move |s: State<Arc<Sim>>, c: Extension<Caller>, p: Path<String>, q: Query| {
+                        show(coll, s, c, p, q)
+                    },
+                )
+                .put(
+                    move |s: State<Arc<Sim>>, c: Extension<Caller>, p: Path<String>, b: Bytes| {
+                        update(coll, s, c, p, b)
+                    },
+                )
+                .delete(
+                    move |s: State<Arc<Sim>>, c: Extension<Caller>, p: Path<String>| {
+                        delete(coll, s, c, p)
+                    },
+                ),
             );
     }
     router
@@ -135,14 +216,19 @@ async fn extensions() -> Response {
         ("standard-attr-description", "standard-attr-description"),
         ("standard-attr-timestamp", "Resource timestamps"),
         ("standard-attr-revisions", "Resource revision numbers"),
-        ("standard-attr-tag", "Tag support for resources with standard attribute"),
+        (
+            "standard-attr-tag",
+            "Tag support for resources with standard attribute",
+        ),
         ("project-id", "project_id field enabled"),
         ("pagination", "Pagination support"),
         ("filter-validation", "Filter parameters validation"),
     ]
     .iter()
-    .map(|(alias, name)| json!({"alias": alias, "name": name, "description": name,
-                                "updated": "2013-01-20T00:00:00-00:00", "links": []}))
+    .map(|(alias, name)| {
+        json!({"alias": alias, "name": name, "description": name,
+                                "updated": "2013-01-20T00:00:00-00:00", "links": []})
+    })
     .collect();
     json_answer(StatusCode::OK, json!({ "extensions": list }))
 }
@@ -178,12 +264,24 @@ fn scalar_matches(field: &Value, wanted: &str) -> bool {
 }
 
 const RESERVED: [&str; 11] = [
-    "limit", "marker", "fields", "sort_key", "sort_dir", "page_reverse", "tags", "tags-any",
-    "not-tags", "not-tags-any", "fixed_ips",
+    "limit",
+    "marker",
+    "fields",
+    "sort_key",
+    "sort_dir",
+    "page_reverse",
+    "tags",
+    "tags-any",
+    "not-tags",
+    "not-tags-any",
+    "fixed_ips",
 ];
 
 /// Filters objects by the query (see the module doc).
-fn filter<'a>(objects: Vec<&'a Value>, query: &[(String, String)]) -> Result<Vec<&'a Value>, ApiError> {
+fn filter<'a>(
+    objects: Vec<&'a Value>,
+    query: &[(String, String)],
+) -> Result<Vec<&'a Value>, ApiError> {
     let mut by_key: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (k, v) in query {
         if !RESERVED.contains(&k.as_str()) {
@@ -192,33 +290,55 @@ fn filter<'a>(objects: Vec<&'a Value>, query: &[(String, String)]) -> Result<Vec
     }
     if let Some(sample) = objects.first() {
         if let Some(unknown) = by_key.keys().find(|k| sample.get(**k).is_none()) {
-            return Err(bad(format!("[{unknown}] is invalid attribute for filtering")));
+            return Err(bad(format!(
+                "[{unknown}] is invalid attribute for filtering"
+            )));
         }
     }
     let tags = |key: &str| -> Vec<String> {
-        values(query, key).iter().flat_map(|v| v.split(',')).filter(|t| !t.is_empty()).map(str::to_owned).collect()
+        values(query, key)
+            .iter()
+            .flat_map(|v| v.split(','))
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect()
     };
-    let (all, any, not_all, not_any) = (tags("tags"), tags("tags-any"), tags("not-tags"), tags("not-tags-any"));
+    let (all, any, not_all, not_any) = (
+        tags("tags"),
+        tags("tags-any"),
+        tags("not-tags"),
+        tags("not-tags-any"),
+    );
     let mut fixed: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for value in values(query, "fixed_ips") {
-        let (k, v) = value.split_once('=').ok_or_else(|| bad(format!("Invalid fixed_ips filter {value}")))?;
+        let (k, v) = value
+            .split_once('=')
+            .ok_or_else(|| bad(format!("Invalid fixed_ips filter {value}")))?;
         fixed.entry(k.to_owned()).or_default().push(v.to_owned());
     }
     Ok(objects
         .into_iter()
         .filter(|o| {
-            by_key.iter().all(|(k, wanted)| wanted.iter().any(|w| scalar_matches(&o[*k], w)))
+            by_key
+                .iter()
+                .all(|(k, wanted)| wanted.iter().any(|w| scalar_matches(&o[*k], w)))
                 && {
-                    let has: Vec<&str> = o["tags"].as_array().map(|t| t.iter().filter_map(|v| v.as_str()).collect()).unwrap_or_default();
+                    let has: Vec<&str> = o["tags"]
+                        .as_array()
+                        .map(|t| t.iter().filter_map(|v| v.as_str()).collect())
+                        .unwrap_or_default();
                     all.iter().all(|t| has.contains(&t.as_str()))
                         && (any.is_empty() || any.iter().any(|t| has.contains(&t.as_str())))
-                        && (not_all.is_empty() || !not_all.iter().all(|t| has.contains(&t.as_str())))
+                        && (not_all.is_empty()
+                            || !not_all.iter().all(|t| has.contains(&t.as_str())))
                         && !not_any.iter().any(|t| has.contains(&t.as_str()))
                 }
                 && fixed.iter().all(|(k, wanted)| {
                     o["fixed_ips"].as_array().into_iter().flatten().any(|ip| {
                         wanted.iter().any(|w| match k.as_str() {
-                            "ip_address_substr" => ip["ip_address"].as_str().is_some_and(|a| a.contains(w.as_str())),
+                            "ip_address_substr" => ip["ip_address"]
+                                .as_str()
+                                .is_some_and(|a| a.contains(w.as_str())),
                             key => ip[key].as_str() == Some(w.as_str()),
                         })
                     })
@@ -251,22 +371,40 @@ async fn list(
 ) -> Result<Response, ApiError> {
     let mut state = sim.state();
     let objects: Vec<Value> = map(&mut state, coll).values().cloned().collect();
-    let seen: Vec<&Value> = objects.iter().filter(|o| visible(&state, coll, o, &caller)).collect();
+    let seen: Vec<&Value> = objects
+        .iter()
+        .filter(|o| visible(&state, coll, o, &caller))
+        .collect();
     let selected = filter(seen, &query)?;
-    let ids: Vec<&str> = selected.iter().map(|o| o["id"].as_str().unwrap_or_default()).collect();
-    let page = paging::page(&ids, first(&query, "limit"), first(&query, "marker"), MAX_LIMIT)
-        .map_err(|e| bad(e.to_string()))?;
-    let items: Vec<Value> = selected[page.start..page.end].iter().map(|o| select_fields(o, &query)).collect();
+    let ids: Vec<&str> = selected
+        .iter()
+        .map(|o| o["id"].as_str().unwrap_or_default())
+        .collect();
+    let page = paging::page(
+        &ids,
+        first(&query, "limit"),
+        first(&query, "marker"),
+        MAX_LIMIT,
+    )
+    .map_err(|e| bad(e.to_string()))?;
+    let items: Vec<Value> = selected[page.start..page.end]
+        .iter()
+        .map(|o| select_fields(o, &query))
+        .collect();
     let mut body = json!({ coll.plural: items });
     let mut links = Vec::new();
     if let Some(marker) = &page.next_marker {
-        links.push(json!({"rel": "next", "href": format!("{origin}{BASE}/{}?{}", coll.path,
-            paging::next_query(&query, page.end - page.start, marker))}));
+        links.push(
+            json!({"rel": "next", "href": format!("{origin}{BASE}/{}?{}", coll.path,
+            paging::next_query(&query, page.end - page.start, marker))}),
+        );
     }
     if let (Some(_), Some(first_id)) = (first(&query, "marker"), ids.get(page.start)) {
         let mut back = paging::next_query(&query, page.end - page.start, first_id);
         back.push_str("&page_reverse=True");
-        links.push(json!({"rel": "previous", "href": format!("{origin}{BASE}/{}?{back}", coll.path)}));
+        links.push(
+            json!({"rel": "previous", "href": format!("{origin}{BASE}/{}?{back}", coll.path)}),
+        );
     }
     if !links.is_empty() {
         body[format!("{}_links", coll.plural)] = json!(links);
@@ -282,11 +420,17 @@ async fn show(
     Query(query): Query,
 ) -> Result<Response, ApiError> {
     let mut state = sim.state();
-    let object = map(&mut state, coll).get(&id).cloned().ok_or_else(|| missing(coll, &id))?;
+    let object = map(&mut state, coll)
+        .get(&id)
+        .cloned()
+        .ok_or_else(|| missing(coll, &id))?;
     if !visible(&state, coll, &object, &caller) {
         return Err(missing(coll, &id));
     }
-    Ok(json_answer(StatusCode::OK, json!({ coll.one: select_fields(&object, &query) })))
+    Ok(json_answer(
+        StatusCode::OK,
+        json!({ coll.one: select_fields(&object, &query) }),
+    ))
 }
 
 /// The object of a create or update body (`{"port": {...}}`).
@@ -299,14 +443,22 @@ fn input(coll: &Coll, body: &[u8]) -> Result<Map<String, Value>, ApiError> {
 }
 
 fn owner(caller: &Caller, body: &Map<String, Value>) -> String {
-    match body.get("project_id").or_else(|| body.get("tenant_id")).and_then(|p| p.as_str()) {
+    match body
+        .get("project_id")
+        .or_else(|| body.get("tenant_id"))
+        .and_then(|p| p.as_str())
+    {
         Some(p) if caller.is_admin => p.to_owned(),
         _ => caller.project_id.clone(),
     }
 }
 
 fn string_list(value: Option<&Value>) -> Option<Vec<String>> {
-    value.and_then(|v| v.as_array()).map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+    value.and_then(|v| v.as_array()).map(|a| {
+        a.iter()
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect()
+    })
 }
 
 async fn create(
@@ -320,32 +472,60 @@ async fn create(
     let mut state = sim.state();
     let created = match coll.plural {
         "networks" => {
-            let name = body.get("name").and_then(|n| n.as_str()).unwrap_or_default();
+            let name = body
+                .get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or_default();
             let external = body.get("router:external") == Some(&json!(true));
             let shared = body.get("shared") == Some(&json!(true));
             let id = state.add_network(&project, name, external, shared);
             state.neutron.networks[&id].clone()
         }
         "subnets" => {
-            let network = body.get("network_id").and_then(|n| n.as_str()).ok_or_else(|| bad("network_id is required"))?;
-            let cidr = body.get("cidr").and_then(|n| n.as_str()).ok_or_else(|| bad("cidr is required"))?;
-            let name = body.get("name").and_then(|n| n.as_str()).unwrap_or_default();
+            let network = body
+                .get("network_id")
+                .and_then(|n| n.as_str())
+                .ok_or_else(|| bad("network_id is required"))?;
+            let cidr = body
+                .get("cidr")
+                .and_then(|n| n.as_str())
+                .ok_or_else(|| bad("cidr is required"))?;
+            let name = body
+                .get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or_default();
             if !state.neutron.networks.contains_key(network) {
                 return Err(missing(&NETWORKS, network));
             }
-            let id = state.add_subnet(&project, network, name, cidr).map_err(model_err)?;
+            let id = state
+                .add_subnet(&project, network, name, cidr)
+                .map_err(model_err)?;
             state.neutron.subnets[&id].clone()
         }
         "ports" => create_port(&mut state, &project, &body)?,
         "floatingips" => create_floating_ip(&mut state, &project, &body)?,
         "security_groups" => {
-            let name = body.get("name").and_then(|n| n.as_str()).unwrap_or_default().to_owned();
+            let name = body
+                .get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or_default()
+                .to_owned();
             let id = new_id();
             let now = iso_z(now_secs());
             let mut rules = Vec::new();
             for ethertype in ["IPv4", "IPv6"] {
-                let rule = new_rule(&project, &id, &json!({"direction": "egress", "ethertype": ethertype}).as_object().cloned().unwrap_or_default());
-                state.neutron.security_group_rules.insert(rule["id"].as_str().unwrap_or_default().to_owned(), rule.clone());
+                let rule = new_rule(
+                    &project,
+                    &id,
+                    &json!({"direction": "egress", "ethertype": ethertype})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+                state.neutron.security_group_rules.insert(
+                    rule["id"].as_str().unwrap_or_default().to_owned(),
+                    rule.clone(),
+                );
                 rules.push(rule);
             }
             let group = json!({
@@ -374,16 +554,25 @@ async fn create(
             router
         }
     };
-    Ok(json_answer(StatusCode::CREATED, json!({ coll.one: created })))
+    Ok(json_answer(
+        StatusCode::CREATED,
+        json!({ coll.one: created }),
+    ))
 }
 
 fn gateway(state: &mut Model, info: Option<&Value>) -> Result<Value, ApiError> {
     let Some(network) = info.and_then(|i| i["network_id"].as_str()) else {
         return Ok(Value::Null);
     };
-    let net = state.neutron.networks.get(network).ok_or_else(|| missing(&NETWORKS, network))?;
+    let net = state
+        .neutron
+        .networks
+        .get(network)
+        .ok_or_else(|| missing(&NETWORKS, network))?;
     if net["router:external"] != true {
-        return Err(bad(format!("Network {network} is not a valid external network")));
+        return Err(bad(format!(
+            "Network {network} is not a valid external network"
+        )));
     }
     let subnet = net["subnets"][0].as_str().unwrap_or_default().to_owned();
     let ip = state.allocate_ip(&subnet).map_err(model_err)?;
@@ -391,23 +580,52 @@ fn gateway(state: &mut Model, info: Option<&Value>) -> Result<Value, ApiError> {
               "external_fixed_ips": [{"subnet_id": subnet, "ip_address": ip.to_string()}]}))
 }
 
-fn create_port(state: &mut Model, project: &str, body: &Map<String, Value>) -> Result<Value, ApiError> {
-    let network = body.get("network_id").and_then(|n| n.as_str()).ok_or_else(|| bad("network_id is required"))?;
+fn create_port(
+    state: &mut Model,
+    project: &str,
+    body: &Map<String, Value>,
+) -> Result<Value, ApiError> {
+    let network = body
+        .get("network_id")
+        .and_then(|n| n.as_str())
+        .ok_or_else(|| bad("network_id is required"))?;
     if !state.neutron.networks.contains_key(network) {
         return Err(missing(&NETWORKS, network));
     }
     let fixed = body.get("fixed_ips").and_then(|f| f.as_array()).cloned();
-    let text = |k: &str| body.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+    let text = |k: &str| {
+        body.get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
     let groups = string_list(body.get("security_groups"));
     if let Some(groups) = &groups {
-        if let Some(unknown) = groups.iter().find(|g| !state.neutron.security_groups.contains_key(*g)) {
+        if let Some(unknown) = groups
+            .iter()
+            .find(|g| !state.neutron.security_groups.contains_key(*g))
+        {
             return Err(missing(&SECURITY_GROUPS, unknown));
         }
     }
     let mut port = state
-        .create_port(project, network, fixed.as_deref(), &text("device_id"), &text("device_owner"), &text("name"), groups)
+        .create_port(
+            project,
+            network,
+            fixed.as_deref(),
+            &text("device_id"),
+            &text("device_owner"),
+            &text("name"),
+            groups,
+        )
         .map_err(model_err)?;
-    for key in ["description", "allowed_address_pairs", "admin_state_up", "port_security_enabled", "binding:vnic_type"] {
+    for key in [
+        "description",
+        "allowed_address_pairs",
+        "admin_state_up",
+        "port_security_enabled",
+        "binding:vnic_type",
+    ] {
         if let Some(v) = body.get(key) {
             port[key] = v.clone();
         }
@@ -429,19 +647,35 @@ fn router_for(state: &Model, floating_network: &str) -> Value {
 
 /// Points a floating IP at a port (its first IPv4 address, or `fixed_ip`), refusing a fixed IP
 /// that already has one on the same external network.
-fn associate(state: &mut Model, fip_id: &str, port_id: &str, fixed_ip: Option<&str>) -> Result<(), ApiError> {
-    let port = state.neutron.ports.get(port_id).ok_or_else(|| missing(&PORTS, port_id))?;
+fn associate(
+    state: &mut Model,
+    fip_id: &str,
+    port_id: &str,
+    fixed_ip: Option<&str>,
+) -> Result<(), ApiError> {
+    let port = state
+        .neutron
+        .ports
+        .get(port_id)
+        .ok_or_else(|| missing(&PORTS, port_id))?;
     let address = port["fixed_ips"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|ip| ip["ip_address"].as_str())
         .find(|ip| fixed_ip.map_or(!ip.contains(':'), |want| want == *ip))
-        .ok_or_else(|| bad(format!("Port {port_id} does not have fixed ip {}", fixed_ip.unwrap_or("(IPv4)"))))?
+        .ok_or_else(|| {
+            bad(format!(
+                "Port {port_id} does not have fixed ip {}",
+                fixed_ip.unwrap_or("(IPv4)")
+            ))
+        })?
         .to_owned();
     let floating_network = state.neutron.floatingips[fip_id]["floating_network_id"].clone();
     if let Some(other) = state.neutron.floatingips.values().find(|f| {
-        f["id"] != fip_id && f["port_id"] == port_id && f["fixed_ip_address"] == address.as_str()
+        f["id"] != fip_id
+            && f["port_id"] == port_id
+            && f["fixed_ip_address"] == address.as_str()
             && f["floating_network_id"] == floating_network
     }) {
         return Err(err(StatusCode::CONFLICT, "FloatingIPPortAlreadyAssociated", format!(
@@ -458,15 +692,25 @@ fn associate(state: &mut Model, fip_id: &str, port_id: &str, fixed_ip: Option<&s
     Ok(())
 }
 
-fn create_floating_ip(state: &mut Model, project: &str, body: &Map<String, Value>) -> Result<Value, ApiError> {
+fn create_floating_ip(
+    state: &mut Model,
+    project: &str,
+    body: &Map<String, Value>,
+) -> Result<Value, ApiError> {
     let network_id = body
         .get("floating_network_id")
         .and_then(|n| n.as_str())
         .ok_or_else(|| bad("floating_network_id is required"))?
         .to_owned();
-    let network = state.neutron.networks.get(&network_id).ok_or_else(|| missing(&NETWORKS, &network_id))?;
+    let network = state
+        .neutron
+        .networks
+        .get(&network_id)
+        .ok_or_else(|| missing(&NETWORKS, &network_id))?;
     if network["router:external"] != true {
-        return Err(bad(format!("Network {network_id} is not a valid external network")));
+        return Err(bad(format!(
+            "Network {network_id} is not a valid external network"
+        )));
     }
     let subnet = match body.get("subnet_id").and_then(|s| s.as_str()) {
         Some(s) => s.to_owned(),
@@ -475,13 +719,21 @@ fn create_floating_ip(state: &mut Model, project: &str, body: &Map<String, Value
             .into_iter()
             .flatten()
             .filter_map(|s| s.as_str())
-            .find(|s| state.neutron.subnets.get(*s).is_some_and(|sub| sub["ip_version"] == 4))
+            .find(|s| {
+                state
+                    .neutron
+                    .subnets
+                    .get(*s)
+                    .is_some_and(|sub| sub["ip_version"] == 4)
+            })
             .ok_or_else(|| bad(format!("Network {network_id} has no IPv4 subnet")))?
             .to_owned(),
     };
     let address = match body.get("floating_ip_address").and_then(|a| a.as_str()) {
         Some(text) => {
-            let ip = text.parse().map_err(|_| bad(format!("Invalid IP address {text}")))?;
+            let ip = text
+                .parse()
+                .map_err(|_| bad(format!("Invalid IP address {text}")))?;
             state.claim_ip(&subnet, ip).map_err(model_err)?;
             ip
         }
@@ -524,28 +776,70 @@ fn new_rule(project: &str, group: &str, body: &Map<String, Value>) -> Value {
     })
 }
 
-fn create_rule(state: &mut Model, project: &str, caller: &Caller, body: &Map<String, Value>) -> Result<Value, ApiError> {
-    let group_id = body.get("security_group_id").and_then(|g| g.as_str()).ok_or_else(|| bad("security_group_id is required"))?.to_owned();
-    let group = state.neutron.security_groups.get(&group_id).ok_or_else(|| missing(&SECURITY_GROUPS, &group_id))?;
+fn create_rule(
+    state: &mut Model,
+    project: &str,
+    caller: &Caller,
+    body: &Map<String, Value>,
+) -> Result<Value, ApiError> {
+    let group_id = body
+        .get("security_group_id")
+        .and_then(|g| g.as_str())
+        .ok_or_else(|| bad("security_group_id is required"))?
+        .to_owned();
+    let group = state
+        .neutron
+        .security_groups
+        .get(&group_id)
+        .ok_or_else(|| missing(&SECURITY_GROUPS, &group_id))?;
     if !caller.is_admin && group["project_id"] != caller.project_id.as_str() {
         return Err(missing(&SECURITY_GROUPS, &group_id));
     }
-    if !matches!(body.get("direction").and_then(|d| d.as_str()), Some("ingress" | "egress")) {
-        return Err(bad("Invalid input for direction. Reason: must be ingress or egress."));
+    if !matches!(
+        body.get("direction").and_then(|d| d.as_str()),
+        Some("ingress" | "egress")
+    ) {
+        return Err(bad(
+            "Invalid input for direction. Reason: must be ingress or egress.",
+        ));
     }
     let rule = new_rule(project, &group_id, body);
     let same = |r: &Value| {
-        ["direction", "ethertype", "protocol", "port_range_min", "port_range_max", "remote_ip_prefix", "remote_group_id"]
-            .iter()
-            .all(|k| r[*k] == rule[*k])
+        [
+            "direction",
+            "ethertype",
+            "protocol",
+            "port_range_min",
+            "port_range_max",
+            "remote_ip_prefix",
+            "remote_group_id",
+        ]
+        .iter()
+        .all(|k| r[*k] == rule[*k])
     };
-    if let Some(existing) = state.neutron.security_group_rules.values().find(|r| r["security_group_id"] == group_id.as_str() && same(r)) {
-        return Err(err(StatusCode::CONFLICT, "SecurityGroupRuleExists", format!(
-            "Security group rule already exists. Rule id is {}.", existing["id"].as_str().unwrap_or_default())));
+    if let Some(existing) = state
+        .neutron
+        .security_group_rules
+        .values()
+        .find(|r| r["security_group_id"] == group_id.as_str() && same(r))
+    {
+        return Err(err(
+            StatusCode::CONFLICT,
+            "SecurityGroupRuleExists",
+            format!(
+                "Security group rule already exists. Rule id is {}.",
+                existing["id"].as_str().unwrap_or_default()
+            ),
+        ));
     }
     let id = rule["id"].as_str().unwrap_or_default().to_owned();
     state.neutron.security_group_rules.insert(id, rule.clone());
-    if let Some(rules) = state.neutron.security_groups.get_mut(&group_id).and_then(|g| g["security_group_rules"].as_array_mut()) {
+    if let Some(rules) = state
+        .neutron
+        .security_groups
+        .get_mut(&group_id)
+        .and_then(|g| g["security_group_rules"].as_array_mut())
+    {
         rules.push(rule.clone());
     }
     Ok(rule)
@@ -554,9 +848,32 @@ fn create_rule(state: &mut Model, project: &str, caller: &Caller, body: &Map<Str
 /// Attributes a PUT may change, per collection.
 fn updatable(coll: &Coll) -> &'static [&'static str] {
     match coll.plural {
-        "networks" => &["name", "description", "admin_state_up", "shared", "mtu", "port_security_enabled"],
-        "subnets" => &["name", "description", "enable_dhcp", "dns_nameservers", "host_routes", "gateway_ip"],
-        "ports" => &["name", "description", "device_id", "device_owner", "security_groups", "allowed_address_pairs", "admin_state_up", "port_security_enabled"],
+        "networks" => &[
+            "name",
+            "description",
+            "admin_state_up",
+            "shared",
+            "mtu",
+            "port_security_enabled",
+        ],
+        "subnets" => &[
+            "name",
+            "description",
+            "enable_dhcp",
+            "dns_nameservers",
+            "host_routes",
+            "gateway_ip",
+        ],
+        "ports" => &[
+            "name",
+            "description",
+            "device_id",
+            "device_owner",
+            "security_groups",
+            "allowed_address_pairs",
+            "admin_state_up",
+            "port_security_enabled",
+        ],
         "floatingips" => &["description"],
         "security_groups" => &["name", "description"],
         "routers" => &["name", "description", "admin_state_up", "routes"],
@@ -573,13 +890,21 @@ async fn update(
 ) -> Result<Response, ApiError> {
     let body = input(coll, &body)?;
     let mut state = sim.state();
-    let current = map(&mut state, coll).get(&id).cloned().ok_or_else(|| missing(coll, &id))?;
+    let current = map(&mut state, coll)
+        .get(&id)
+        .cloned()
+        .ok_or_else(|| missing(coll, &id))?;
     if !caller.is_admin && current["project_id"] != caller.project_id.as_str() {
         return Err(missing(coll, &id));
     }
     if coll.plural == "floatingips" && body.contains_key("port_id") {
         match body.get("port_id").and_then(|p| p.as_str()) {
-            Some(port) => associate(&mut state, &id, port, body.get("fixed_ip_address").and_then(|f| f.as_str()))?,
+            Some(port) => associate(
+                &mut state,
+                &id,
+                port,
+                body.get("fixed_ip_address").and_then(|f| f.as_str()),
+            )?,
             None => {
                 if let Some(fip) = state.neutron.floatingips.get_mut(&id) {
                     model::disassociate(fip);
@@ -591,8 +916,12 @@ async fn update(
         if let Some(routes) = body.get("routes") {
             let ok = routes.as_array().is_some_and(|r| {
                 r.iter().all(|route| {
-                    route["destination"].as_str().is_some_and(|d| model::parse_cidr(d).is_ok())
-                        && route["nexthop"].as_str().is_some_and(|n| n.parse::<std::net::IpAddr>().is_ok())
+                    route["destination"]
+                        .as_str()
+                        .is_some_and(|d| model::parse_cidr(d).is_ok())
+                        && route["nexthop"]
+                            .as_str()
+                            .is_some_and(|n| n.parse::<std::net::IpAddr>().is_ok())
                 })
             });
             if !ok {
@@ -626,17 +955,28 @@ async fn delete(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let mut state = sim.state();
-    let current = map(&mut state, coll).get(&id).cloned().ok_or_else(|| missing(coll, &id))?;
+    let current = map(&mut state, coll)
+        .get(&id)
+        .cloned()
+        .ok_or_else(|| missing(coll, &id))?;
     if !caller.is_admin && current["project_id"] != caller.project_id.as_str() {
         return Err(missing(coll, &id));
     }
     match coll.plural {
         "networks" => {
-            if state.neutron.ports.values().any(|p| p["network_id"] == id.as_str() && model::is_compute_owner(&p["device_owner"])) {
+            if state.neutron.ports.values().any(|p| {
+                p["network_id"] == id.as_str() && model::is_compute_owner(&p["device_owner"])
+            }) {
                 return Err(err(StatusCode::CONFLICT, "NetworkInUse", format!(
                     "Unable to complete operation on network {id}. There are one or more ports still in use on the network.")));
             }
-            let subnets: Vec<String> = state.neutron.subnets.iter().filter(|(_, s)| s["network_id"] == id.as_str()).map(|(k, _)| k.clone()).collect();
+            let subnets: Vec<String> = state
+                .neutron
+                .subnets
+                .iter()
+                .filter(|(_, s)| s["network_id"] == id.as_str())
+                .map(|(k, _)| k.clone())
+                .collect();
             for s in subnets {
                 state.neutron.subnets.remove(&s);
             }
@@ -647,25 +987,49 @@ async fn delete(
         }
         "floatingips" => {
             if let Some(fip) = state.neutron.floatingips.remove(&id) {
-                let address = fip["floating_ip_address"].as_str().unwrap_or_default().to_owned();
+                let address = fip["floating_ip_address"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
                 let network = fip["floating_network_id"].as_str().unwrap_or_default();
-                let subnets: Vec<String> = string_list(state.neutron.networks.get(network).map(|n| &n["subnets"])).unwrap_or_default();
+                let subnets: Vec<String> =
+                    string_list(state.neutron.networks.get(network).map(|n| &n["subnets"]))
+                        .unwrap_or_default();
                 for s in subnets {
                     state.release_ip(&s, &address);
                 }
             }
         }
         "security_groups" => {
-            if state.neutron.ports.values().any(|p| p["security_groups"].as_array().is_some_and(|g| g.iter().any(|x| x == id.as_str()))) {
-                return Err(err(StatusCode::CONFLICT, "SecurityGroupInUse", format!("Security Group {id} in use.")));
+            if state.neutron.ports.values().any(|p| {
+                p["security_groups"]
+                    .as_array()
+                    .is_some_and(|g| g.iter().any(|x| x == id.as_str()))
+            }) {
+                return Err(err(
+                    StatusCode::CONFLICT,
+                    "SecurityGroupInUse",
+                    format!("Security Group {id} in use."),
+                ));
             }
-            state.neutron.security_group_rules.retain(|_, r| r["security_group_id"] != id.as_str());
+            state
+                .neutron
+                .security_group_rules
+                .retain(|_, r| r["security_group_id"] != id.as_str());
             state.neutron.security_groups.remove(&id);
         }
         "security_group_rules" => {
             state.neutron.security_group_rules.remove(&id);
-            let group = current["security_group_id"].as_str().unwrap_or_default().to_owned();
-            if let Some(rules) = state.neutron.security_groups.get_mut(&group).and_then(|g| g["security_group_rules"].as_array_mut()) {
+            let group = current["security_group_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if let Some(rules) = state
+                .neutron
+                .security_groups
+                .get_mut(&group)
+                .and_then(|g| g["security_group_rules"].as_array_mut())
+            {
                 rules.retain(|r| r["id"] != id.as_str());
             }
         }
@@ -681,7 +1045,10 @@ mod tests {
     use super::*;
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
     }
 
     #[test]
@@ -692,18 +1059,39 @@ mod tests {
                        "fixed_ips": [{"subnet_id": "sn", "ip_address": "10.0.0.6"}]});
         let ids = |query: &[(&str, &str)]| -> Result<Vec<String>, String> {
             filter(vec![&a, &b], &q(query))
-                .map(|l| l.iter().map(|o| o["id"].as_str().unwrap().to_owned()).collect())
+                .map(|l| {
+                    l.iter()
+                        .map(|o| o["id"].as_str().unwrap().to_owned())
+                        .collect()
+                })
                 .map_err(|e| e.message)
         };
         assert_eq!(ids(&[("device_id", "s1")]), Ok(vec!["a".into()]));
-        assert_eq!(ids(&[("device_id", "s1"), ("device_id", "s2")]), Ok(vec!["a".into(), "b".into()]));
+        assert_eq!(
+            ids(&[("device_id", "s1"), ("device_id", "s2")]),
+            Ok(vec!["a".into(), "b".into()])
+        );
         assert_eq!(ids(&[("admin_state_up", "False")]), Ok(vec!["b".into()]));
-        assert_eq!(ids(&[("fixed_ips", "ip_address=10.0.0.6")]), Ok(vec!["b".into()]));
-        assert_eq!(ids(&[("fixed_ips", "ip_address_substr=10.0.0.")]).unwrap().len(), 2);
+        assert_eq!(
+            ids(&[("fixed_ips", "ip_address=10.0.0.6")]),
+            Ok(vec!["b".into()])
+        );
+        assert_eq!(
+            ids(&[("fixed_ips", "ip_address_substr=10.0.0.")])
+                .unwrap()
+                .len(),
+            2
+        );
         assert_eq!(ids(&[("tags", "x,y")]), Ok(vec!["a".into()]));
         assert_eq!(ids(&[("not-tags-any", "x")]), Ok(vec!["b".into()]));
         assert_eq!(ids(&[("limit", "1")]).unwrap().len(), 2);
-        assert_eq!(ids(&[("colour", "red")]), Err("[colour] is invalid attribute for filtering".into()));
-        assert_eq!(select_fields(&a, &q(&[("fields", "id")])), json!({"id": "a"}));
+        assert_eq!(
+            ids(&[("colour", "red")]),
+            Err("[colour] is invalid attribute for filtering".into())
+        );
+        assert_eq!(
+            select_fields(&a, &q(&[("fields", "id")])),
+            json!({"id": "a"})
+        );
     }
 }

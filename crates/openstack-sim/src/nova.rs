@@ -20,7 +20,8 @@ use crate::auth::Caller;
 use crate::errors::{ApiError, Service};
 use crate::microversion::{self, Version, VersionError};
 use crate::model::{
-    self, Change, ModelError, NetworkRequest, NewServer, Server, ServerGroup, ServerStatus, State as Model,
+    self, Change, ModelError, NetworkRequest, NewServer, Server, ServerGroup, ServerStatus,
+    State as Model,
 };
 use crate::paging;
 use crate::util::{first, iso_micro, iso_z, new_id, parse_time, values};
@@ -76,19 +77,34 @@ pub(crate) fn discovery() -> Router<Arc<Sim>> {
 /// The API routes (token checked by the caller's layer).
 pub(crate) fn routes() -> Router<Arc<Sim>> {
     Router::new()
-        .route(&format!("{BASE}/servers"), get(list_servers).post(create_server))
+        .route(
+            &format!("{BASE}/servers"),
+            get(list_servers).post(create_server),
+        )
         .route(&format!("{BASE}/servers/detail"), get(list_servers_detail))
         .route(
             &format!("{BASE}/servers/{{id}}"),
             get(show_server).put(update_server).delete(delete_server),
         )
-        .route(&format!("{BASE}/servers/{{id}}/action"), axum::routing::post(server_action))
-        .route(&format!("{BASE}/servers/{{id}}/os-interface"), get(list_interfaces))
+        .route(
+            &format!("{BASE}/servers/{{id}}/action"),
+            axum::routing::post(server_action),
+        )
+        .route(
+            &format!("{BASE}/servers/{{id}}/os-interface"),
+            get(list_interfaces),
+        )
         .route(&format!("{BASE}/flavors"), get(list_flavors))
         .route(&format!("{BASE}/flavors/detail"), get(list_flavors_detail))
         .route(&format!("{BASE}/flavors/{{id}}"), get(show_flavor))
-        .route(&format!("{BASE}/os-availability-zone"), get(availability_zones))
-        .route(&format!("{BASE}/os-availability-zone/detail"), get(availability_zones))
+        .route(
+            &format!("{BASE}/os-availability-zone"),
+            get(availability_zones),
+        )
+        .route(
+            &format!("{BASE}/os-availability-zone/detail"),
+            get(availability_zones),
+        )
         .route(
             &format!("{BASE}/os-server-groups"),
             get(list_server_groups).post(create_server_group),
@@ -172,7 +188,9 @@ impl<'a> Index<'a> {
                 .to_owned();
             let mac = port["mac_address"].clone();
             let list = out.entry(name).or_insert_with(|| json!([]));
-            let Some(list) = list.as_array_mut() else { continue };
+            let Some(list) = list.as_array_mut() else {
+                continue;
+            };
             for ip in port["fixed_ips"].as_array().into_iter().flatten() {
                 let addr = ip["ip_address"].as_str().unwrap_or_default();
                 list.push(json!({
@@ -218,7 +236,9 @@ fn render_server(
                     "links": [{"rel": "bookmark", "href": format!("{origin}/compute/flavors/{}", server.flavor_id)}]}),
     };
     let image = match &server.image_id {
-        Some(id) => json!({"id": id, "links": [{"rel": "bookmark", "href": format!("{origin}/compute/images/{id}")}]}),
+        Some(id) => {
+            json!({"id": id, "links": [{"rel": "bookmark", "href": format!("{origin}/compute/images/{id}")}]})
+        }
         None => json!(""),
     };
     let (status, vm_state, task_state, power_state) = match deleted_at {
@@ -254,8 +274,16 @@ fn render_server(
     };
     if caller.is_admin {
         extra(&mut out, "OS-EXT-SRV-ATTR:host", json!("stratus-compute-1"));
-        extra(&mut out, "OS-EXT-SRV-ATTR:hypervisor_hostname", json!("stratus-compute-1"));
-        extra(&mut out, "OS-EXT-SRV-ATTR:instance_name", json!(format!("instance-{:08x}", server.seq)));
+        extra(
+            &mut out,
+            "OS-EXT-SRV-ATTR:hypervisor_hostname",
+            json!("stratus-compute-1"),
+        );
+        extra(
+            &mut out,
+            "OS-EXT-SRV-ATTR:instance_name",
+            json!(format!("instance-{:08x}", server.seq)),
+        );
     }
     if version.at_least(2, 9) {
         extra(&mut out, "locked", json!(false));
@@ -280,8 +308,12 @@ fn visible(server: &Server, caller: &Caller, all_tenants: bool) -> bool {
 }
 
 fn truthy(value: Option<&str>) -> bool {
-    value.is_some_and(|v| !matches!(v.to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no" | ""))
-        || value == Some("")
+    value.is_some_and(|v| {
+        !matches!(
+            v.to_ascii_lowercase().as_str(),
+            "0" | "false" | "off" | "no" | ""
+        )
+    }) || value == Some("")
 }
 
 /// A regex as Nova applies it to names and IPs (a search); a bad pattern matches literally.
@@ -298,10 +330,16 @@ fn select_servers<'a>(
     query: &[(String, String)],
 ) -> Result<Vec<(&'a Server, Option<i64>)>, ApiError> {
     let all_tenants = truthy(first(query, "all_tenants")) || truthy(first(query, "all_projects"));
-    let statuses: Vec<String> = values(query, "status").iter().map(|s| s.to_ascii_uppercase()).collect();
+    let statuses: Vec<String> = values(query, "status")
+        .iter()
+        .map(|s| s.to_ascii_uppercase())
+        .collect();
     let changes_since = match first(query, "changes-since") {
         Some(t) => Some(parse_time(t).ok_or_else(|| {
-            err(StatusCode::BAD_REQUEST, format!("Invalid input for field/attribute changes-since. Value: {t}"))
+            err(
+                StatusCode::BAD_REQUEST,
+                format!("Invalid input for field/attribute changes-since. Value: {t}"),
+            )
         })?),
         None => None,
     };
@@ -315,18 +353,32 @@ fn select_servers<'a>(
     let key_name = first(query, "key_name");
     let tag_list = |key: &str| -> Vec<String> {
         first(query, key)
-            .map(|t| t.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
+            .map(|t| {
+                t.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default()
     };
-    let (tags, tags_any, not_tags, not_tags_any) =
-        (tag_list("tags"), tag_list("tags-any"), tag_list("not-tags"), tag_list("not-tags-any"));
+    let (tags, tags_any, not_tags, not_tags_any) = (
+        tag_list("tags"),
+        tag_list("tags-any"),
+        tag_list("not-tags"),
+        tag_list("not-tags-any"),
+    );
 
     let mut candidates: Vec<(&Server, Option<i64>)> = Vec::new();
     if !deleted_only {
         candidates.extend(state.servers.values().map(|s| (s, None)));
     }
     if deleted_only || changes_since.is_some() || statuses.iter().any(|s| s == "DELETED") {
-        candidates.extend(state.tombstones.iter().map(|t| (&t.server, Some(t.deleted_at))));
+        candidates.extend(
+            state
+                .tombstones
+                .iter()
+                .map(|t| (&t.server, Some(t.deleted_at))),
+        );
     }
     let mut out: Vec<(&Server, Option<i64>)> = candidates
         .into_iter()
@@ -334,7 +386,11 @@ fn select_servers<'a>(
             if !visible(s, caller, all_tenants) {
                 return false;
             }
-            let status = if deleted.is_some() { "DELETED" } else { s.status.as_str() };
+            let status = if deleted.is_some() {
+                "DELETED"
+            } else {
+                s.status.as_str()
+            };
             if !statuses.is_empty() && !statuses.iter().any(|w| w == status) {
                 return false;
             }
@@ -342,7 +398,8 @@ fn select_servers<'a>(
                 if deleted.unwrap_or(s.updated) < since {
                     return false;
                 }
-            } else if deleted.is_some() && !deleted_only && !statuses.iter().any(|w| w == "DELETED") {
+            } else if deleted.is_some() && !deleted_only && !statuses.iter().any(|w| w == "DELETED")
+            {
                 return false;
             }
             if name.as_ref().is_some_and(|re| !re.is_match(&s.name))
@@ -366,7 +423,9 @@ fn select_servers<'a>(
                     .collect();
                 let hit = |re: &Option<regex::Regex>, v6: bool| {
                     re.as_ref().is_none_or(|re| {
-                        addrs.iter().any(|a| a.contains(':') == v6 && re.is_match(a))
+                        addrs
+                            .iter()
+                            .any(|a| a.contains(':') == v6 && re.is_match(a))
                     })
                 };
                 if !hit(&ip, false) || !hit(&ip6, true) {
@@ -376,7 +435,7 @@ fn select_servers<'a>(
             true
         })
         .collect();
-    out.sort_by(|a, b| b.0.seq.cmp(&a.0.seq));
+    out.sort_by_key(|(s, _)| std::cmp::Reverse(s.seq));
     Ok(out)
 }
 
@@ -392,8 +451,13 @@ async fn list(
     let index = Index::new(&state);
     let selected = select_servers(&state, &index, caller, query)?;
     let ids: Vec<&str> = selected.iter().map(|(s, _)| s.id.as_str()).collect();
-    let page = paging::page(&ids, first(query, "limit"), first(query, "marker"), MAX_LIMIT)
-        .map_err(|e| err(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let page = paging::page(
+        &ids,
+        first(query, "limit"),
+        first(query, "marker"),
+        MAX_LIMIT,
+    )
+    .map_err(|e| err(StatusCode::BAD_REQUEST, e.to_string()))?;
     let servers: Vec<Value> = selected[page.start..page.end]
         .iter()
         .map(|(s, deleted)| {
@@ -435,7 +499,10 @@ async fn list_servers_detail(
 }
 
 fn not_found(id: &str) -> ApiError {
-    err(StatusCode::NOT_FOUND, format!("Instance {id} could not be found."))
+    err(
+        StatusCode::NOT_FOUND,
+        format!("Instance {id} could not be found."),
+    )
 }
 
 async fn show_server(
@@ -489,17 +556,27 @@ fn plan_create(
         Some(id) if state.images.contains_key(&id) => Some(id),
         Some(_) => return Err(bad("Can not find requested image".into())),
     };
-    if image_id.is_none() && server["block_device_mapping_v2"].as_array().is_none_or(|b| b.is_empty()) {
+    if image_id.is_none()
+        && server["block_device_mapping_v2"]
+            .as_array()
+            .is_none_or(|b| b.is_empty())
+    {
         return Err(bad("Can not find requested image".into()));
     }
     let az = match server["availability_zone"].as_str() {
         None | Some("") => state.zones[0].clone(),
         Some(z) if state.zones.iter().any(|known| known == z) => z.to_owned(),
-        Some(z) => return Err(bad(format!("The requested availability zone is not available: {z}"))),
+        Some(z) => {
+            return Err(bad(format!(
+                "The requested availability zone is not available: {z}"
+            )))
+        }
     };
     let networks = match &server["networks"] {
         Value::Null if version.at_least(2, 37) => {
-            return Err(bad("Invalid input for field/attribute networks: required since 2.37".into()))
+            return Err(bad(
+                "Invalid input for field/attribute networks: required since 2.37".into(),
+            ))
         }
         Value::Null => auto_network(state, caller)?,
         Value::String(s) if s == "auto" => auto_network(state, caller)?,
@@ -513,9 +590,9 @@ fn plan_create(
                     }
                     return Ok(NetworkRequest::Port(port.to_owned()));
                 }
-                let id = n["uuid"]
-                    .as_str()
-                    .ok_or_else(|| bad("Bad networks format: network uuid is not in proper format".into()))?;
+                let id = n["uuid"].as_str().ok_or_else(|| {
+                    bad("Bad networks format: network uuid is not in proper format".into())
+                })?;
                 if !state.neutron.networks.contains_key(id) {
                     return Err(bad(format!("Network {id} could not be found.")));
                 }
@@ -525,7 +602,11 @@ fn plan_create(
                 })
             })
             .collect::<Result<_, _>>()?,
-        other => return Err(bad(format!("Invalid input for field/attribute networks. Value: {other}"))),
+        other => {
+            return Err(bad(format!(
+                "Invalid input for field/attribute networks. Value: {other}"
+            )))
+        }
     };
     let security_groups: Vec<String> = match server["security_groups"].as_array() {
         None => vec!["default".to_owned()],
@@ -548,17 +629,30 @@ fn plan_create(
             })
             .collect::<Result<_, _>>()?,
     };
-    let count = server["max_count"].as_u64().or_else(|| server["min_count"].as_u64()).unwrap_or(1);
+    let count = server["max_count"]
+        .as_u64()
+        .or_else(|| server["min_count"].as_u64())
+        .unwrap_or(1);
     if !(1..=1000).contains(&count) {
-        return Err(bad(format!("Invalid input for field/attribute max_count. Value: {count}")));
+        return Err(bad(format!(
+            "Invalid input for field/attribute max_count. Value: {count}"
+        )));
     }
     let tags: Vec<String> = server["tags"]
         .as_array()
-        .map(|t| t.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .map(|t| {
+            t.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default();
     Ok((1..=count)
         .map(|n| NewServer {
-            name: if count > 1 { format!("{name}-{n}") } else { name.to_owned() },
+            name: if count > 1 {
+                format!("{name}-{n}")
+            } else {
+                name.to_owned()
+            },
             project_id: caller.project_id.clone(),
             user_id: caller.user_id.clone(),
             flavor_id: flavor_id.clone(),
@@ -581,12 +675,20 @@ fn auto_network(state: &Model, caller: &Caller) -> Result<Vec<NetworkRequest>, A
         .neutron
         .networks
         .iter()
-        .filter(|(_, n)| n["router:external"] != true && n["project_id"] == caller.project_id.as_str())
+        .filter(|(_, n)| {
+            n["router:external"] != true && n["project_id"] == caller.project_id.as_str()
+        })
         .map(|(id, _)| id)
         .collect();
     match tenant.as_slice() {
-        [one] => Ok(vec![NetworkRequest::Network { id: (*one).clone(), fixed_ip: None }]),
-        [] => Err(err(StatusCode::BAD_REQUEST, "Unable to automatically allocate a network for project")),
+        [one] => Ok(vec![NetworkRequest::Network {
+            id: (*one).clone(),
+            fixed_ip: None,
+        }]),
+        [] => Err(err(
+            StatusCode::BAD_REQUEST,
+            "Unable to automatically allocate a network for project",
+        )),
         _ => Err(err(
             StatusCode::CONFLICT,
             "Multiple possible networks found, use a Network ID to be more specific.",
@@ -604,10 +706,15 @@ async fn create_server(
     let body = json_body(Service::Compute, &body)?;
     let mut state = sim.state();
     let specs = plan_create(&state, &caller, version, &body)?;
-    let group = body["os:scheduler_hints"]["group"].as_str().map(str::to_owned);
+    let group = body["os:scheduler_hints"]["group"]
+        .as_str()
+        .map(str::to_owned);
     if let Some(g) = &group {
         if !state.server_groups.contains_key(g) {
-            return Err(err(StatusCode::BAD_REQUEST, format!("Invalid server group {g}")));
+            return Err(err(
+                StatusCode::BAD_REQUEST,
+                format!("Invalid server group {g}"),
+            ));
         }
     }
     let now = Instant::now();
@@ -703,7 +810,10 @@ pub fn plan_action(
     let allowed = match action {
         "os-stop" => matches!(status, ServerStatus::Active | ServerStatus::Error),
         "os-start" => status == ServerStatus::Shutoff,
-        _ => matches!(status, ServerStatus::Active | ServerStatus::Shutoff | ServerStatus::Error),
+        _ => matches!(
+            status,
+            ServerStatus::Active | ServerStatus::Shutoff | ServerStatus::Error
+        ),
     };
     if !allowed {
         return Err(format!(
@@ -730,7 +840,10 @@ async fn server_action(
         .and_then(|o| o.keys().next().cloned())
         .unwrap_or_default();
     if !matches!(action.as_str(), "os-stop" | "os-start" | "reboot") {
-        return Err(err(StatusCode::BAD_REQUEST, format!("There is no such action: {action}")));
+        return Err(err(
+            StatusCode::BAD_REQUEST,
+            format!("There is no such action: {action}"),
+        ));
     }
     let mut state = sim.state();
     let delay = state.knobs.action_delay;
@@ -763,12 +876,17 @@ async fn list_interfaces(
         .ports
         .values()
         .filter(|p| p["device_id"] == id.as_str())
-        .map(|p| json!({
-            "port_id": p["id"], "net_id": p["network_id"], "mac_addr": p["mac_address"],
-            "port_state": p["status"], "fixed_ips": p["fixed_ips"],
-        }))
+        .map(|p| {
+            json!({
+                "port_id": p["id"], "net_id": p["network_id"], "mac_addr": p["mac_address"],
+                "port_state": p["status"], "fixed_ips": p["fixed_ips"],
+            })
+        })
         .collect();
-    Ok(json_answer(StatusCode::OK, json!({"interfaceAttachments": attachments})))
+    Ok(json_answer(
+        StatusCode::OK,
+        json!({"interfaceAttachments": attachments}),
+    ))
 }
 
 fn render_flavor(f: &model::Flavor, version: Version, origin: &str, detail: bool) -> Value {
@@ -780,7 +898,11 @@ fn render_flavor(f: &model::Flavor, version: Version, origin: &str, detail: bool
         out["ram"] = json!(f.ram);
         out["disk"] = json!(f.disk);
         out["vcpus"] = json!(f.vcpus);
-        out["swap"] = if version.at_least(2, 75) { json!(0) } else { json!("") };
+        out["swap"] = if version.at_least(2, 75) {
+            json!(0)
+        } else {
+            json!("")
+        };
         out["OS-FLV-EXT-DATA:ephemeral"] = json!(f.ephemeral);
         out["OS-FLV-DISABLED:disabled"] = json!(false);
         out["os-flavor-access:is_public"] = json!(true);
@@ -800,16 +922,25 @@ async fn flavors(
     detail: bool,
 ) -> Result<Response, ApiError> {
     let state = sim.state();
-    let min_ram: u32 = first(query, "minRam").and_then(|v| v.parse().ok()).unwrap_or(0);
-    let min_disk: u32 = first(query, "minDisk").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let min_ram: u32 = first(query, "minRam")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let min_disk: u32 = first(query, "minDisk")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let selected: Vec<&model::Flavor> = state
         .flavors
         .iter()
         .filter(|f| f.ram >= min_ram && f.disk >= min_disk)
         .collect();
     let ids: Vec<&str> = selected.iter().map(|f| f.id.as_str()).collect();
-    let page = paging::page(&ids, first(query, "limit"), first(query, "marker"), MAX_LIMIT)
-        .map_err(|e| err(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let page = paging::page(
+        &ids,
+        first(query, "limit"),
+        first(query, "marker"),
+        MAX_LIMIT,
+    )
+    .map_err(|e| err(StatusCode::BAD_REQUEST, e.to_string()))?;
     let list: Vec<Value> = selected[page.start..page.end]
         .iter()
         .map(|f| render_flavor(f, version, origin, detail))
@@ -848,9 +979,12 @@ async fn show_flavor(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let state = sim.state();
-    let flavor = state
-        .flavor(&id)
-        .ok_or_else(|| err(StatusCode::NOT_FOUND, format!("Flavor {id} could not be found.")))?;
+    let flavor = state.flavor(&id).ok_or_else(|| {
+        err(
+            StatusCode::NOT_FOUND,
+            format!("Flavor {id} could not be found."),
+        )
+    })?;
     Ok(json_answer(
         StatusCode::OK,
         json!({"flavor": render_flavor(flavor, version, &origin, true)}),
@@ -909,15 +1043,33 @@ async fn create_server_group(
     let name = group["name"]
         .as_str()
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| err(StatusCode::BAD_REQUEST, "Invalid input for field/attribute name."))?;
+        .ok_or_else(|| {
+            err(
+                StatusCode::BAD_REQUEST,
+                "Invalid input for field/attribute name.",
+            )
+        })?;
     let policy = if version.at_least(2, 64) {
         group["policy"].as_str()
     } else {
-        group["policies"].as_array().and_then(|p| p.first()).and_then(|p| p.as_str())
+        group["policies"]
+            .as_array()
+            .and_then(|p| p.first())
+            .and_then(|p| p.as_str())
     };
     let policy = policy
-        .filter(|p| matches!(*p, "affinity" | "anti-affinity" | "soft-affinity" | "soft-anti-affinity"))
-        .ok_or_else(|| err(StatusCode::BAD_REQUEST, "Invalid input for field/attribute policy."))?;
+        .filter(|p| {
+            matches!(
+                *p,
+                "affinity" | "anti-affinity" | "soft-affinity" | "soft-anti-affinity"
+            )
+        })
+        .ok_or_else(|| {
+            err(
+                StatusCode::BAD_REQUEST,
+                "Invalid input for field/attribute policy.",
+            )
+        })?;
     let g = ServerGroup {
         id: new_id(),
         name: name.to_owned(),
@@ -928,11 +1080,17 @@ async fn create_server_group(
     };
     let rendered = render_group(&g, version);
     sim.state().server_groups.insert(g.id.clone(), g);
-    Ok(json_answer(StatusCode::OK, json!({"server_group": rendered})))
+    Ok(json_answer(
+        StatusCode::OK,
+        json!({"server_group": rendered}),
+    ))
 }
 
 fn group_not_found(id: &str) -> ApiError {
-    err(StatusCode::NOT_FOUND, format!("Instance group {id} could not be found."))
+    err(
+        StatusCode::NOT_FOUND,
+        format!("Instance group {id} could not be found."),
+    )
 }
 
 async fn show_server_group(
@@ -947,7 +1105,10 @@ async fn show_server_group(
         .get(&id)
         .filter(|g| g.project_id == caller.project_id)
         .ok_or_else(|| group_not_found(&id))?;
-    Ok(json_answer(StatusCode::OK, json!({"server_group": render_group(group, version)})))
+    Ok(json_answer(
+        StatusCode::OK,
+        json!({"server_group": render_group(group, version)}),
+    ))
 }
 
 async fn delete_server_group(
@@ -956,10 +1117,10 @@ async fn delete_server_group(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let mut state = sim.state();
-    if !state
+    if state
         .server_groups
         .get(&id)
-        .is_some_and(|g| g.project_id == caller.project_id)
+        .is_none_or(|g| g.project_id != caller.project_id)
     {
         return Err(group_not_found(&id));
     }
@@ -968,36 +1129,76 @@ async fn delete_server_group(
 }
 
 #[cfg(test)]
+#[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
 
     #[test]
     fn actions_follow_nova_state_rules() {
         use ServerStatus::*;
-        let cases: &[(ServerStatus, Option<&str>, &str, Result<(&str, ServerStatus), &str>)] = &[
+        let cases: &[(
+            ServerStatus,
+            Option<&str>,
+            &str,
+            Result<(&str, ServerStatus), &str>,
+        )] = &[
             (Active, None, "os-stop", Ok(("powering-off", Shutoff))),
             (Error, None, "os-stop", Ok(("powering-off", Shutoff))),
-            (Shutoff, None, "os-stop", Err("Cannot 'stop' instance i while it is in vm_state stopped")),
-            (Build, None, "os-stop", Err("Cannot 'stop' instance i while it is in vm_state building")),
+            (
+                Shutoff,
+                None,
+                "os-stop",
+                Err("Cannot 'stop' instance i while it is in vm_state stopped"),
+            ),
+            (
+                Build,
+                None,
+                "os-stop",
+                Err("Cannot 'stop' instance i while it is in vm_state building"),
+            ),
             (Shutoff, None, "os-start", Ok(("powering-on", Active))),
-            (Active, None, "os-start", Err("Cannot 'start' instance i while it is in vm_state active")),
-            (Active, Some("powering-off"), "os-start",
-             Err("Cannot 'start' instance i while it is in task_state powering-off")),
+            (
+                Active,
+                None,
+                "os-start",
+                Err("Cannot 'start' instance i while it is in vm_state active"),
+            ),
+            (
+                Active,
+                Some("powering-off"),
+                "os-start",
+                Err("Cannot 'start' instance i while it is in task_state powering-off"),
+            ),
             (Shutoff, None, "reboot", Ok(("rebooting", Active))),
-            (Build, None, "reboot", Err("Cannot 'reboot' instance i while it is in vm_state building")),
+            (
+                Build,
+                None,
+                "reboot",
+                Err("Cannot 'reboot' instance i while it is in vm_state building"),
+            ),
         ];
         for (status, task, action, want) in cases {
             let got = plan_action("i", *status, *task, action);
-            assert_eq!(got, want.map_err(str::to_owned), "{status:?} {task:?} {action}");
+            assert_eq!(
+                got,
+                want.map_err(str::to_owned),
+                "{status:?} {task:?} {action}"
+            );
         }
     }
 
     #[test]
     fn creates_are_validated_like_nova() {
         let state = Model::new("p", "u", vec![]);
-        let caller = Caller { project_id: "p".into(), user_id: "u".into(), is_admin: false };
+        let caller = Caller {
+            project_id: "p".into(),
+            user_id: "u".into(),
+            is_admin: false,
+        };
         let image = state.images.keys().next().unwrap().clone();
-        let net = state.network_id(crate::model::seed::INTERNAL_NETWORK).unwrap();
+        let net = state
+            .network_id(crate::model::seed::INTERNAL_NETWORK)
+            .unwrap();
         let v = Version::new(2, 47);
         let ok = json!({"server": {"name": "n", "flavorRef": "http://x/flavors/2", "imageRef": image,
                                    "networks": [{"uuid": net}], "max_count": 3}});
@@ -1006,23 +1207,46 @@ mod tests {
         assert_eq!(specs[2].name, "n-3");
         assert_eq!(specs[0].flavor_id, "2");
         let message = |body: Value| plan_create(&state, &caller, v, &body).unwrap_err().message;
-        assert!(message(json!({"server": {"name": "n", "flavorRef": "2", "imageRef": image}}))
-            .contains("networks"));
+        assert!(
+            message(json!({"server": {"name": "n", "flavorRef": "2", "imageRef": image}}))
+                .contains("networks")
+        );
         assert_eq!(
-            message(json!({"server": {"name": "n", "flavorRef": "9", "imageRef": image, "networks": "none"}})),
+            message(
+                json!({"server": {"name": "n", "flavorRef": "9", "imageRef": image, "networks": "none"}})
+            ),
             "Flavor 9 could not be found."
         );
         assert_eq!(
-            message(json!({"server": {"name": "n", "flavorRef": "2", "imageRef": "nope", "networks": "auto"}})),
+            message(
+                json!({"server": {"name": "n", "flavorRef": "2", "imageRef": "nope", "networks": "auto"}})
+            ),
             "Can not find requested image"
         );
-        assert!(message(json!({"server": {"name": "n", "flavorRef": "2", "imageRef": image,
-            "networks": "auto", "availability_zone": "mars"}})).contains("mars"));
-        assert!(message(json!({"server": {"name": "n", "flavorRef": "2", "imageRef": image,
-            "networks": "auto", "security_groups": [{"name": "web"}]}})).contains("web"));
+        assert!(message(
+            json!({"server": {"name": "n", "flavorRef": "2", "imageRef": image,
+            "networks": "auto", "availability_zone": "mars"}})
+        )
+        .contains("mars"));
+        assert!(message(
+            json!({"server": {"name": "n", "flavorRef": "2", "imageRef": image,
+            "networks": "auto", "security_groups": [{"name": "web"}]}})
+        )
+        .contains("web"));
         // Before 2.37 networks may be left out: the only tenant network is used.
-        let old = plan_create(&state, &caller, Version::new(2, 1),
-            &json!({"server": {"name": "n", "flavorRef": "2", "imageRef": image}})).unwrap();
-        assert_eq!(old[0].networks, vec![NetworkRequest::Network { id: net, fixed_ip: None }]);
+        let old = plan_create(
+            &state,
+            &caller,
+            Version::new(2, 1),
+            &json!({"server": {"name": "n", "flavorRef": "2", "imageRef": image}}),
+        )
+        .unwrap();
+        assert_eq!(
+            old[0].networks,
+            vec![NetworkRequest::Network {
+                id: net,
+                fixed_ip: None
+            }]
+        );
     }
 }

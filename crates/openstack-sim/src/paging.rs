@@ -85,6 +85,7 @@ pub fn encode(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
 
@@ -92,20 +93,97 @@ mod tests {
     fn pages_follow_markers_and_links_appear_on_full_pages() {
         let ids = ["a", "b", "c", "d", "e"];
         let cases: &[(Option<&str>, Option<&str>, usize, Result<Page, PageError>)] = &[
-            (None, None, 1000, Ok(Page { start: 0, end: 5, next_marker: None })),
-            (Some("2"), None, 1000, Ok(Page { start: 0, end: 2, next_marker: Some("b".into()) })),
-            (Some("2"), Some("d"), 1000, Ok(Page { start: 4, end: 5, next_marker: None })),
+            (
+                None,
+                None,
+                1000,
+                Ok(Page {
+                    start: 0,
+                    end: 5,
+                    next_marker: None,
+                }),
+            ),
+            (
+                Some("2"),
+                None,
+                1000,
+                Ok(Page {
+                    start: 0,
+                    end: 2,
+                    next_marker: Some("b".into()),
+                }),
+            ),
+            (
+                Some("2"),
+                Some("d"),
+                1000,
+                Ok(Page {
+                    start: 4,
+                    end: 5,
+                    next_marker: None,
+                }),
+            ),
             // A full last page still carries a link (the next one is empty).
-            (Some("1"), Some("d"), 1000, Ok(Page { start: 4, end: 5, next_marker: Some("e".into()) })),
-            (Some("5000"), None, 3, Ok(Page { start: 0, end: 3, next_marker: Some("c".into()) })),
-            (None, None, 3, Ok(Page { start: 0, end: 3, next_marker: Some("c".into()) })),
-            (Some("0"), None, 1000, Ok(Page { start: 0, end: 0, next_marker: None })),
+            (
+                Some("1"),
+                Some("d"),
+                1000,
+                Ok(Page {
+                    start: 4,
+                    end: 5,
+                    next_marker: Some("e".into()),
+                }),
+            ),
+            (
+                Some("5000"),
+                None,
+                3,
+                Ok(Page {
+                    start: 0,
+                    end: 3,
+                    next_marker: Some("c".into()),
+                }),
+            ),
+            (
+                None,
+                None,
+                3,
+                Ok(Page {
+                    start: 0,
+                    end: 3,
+                    next_marker: Some("c".into()),
+                }),
+            ),
+            (
+                Some("0"),
+                None,
+                1000,
+                Ok(Page {
+                    start: 0,
+                    end: 0,
+                    next_marker: None,
+                }),
+            ),
             (Some("x"), None, 1000, Err(PageError::BadLimit("x".into()))),
-            (Some("-1"), None, 1000, Err(PageError::BadLimit("-1".into()))),
-            (None, Some("zz"), 1000, Err(PageError::MarkerNotFound("zz".into()))),
+            (
+                Some("-1"),
+                None,
+                1000,
+                Err(PageError::BadLimit("-1".into())),
+            ),
+            (
+                None,
+                Some("zz"),
+                1000,
+                Err(PageError::MarkerNotFound("zz".into())),
+            ),
         ];
         for (limit, marker, max, want) in cases {
-            assert_eq!(&page(&ids, *limit, *marker, *max), want, "{limit:?} {marker:?}");
+            assert_eq!(
+                &page(&ids, *limit, *marker, *max),
+                want,
+                "{limit:?} {marker:?}"
+            );
         }
     }
 

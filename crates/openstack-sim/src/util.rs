@@ -22,9 +22,16 @@ pub fn now_secs() -> i64 {
 }
 
 fn parts(secs: i64) -> (i32, u8, u8, u8, u8, u8) {
-    let t = time::OffsetDateTime::from_unix_timestamp(secs)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    (t.year(), t.month() as u8, t.day(), t.hour(), t.minute(), t.second())
+    let t =
+        time::OffsetDateTime::from_unix_timestamp(secs).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    (
+        t.year(),
+        t.month() as u8,
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+    )
 }
 
 /// `2026-01-02T03:04:05Z` (Nova, Neutron, Glance).
@@ -69,7 +76,10 @@ pub fn values<'a>(query: &'a [(String, String)], key: &str) -> Vec<&'a str> {
 
 /// The first value of `key` in a query list.
 pub fn first<'a>(query: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    query.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    query
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
 }
 
 #[cfg(test)]
@@ -133,7 +143,9 @@ mod query_tests {
 
     #[test]
     fn queries_decode_in_order_with_repeats() {
-        let q = parse_query(Some("name=%5Enode%201%24&id=a&id=b&x=1+2&fixed_ips=ip_address%3D10.0.0.5&bad=%zz&e"));
+        let q = parse_query(Some(
+            "name=%5Enode%201%24&id=a&id=b&x=1+2&fixed_ips=ip_address%3D10.0.0.5&bad=%zz&e",
+        ));
         assert_eq!(values(&q, "id"), ["a", "b"]);
         assert_eq!(first(&q, "name"), Some("^node 1$"));
         assert_eq!(first(&q, "x"), Some("1 2"));

@@ -87,11 +87,11 @@ pub fn main() -> ExitCode {
             upstream,
             protocol,
             keystone_upstream,
-        } => runtime().and_then(|rt| {
-            rt.block_on(run_proxy(listen, upstream, &protocol, keystone_upstream))
-        }),
-        Command::OpenstackSim { listen, settings } => runtime()
-            .and_then(|rt| rt.block_on(crate::cli_openstack::run_sim(listen, &settings))),
+        } => runtime()
+            .and_then(|rt| rt.block_on(run_proxy(listen, upstream, &protocol, keystone_upstream))),
+        Command::OpenstackSim { listen, settings } => {
+            runtime().and_then(|rt| rt.block_on(crate::cli_openstack::run_sim(listen, &settings)))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -31,16 +31,34 @@ pub(crate) async fn up(dir: &Path, shell_quote: fn(&str) -> String) -> Result<()
     std::fs::write(dir.join("pids"), pids)?;
 
     let env_file = dir.join("env");
-    let mut exports = format!("# Written by `testenv up --cloud openstack`; load with: . {}\n", env_file.display());
+    let mut exports = format!(
+        "# Written by `testenv up --cloud openstack`; load with: . {}\n",
+        env_file.display()
+    );
     let mut vars = vec![
-        ("KUBECONFIG".to_owned(), cluster.kubeconfig(Identity::Admin).display().to_string()),
+        (
+            "KUBECONFIG".to_owned(),
+            cluster.kubeconfig(Identity::Admin).display().to_string(),
+        ),
         (
             "STRATUS_CCM_KUBECONFIG".to_owned(),
-            cluster.kubeconfig(Identity::CloudControllerManager).display().to_string(),
+            cluster
+                .kubeconfig(Identity::CloudControllerManager)
+                .display()
+                .to_string(),
         ),
-        ("STRATUS_APISERVER_URL".to_owned(), cluster.apiserver_url().to_owned()),
-        ("STRATUS_OPENSTACK_ENDPOINT".to_owned(), cloud.endpoint().to_owned()),
-        ("STRATUS_OPENSTACK_CLOUD_CONF".to_owned(), cloud.cloud_conf_path().display().to_string()),
+        (
+            "STRATUS_APISERVER_URL".to_owned(),
+            cluster.apiserver_url().to_owned(),
+        ),
+        (
+            "STRATUS_OPENSTACK_ENDPOINT".to_owned(),
+            cloud.endpoint().to_owned(),
+        ),
+        (
+            "STRATUS_OPENSTACK_CLOUD_CONF".to_owned(),
+            cloud.cloud_conf_path().display().to_string(),
+        ),
     ];
     vars.extend(cloud.env_vars());
     for (key, value) in vars {
@@ -68,8 +86,10 @@ pub(crate) async fn up(dir: &Path, shell_quote: fn(&str) -> String) -> Result<()
 
 /// Runs the simulators in the foreground (used by `up --cloud openstack`).
 pub(crate) async fn run_sim(listen: SocketAddr, settings: &Path) -> Result<()> {
-    let text = std::fs::read(settings).with_context(|| format!("reading {}", settings.display()))?;
-    let settings: SimSettings = serde_json::from_slice(&text).with_context(|| format!("parsing {}", settings.display()))?;
+    let text =
+        std::fs::read(settings).with_context(|| format!("reading {}", settings.display()))?;
+    let settings: SimSettings =
+        serde_json::from_slice(&text).with_context(|| format!("parsing {}", settings.display()))?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;

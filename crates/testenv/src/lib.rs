@@ -33,8 +33,8 @@ mod util;
 pub use aws_env::AwsEnv;
 pub use cluster::{Identity, KubeCluster};
 pub use env::TestEnv;
-pub use openstack_env::{OpenStackCredentials, OpenStackEnv, OpenStackOptions};
 pub use install::{ensure_installed, Paths};
+pub use openstack_env::{OpenStackCredentials, OpenStackEnv, OpenStackOptions};
 pub use repo::repo_root;
 
 /// Resident memory of a process and its children (uWSGI's master and workers), in bytes.
@@ -42,11 +42,19 @@ pub(crate) fn process_tree_rss(pid: u32) -> Option<u64> {
     let rss = |p: u32| -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
         let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-        line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
+        line.split_whitespace()
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+            .map(|kb| kb * 1024)
     };
     let mut total = rss(pid)?;
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use stratus_openstack_sim::{Auth, KeystoneValidator, ServiceCredentials, SimConfig, SimHandle, SimServer};
+use stratus_openstack_sim::{
+    Auth, KeystoneValidator, ServiceCredentials, SimConfig, SimHandle, SimServer,
+};
 
 use crate::aws_env::Launch;
 use crate::cluster::start_timeout;
@@ -135,12 +137,12 @@ impl SimSettings {
             project_id: self.project_id,
             user_id: self.user_id,
             zones: self.zones,
-            auth: Auth::Keystone(KeystoneValidator::new(ServiceCredentials {
+            auth: Auth::Keystone(Box::new(KeystoneValidator::new(ServiceCredentials {
                 keystone_url: self.keystone_url,
                 username: ADMIN.to_owned(),
                 password: self.admin_password,
                 project_name: ADMIN.to_owned(),
-            })),
+            }))),
         }
     }
 }
@@ -200,7 +202,11 @@ impl OpenStackEnv {
     }
 
     /// Starts the cloud with its files in `dir`, retrying on a port conflict.
-    pub(crate) async fn launch(dir: &Path, launch: &Launch, options: &OpenStackOptions) -> Result<OpenStackEnv> {
+    pub(crate) async fn launch(
+        dir: &Path,
+        launch: &Launch,
+        options: &OpenStackOptions,
+    ) -> Result<OpenStackEnv> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut attempt = 1;
         loop {
@@ -214,7 +220,11 @@ impl OpenStackEnv {
         }
     }
 
-    async fn launch_once(dir: &Path, launch: &Launch, options: &OpenStackOptions) -> Result<OpenStackEnv> {
+    async fn launch_once(
+        dir: &Path,
+        launch: &Launch,
+        options: &OpenStackOptions,
+    ) -> Result<OpenStackEnv> {
         let tool = tokio::task::spawn_blocking(ensure_keystone)
             .await
             .context("keystone install task panicked")??;
@@ -256,7 +266,9 @@ impl OpenStackEnv {
         let setup = Setup::new(&keystone_url, &tool.admin_password).await?;
         let ccm_password = random_token()?;
         let ids = setup.tenant(&ccm_password).await?;
-        setup.catalog(&endpoint, &format!("{endpoint}/identity/v3")).await?;
+        setup
+            .catalog(&endpoint, &format!("{endpoint}/identity/v3"))
+            .await?;
 
         let settings = SimSettings {
             project_id: ids.project_id.clone(),
@@ -266,7 +278,9 @@ impl OpenStackEnv {
             admin_password: tool.admin_password.clone(),
         };
         let sim = match launch {
-            Launch::Owned => SimRunner::InProcess(SimServer::start(sim_listener, settings.into_config())?),
+            Launch::Owned => {
+                SimRunner::InProcess(SimServer::start(sim_listener, settings.into_config())?)
+            }
             Launch::Detached { proxy_exe } => {
                 drop(sim_listener);
                 let file = dir.join("openstack-sim.json");
@@ -298,8 +312,15 @@ impl OpenStackEnv {
                     "openstack-proxy",
                     proxy_exe,
                     [
-                        "proxy", "--listen", &format!("127.0.0.1:{proxy_port}"), "--upstream", &sim_url,
-                        "--protocol", "openstack", "--keystone-upstream", &keystone_base,
+                        "proxy",
+                        "--listen",
+                        &format!("127.0.0.1:{proxy_port}"),
+                        "--upstream",
+                        &sim_url,
+                        "--protocol",
+                        "openstack",
+                        "--keystone-upstream",
+                        &keystone_base,
                     ]
                     .map(OsString::from)
                     .to_vec(),
@@ -365,7 +386,9 @@ impl OpenStackEnv {
                 p.check_running()?;
             }
             if tokio::time::Instant::now() >= deadline {
-                bail!("the OpenStack simulators did not answer through the proxy at {probe}: {last}");
+                bail!(
+                    "the OpenStack simulators did not answer through the proxy at {probe}: {last}"
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -445,7 +468,9 @@ impl OpenStackEnv {
 
     /// The proxy's control endpoints (counters, faults, holds, timeline).
     pub fn proxy_control(&self) -> ProxyControl<'_> {
-        ProxyControl { endpoint: &self.endpoint }
+        ProxyControl {
+            endpoint: &self.endpoint,
+        }
     }
 
     /// Requests seen by the proxy, keyed by `service:METHOD path` (e.g. `compute:GET
@@ -496,7 +521,10 @@ impl OpenStackEnv {
         if let Some(ProxyRunner::Process(p)) = &self.proxy {
             procs.push(p);
         }
-        procs.into_iter().filter_map(|p| Some((p.name(), p.pid()?))).collect()
+        procs
+            .into_iter()
+            .filter_map(|p| Some((p.name(), p.pid()?)))
+            .collect()
     }
 
     /// Leaves the processes in place when `self` is dropped (`testenv up`).
@@ -519,12 +547,16 @@ impl Drop for OpenStackEnv {
         }
         match self.proxy.take() {
             Some(ProxyRunner::InProcess(mut p)) => p.stop(),
-            Some(ProxyRunner::Process(mut p)) => crate::process::stop_all(&mut [&mut p], Duration::from_secs(5)),
+            Some(ProxyRunner::Process(mut p)) => {
+                crate::process::stop_all(&mut [&mut p], Duration::from_secs(5))
+            }
             None => {}
         }
         match self.sim.take() {
             Some(SimRunner::InProcess(mut s)) => s.stop(),
-            Some(SimRunner::Process(mut p)) => crate::process::stop_all(&mut [&mut p], Duration::from_secs(5)),
+            Some(SimRunner::Process(mut p)) => {
+                crate::process::stop_all(&mut [&mut p], Duration::from_secs(5))
+            }
             None => {}
         }
         crate::process::stop_all(&mut [&mut self.keystone], Duration::from_secs(10));
@@ -568,9 +600,18 @@ impl Setup {
                 "name": ADMIN, "domain": {"id": "default"}, "password": admin_password}}},
             "scope": {"project": {"name": ADMIN, "domain": {"id": "default"}}}}});
         let (status, headers, answer) = http
-            .exchange(http::Method::POST, &format!("{url}/auth/tokens?nocatalog"), &[], Some(body.to_string().into_bytes()))
+            .exchange(
+                http::Method::POST,
+                &format!("{url}/auth/tokens?nocatalog"),
+                &[],
+                Some(body.to_string().into_bytes()),
+            )
             .await?;
-        anyhow::ensure!(status == http::StatusCode::CREATED, "keystone admin login: {status}: {}", String::from_utf8_lossy(&answer));
+        anyhow::ensure!(
+            status == http::StatusCode::CREATED,
+            "keystone admin login: {status}: {}",
+            String::from_utf8_lossy(&answer)
+        );
         let token = headers
             .get("x-subject-token")
             .and_then(|v| v.to_str().ok())
@@ -580,7 +621,10 @@ impl Setup {
         Ok(Setup {
             url: url.to_owned(),
             token,
-            admin_project: answer["token"]["project"]["id"].as_str().unwrap_or_default().to_owned(),
+            admin_project: answer["token"]["project"]["id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
             http,
         })
     }
@@ -590,32 +634,75 @@ impl Setup {
         let url = format!("{}{path}", self.url);
         let (status, _, answer) = self
             .http
-            .exchange(method.clone(), &url, &[("x-auth-token", &self.token)], body.map(|b| b.to_string().into_bytes()))
+            .exchange(
+                method.clone(),
+                &url,
+                &[("x-auth-token", &self.token)],
+                body.map(|b| b.to_string().into_bytes()),
+            )
             .await?;
-        anyhow::ensure!(status.is_success(), "keystone {method} {path}: {status}: {}", String::from_utf8_lossy(&answer));
+        anyhow::ensure!(
+            status.is_success(),
+            "keystone {method} {path}: {status}: {}",
+            String::from_utf8_lossy(&answer)
+        );
         if answer.is_empty() {
             return Ok(Value::Null);
         }
-        serde_json::from_slice(&answer).with_context(|| format!("keystone {method} {path}: unreadable answer"))
+        serde_json::from_slice(&answer)
+            .with_context(|| format!("keystone {method} {path}: unreadable answer"))
     }
 
     async fn tenant(&self, password: &str) -> Result<TenantIds> {
         use http::Method;
-        let domain = self.call(Method::POST, "/domains", Some(json!({"domain": {"name": DOMAIN, "enabled": true}}))).await?;
-        let domain_id = domain["domain"]["id"].as_str().context("domain id")?.to_owned();
-        let project = self
-            .call(Method::POST, "/projects", Some(json!({"project": {"name": PROJECT, "domain_id": domain_id, "enabled": true}})))
+        let domain = self
+            .call(
+                Method::POST,
+                "/domains",
+                Some(json!({"domain": {"name": DOMAIN, "enabled": true}})),
+            )
             .await?;
-        let project_id = project["project"]["id"].as_str().context("project id")?.to_owned();
+        let domain_id = domain["domain"]["id"]
+            .as_str()
+            .context("domain id")?
+            .to_owned();
+        let project = self
+            .call(
+                Method::POST,
+                "/projects",
+                Some(
+                    json!({"project": {"name": PROJECT, "domain_id": domain_id, "enabled": true}}),
+                ),
+            )
+            .await?;
+        let project_id = project["project"]["id"]
+            .as_str()
+            .context("project id")?
+            .to_owned();
         let user = self
-            .call(Method::POST, "/users", Some(json!({"user": {"name": CCM_USER, "domain_id": domain_id,
-                "password": password, "default_project_id": project_id, "enabled": true}})))
+            .call(
+                Method::POST,
+                "/users",
+                Some(json!({"user": {"name": CCM_USER, "domain_id": domain_id,
+                "password": password, "default_project_id": project_id, "enabled": true}})),
+            )
             .await?;
         let user_id = user["user"]["id"].as_str().context("user id")?.to_owned();
         let roles = self.call(Method::GET, "/roles?name=member", None).await?;
-        let role = roles["roles"][0]["id"].as_str().context("role member missing")?.to_owned();
-        self.call(Method::PUT, &format!("/projects/{project_id}/users/{user_id}/roles/{role}"), None).await?;
-        Ok(TenantIds { project_id, user_id })
+        let role = roles["roles"][0]["id"]
+            .as_str()
+            .context("role member missing")?
+            .to_owned();
+        self.call(
+            Method::PUT,
+            &format!("/projects/{project_id}/users/{user_id}/roles/{role}"),
+            None,
+        )
+        .await?;
+        Ok(TenantIds {
+            project_id,
+            user_id,
+        })
     }
 
     /// Registers the simulated services at `endpoint` and moves Keystone's endpoints to
@@ -625,28 +712,63 @@ impl Setup {
         let services = [
             ("compute", "nova", format!("{endpoint}/compute/v2.1")),
             ("network", "neutron", format!("{endpoint}/network")),
-            ("load-balancer", "octavia", format!("{endpoint}/load-balancer")),
-            ("block-storage", "cinder", format!("{endpoint}/volume/v3/$(project_id)s")),
-            ("volumev3", "cinderv3", format!("{endpoint}/volume/v3/$(project_id)s")),
+            (
+                "load-balancer",
+                "octavia",
+                format!("{endpoint}/load-balancer"),
+            ),
+            (
+                "block-storage",
+                "cinder",
+                format!("{endpoint}/volume/v3/$(project_id)s"),
+            ),
+            (
+                "volumev3",
+                "cinderv3",
+                format!("{endpoint}/volume/v3/$(project_id)s"),
+            ),
             ("image", "glance", format!("{endpoint}/image")),
         ];
         for (kind, name, url) in services {
             let service = self
-                .call(Method::POST, "/services", Some(json!({"service": {"type": kind, "name": name, "enabled": true}})))
+                .call(
+                    Method::POST,
+                    "/services",
+                    Some(json!({"service": {"type": kind, "name": name, "enabled": true}})),
+                )
                 .await?;
-            let id = service["service"]["id"].as_str().context("service id")?.to_owned();
+            let id = service["service"]["id"]
+                .as_str()
+                .context("service id")?
+                .to_owned();
             for interface in ["public", "internal", "admin"] {
                 self.call(Method::POST, "/endpoints", Some(json!({"endpoint": {
                     "service_id": id, "interface": interface, "region_id": REGION, "url": url, "enabled": true}})))
                     .await?;
             }
         }
-        let identity_services = self.call(Method::GET, "/services?type=identity", None).await?;
-        let service = identity_services["services"][0]["id"].as_str().context("identity service")?.to_owned();
-        let endpoints = self.call(Method::GET, &format!("/endpoints?service_id={service}"), None).await?;
+        let identity_services = self
+            .call(Method::GET, "/services?type=identity", None)
+            .await?;
+        let service = identity_services["services"][0]["id"]
+            .as_str()
+            .context("identity service")?
+            .to_owned();
+        let endpoints = self
+            .call(
+                Method::GET,
+                &format!("/endpoints?service_id={service}"),
+                None,
+            )
+            .await?;
         for e in endpoints["endpoints"].as_array().into_iter().flatten() {
             let id = e["id"].as_str().context("endpoint id")?;
-            self.call(Method::PATCH, &format!("/endpoints/{id}"), Some(json!({"endpoint": {"url": identity}}))).await?;
+            self.call(
+                Method::PATCH,
+                &format!("/endpoints/{id}"),
+                Some(json!({"endpoint": {"url": identity}})),
+            )
+            .await?;
         }
         Ok(())
     }

@@ -134,7 +134,11 @@ pub trait Protocol: Send + Sync + 'static {
     }
 
     /// Extra headers of an injected error answer (e.g. `Retry-After`).
-    fn error_headers(&self, _info: &RequestInfo, _kind: &FaultKind) -> Vec<(header::HeaderName, HeaderValue)> {
+    fn error_headers(
+        &self,
+        _info: &RequestInfo,
+        _kind: &FaultKind,
+    ) -> Vec<(header::HeaderName, HeaderValue)> {
         Vec::new()
     }
 

@@ -61,7 +61,10 @@ pub fn classify_path(path: &str) -> (&'static str, String) {
         },
     };
     segments.drain(..drop.min(segments.len()));
-    (service.service_type(), normalise(&format!("/{}", segments.join("/"))))
+    (
+        service.service_type(),
+        normalise(&format!("/{}", segments.join("/"))),
+    )
 }
 
 fn normalise(path: &str) -> String {
@@ -110,7 +113,10 @@ impl Protocol for OpenStackProtocol {
         kind: &FaultKind,
     ) -> Option<(StatusCode, &'static str, String)> {
         let (status, message) = match kind {
-            FaultKind::Throttle => (StatusCode::TOO_MANY_REQUESTS, "Rate limit exceeded (injected)"),
+            FaultKind::Throttle => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "Rate limit exceeded (injected)",
+            ),
             FaultKind::ServerError { status } => (
                 StatusCode::from_u16(*status).ok()?,
                 "The server is currently unavailable (injected fault)",
@@ -133,7 +139,9 @@ impl Protocol for OpenStackProtocol {
         kind: &FaultKind,
     ) -> Vec<(header::HeaderName, HeaderValue)> {
         match kind {
-            FaultKind::Throttle => vec![(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS))],
+            FaultKind::Throttle => {
+                vec![(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS))]
+            }
             _ => Vec::new(),
         }
     }
@@ -162,18 +170,50 @@ mod tests {
         };
         let id = "3f1e6c1a-8d3b-4f7e-9c55-0a1b2c3d4e5f";
         let cases = [
-            (Method::POST, "/identity/v3/auth/tokens", "identity:POST /v3/auth/tokens"),
+            (
+                Method::POST,
+                "/identity/v3/auth/tokens",
+                "identity:POST /v3/auth/tokens",
+            ),
             (Method::GET, "/identity/v3", "identity:GET /v3"),
-            (Method::GET, "/compute/v2.1/servers/detail?limit=10", "compute:GET /servers/detail"),
-            (Method::POST, &format!("/compute/v2.1/servers/{id}/action"), "compute:POST /servers/{id}/action"),
-            (Method::GET, "/compute/v2.1/flavors/2", "compute:GET /flavors/{id}"),
+            (
+                Method::GET,
+                "/compute/v2.1/servers/detail?limit=10",
+                "compute:GET /servers/detail",
+            ),
+            (
+                Method::POST,
+                &format!("/compute/v2.1/servers/{id}/action"),
+                "compute:POST /servers/{id}/action",
+            ),
+            (
+                Method::GET,
+                "/compute/v2.1/flavors/2",
+                "compute:GET /flavors/{id}",
+            ),
             (Method::GET, "/compute/v2.1/", "compute:GET /"),
-            (Method::GET, "/network/v2.0/ports?device_id=x", "network:GET /ports"),
-            (Method::PUT, &format!("/network/v2.0/floatingips/{id}"), "network:PUT /floatingips/{id}"),
+            (
+                Method::GET,
+                "/network/v2.0/ports?device_id=x",
+                "network:GET /ports",
+            ),
+            (
+                Method::PUT,
+                &format!("/network/v2.0/floatingips/{id}"),
+                "network:PUT /floatingips/{id}",
+            ),
             (Method::GET, "/network/", "network:GET /"),
-            (Method::GET, "/volume/v3/0123456789abcdef0123456789abcdef/volumes/detail", "block-storage:GET /volumes/detail"),
+            (
+                Method::GET,
+                "/volume/v3/0123456789abcdef0123456789abcdef/volumes/detail",
+                "block-storage:GET /volumes/detail",
+            ),
             (Method::GET, "/image/v2/images", "image:GET /images"),
-            (Method::DELETE, &format!("/load-balancer/v2/lbaas/loadbalancers/{id}"), "load-balancer:DELETE /lbaas/loadbalancers/{id}"),
+            (
+                Method::DELETE,
+                &format!("/load-balancer/v2/lbaas/loadbalancers/{id}"),
+                "load-balancer:DELETE /lbaas/loadbalancers/{id}",
+            ),
             (Method::GET, "/elsewhere/x", "unknown:GET /elsewhere/x"),
         ];
         for (method, uri, want) in cases {
@@ -190,7 +230,9 @@ mod tests {
             service: service.to_owned(),
             action: "GET /".to_owned(),
         };
-        let (status, _, body) = p.error_answer(&info("compute"), &FaultKind::Throttle).unwrap();
+        let (status, _, body) = p
+            .error_answer(&info("compute"), &FaultKind::Throttle)
+            .unwrap();
         assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
         let body: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(body["overLimit"]["retryAfter"], "1");

@@ -134,11 +134,18 @@ fn install_venv(paths: &Paths, venv: &Path, stamp: &Path, value: &str) -> Result
     cmd.args(["-m", "pip", "install", "--disable-pip-version-check", "-r"])
         .arg(&requirements);
     // uWSGI is built from source: a C compiler and the Python headers must be present.
-    run_logged(cmd, &paths.install_log, "pip install (keystone, uwsgi, openstacksdk)")
-        .context("installing the OpenStack venv (uWSGI needs gcc and python3-dev)")?;
+    run_logged(
+        cmd,
+        &paths.install_log,
+        "pip install (keystone, uwsgi, openstacksdk)",
+    )
+    .context("installing the OpenStack venv (uWSGI needs gcc and python3-dev)")?;
     fs::write(stamp, value).with_context(|| format!("writing {}", stamp.display()))?;
     let took = started.elapsed();
-    progress(&format!("installed the OpenStack venv in {} s", took.as_secs()));
+    progress(&format!(
+        "installed the OpenStack venv in {} s",
+        took.as_secs()
+    ));
     Ok(took)
 }
 
@@ -175,20 +182,46 @@ fn bootstrap_template(paths: &Paths, manage: &Path, template: &Path) -> Result<D
         ("db_sync", vec!["db_sync".into()]),
         (
             "fernet_setup",
-            vec!["fernet_setup".into(), "--keystone-user".into(), user.clone(), "--keystone-group".into(), group.clone()],
+            vec![
+                "fernet_setup".into(),
+                "--keystone-user".into(),
+                user.clone(),
+                "--keystone-group".into(),
+                group.clone(),
+            ],
         ),
         (
             "credential_setup",
-            vec!["credential_setup".into(), "--keystone-user".into(), user, "--keystone-group".into(), group],
+            vec![
+                "credential_setup".into(),
+                "--keystone-user".into(),
+                user,
+                "--keystone-group".into(),
+                group,
+            ],
         ),
         (
             "bootstrap",
             [
-                "bootstrap", "--bootstrap-password", &password, "--bootstrap-username", ADMIN,
-                "--bootstrap-project-name", ADMIN, "--bootstrap-role-name", "admin",
-                "--bootstrap-service-name", "keystone", "--bootstrap-region-id", REGION,
-                "--bootstrap-public-url", placeholder, "--bootstrap-internal-url", placeholder,
-                "--bootstrap-admin-url", placeholder,
+                "bootstrap",
+                "--bootstrap-password",
+                &password,
+                "--bootstrap-username",
+                ADMIN,
+                "--bootstrap-project-name",
+                ADMIN,
+                "--bootstrap-role-name",
+                "admin",
+                "--bootstrap-service-name",
+                "keystone",
+                "--bootstrap-region-id",
+                REGION,
+                "--bootstrap-public-url",
+                placeholder,
+                "--bootstrap-internal-url",
+                placeholder,
+                "--bootstrap-admin-url",
+                placeholder,
             ]
             .map(str::to_owned)
             .to_vec(),
@@ -201,7 +234,10 @@ fn bootstrap_template(paths: &Paths, manage: &Path, template: &Path) -> Result<D
     }
     for dir in ["fernet-keys", "fernet-receipts", "credential-keys"] {
         if !tmp.join(dir).join("0").is_file() {
-            bail!("keystone-manage left no keys in {}", tmp.join(dir).display());
+            bail!(
+                "keystone-manage left no keys in {}",
+                tmp.join(dir).display()
+            );
         }
     }
     fs::write(tmp.join("admin-password"), &password)?;
@@ -212,13 +248,19 @@ fn bootstrap_template(paths: &Paths, manage: &Path, template: &Path) -> Result<D
     fs::rename(&tmp, template)
         .with_context(|| format!("moving {} to {}", tmp.display(), template.display()))?;
     let took = started.elapsed();
-    progress(&format!("bootstrapped the Keystone template in {} s", took.as_secs()));
+    progress(&format!(
+        "bootstrapped the Keystone template in {} s",
+        took.as_secs()
+    ));
     Ok(took)
 }
 
 /// `id -u` / `id -g` of this process.
 fn current_id(flag: &str) -> Result<String> {
-    let out = Command::new("id").arg(flag).output().context("running id")?;
+    let out = Command::new("id")
+        .arg(flag)
+        .output()
+        .context("running id")?;
     anyhow::ensure!(out.status.success(), "id {flag} failed");
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
@@ -283,13 +325,18 @@ mod tests {
     #[test]
     fn configs_point_every_path_into_the_environment() {
         let text = config_text(Path::new("/env/keystone"), Duration::from_secs(5));
-        assert!(text.contains("connection = sqlite:////env/keystone/keystone.db"), "{text}");
+        assert!(
+            text.contains("connection = sqlite:////env/keystone/keystone.db"),
+            "{text}"
+        );
         assert!(text.contains("expiration = 5\n"));
         assert!(text.contains("key_repository = /env/keystone/fernet-keys"));
         assert!(text.contains("key_repository = /env/keystone/credential-keys"));
         assert!(config_text(Path::new("/x"), Duration::ZERO).contains("expiration = 1\n"));
         assert!(REQUIREMENTS.contains(&format!("keystone=={KEYSTONE_VERSION}")));
         assert!(REQUIREMENTS.lines().any(|l| l.starts_with("uWSGI==")));
-        assert!(REQUIREMENTS.lines().any(|l| l.starts_with("openstacksdk==")));
+        assert!(REQUIREMENTS
+            .lines()
+            .any(|l| l.starts_with("openstacksdk==")));
     }
 }
