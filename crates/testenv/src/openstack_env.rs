@@ -587,7 +587,8 @@ struct TenantIds {
 /// Keystone's admin API, with an admin token.
 struct Setup {
     url: String,
-    token: String,
+    token: std::sync::Mutex<String>,
+    admin_password: String,
     admin_project: String,
     http: HttpClient,
 }
@@ -595,10 +596,22 @@ struct Setup {
 impl Setup {
     async fn new(url: &str, admin_password: &str) -> Result<Setup> {
         let http = HttpClient::new();
+        let (token, admin_project) = Setup::login(&http, url, admin_password).await?;
+        Ok(Setup {
+            url: url.to_owned(),
+            token: std::sync::Mutex::new(token),
+            admin_password: admin_password.to_owned(),
+            admin_project,
+            http,
+        })
+    }
+
+    /// An admin token and the admin project's id.
+    async fn login(http: &HttpClient, url: &str, admin_password: &str) -> Result<(String, String)> {
         let body = json!({"auth": {
-            "identity": {"methods": ["password"], "password": {"user": {
-                "name": ADMIN, "domain": {"id": "default"}, "password": admin_password}}},
-            "scope": {"project": {"name": ADMIN, "domain": {"id": "default"}}}}});
+        "identity": {"methods": ["password"], "password": {"user": {
+            "name": ADMIN, "domain": {"id": "default"}, "password": admin_password}}},
+        "scope": {"project": {"name": ADMIN, "domain": {"id": "default"}}}}});
         let (status, headers, answer) = http
             .exchange(
                 http::Method::POST,
@@ -618,29 +631,38 @@ impl Setup {
             .context("keystone admin login: no X-Subject-Token")?
             .to_owned();
         let answer: Value = serde_json::from_slice(&answer)?;
-        Ok(Setup {
-            url: url.to_owned(),
-            token,
-            admin_project: answer["token"]["project"]["id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            http,
-        })
+        let project = answer["token"]["project"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        Ok((token, project))
     }
 
-    /// One admin API call; the answer's JSON (null for 204).
+    /// One admin API call; the answer's JSON (null for 204). A 401 (the admin token expired:
+    /// environments may ask for tokens of a few seconds) logs in again and retries once.
     async fn call(&self, method: http::Method, path: &str, body: Option<Value>) -> Result<Value> {
         let url = format!("{}{path}", self.url);
-        let (status, _, answer) = self
-            .http
-            .exchange(
-                method.clone(),
-                &url,
-                &[("x-auth-token", &self.token)],
-                body.map(|b| b.to_string().into_bytes()),
-            )
-            .await?;
+        let body = body.map(|b| b.to_string().into_bytes());
+        let mut attempt = 0;
+        let (status, answer) = loop {
+            let token = self.token.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let (status, _, answer) = self
+                .http
+                .exchange(
+                    method.clone(),
+                    &url,
+                    &[("x-auth-token", &token)],
+                    body.clone(),
+                )
+                .await?;
+            if status == http::StatusCode::UNAUTHORIZED && attempt == 0 {
+                attempt += 1;
+                let (fresh, _) = Setup::login(&self.http, &self.url, &self.admin_password).await?;
+                *self.token.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
+                continue;
+            }
+            break (status, answer);
+        };
         anyhow::ensure!(
             status.is_success(),
             "keystone {method} {path}: {status}: {}",
