@@ -74,9 +74,11 @@ bench-ecr:
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-ecr --runs $(ECR_RUNS) | tee bench/results/bench-ecr.json
 
-## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env)
+## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env);
+## CLOUD=openstack starts Keystone and the OpenStack simulators instead of moto
+CLOUD ?= aws
 env-up: install
-	$(CARGO) run -q -p stratus-testenv --bin testenv -- up --dir .stratus/env
+	$(CARGO) run -q -p stratus-testenv --bin testenv -- up --dir .stratus/env --cloud $(CLOUD)
 
 env-down:
 	$(CARGO) run -q -p stratus-testenv --bin testenv -- down --dir .stratus/env
