@@ -271,7 +271,7 @@ fn ensure_moto(paths: &Paths) -> Result<()> {
 
 /// Runs `cmd` with stdout and stderr appended to `log`; on failure the error names the log and
 /// quotes its tail.
-fn run_logged(mut cmd: Command, log: &Path, what: &str) -> Result<()> {
+pub(crate) fn run_logged(mut cmd: Command, log: &Path, what: &str) -> Result<()> {
     let mut file = OpenOptions::new()
         .create(true)
         .append(true)

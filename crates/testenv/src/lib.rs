@@ -18,10 +18,12 @@ pub mod cli;
 pub mod env;
 pub mod faults;
 pub mod install;
+pub mod lifecycle;
 mod process;
 pub mod proxy;
 pub mod proxy_control;
 mod repo;
+pub mod tools;
 mod util;
 
 pub use aws_env::AwsEnv;

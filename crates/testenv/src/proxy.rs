@@ -99,6 +99,8 @@ pub struct Counters {
     faults: Mutex<Vec<Fault>>,
     timeline: Mutex<Timeline>,
     ecr_token_lifetime: Mutex<Option<u64>>,
+    /// ASG lifecycle actions answered by the proxy (see [`crate::lifecycle`]).
+    lifecycle: crate::lifecycle::LifecycleState,
 }
 
 impl Counters {
@@ -386,6 +388,11 @@ impl Proxy {
                     Err(e) => error_response(StatusCode::BAD_REQUEST, &format!("body: {e}")),
                 };
             }
+            (&Method::GET, crate::lifecycle::ACTIONS_PATH) => {
+                let calls = self.counters.lifecycle.calls();
+                return json_response(StatusCode::OK, serde_json::to_vec(&calls).unwrap_or_default());
+            }
+            (&Method::POST, crate::lifecycle::NOTIFY_PATH) => return self.lifecycle_notify(request).await,
             (&Method::POST, HOLD_PATH) => {
                 let body = request.into_body().collect().await.map(|c| c.to_bytes());
                 return match body.map(|b| serde_json::from_slice::<Vec<Hold>>(&b)) {
@@ -430,6 +437,16 @@ impl Proxy {
                     None => response,
                 }
             }
+            Decision::Forward if crate::lifecycle::INTERCEPTED.contains(&info.key().as_str()) => {
+                let form = std::str::from_utf8(&body).unwrap_or_default();
+                let (status, xml) = self.counters.lifecycle.answer(&info.action, form);
+                let mut response = Response::new(full(xml.into_bytes()));
+                *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                response
+                    .headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
+                response
+            }
             Decision::Forward => self.forward(parts, body).await,
             Decision::HoldRequest => {
                 released.await;
@@ -471,6 +488,30 @@ impl Proxy {
             Some(h) if h.after_forward => Decision::HoldResponse,
             Some(_) => Decision::HoldRequest,
         }
+    }
+
+    /// Puts the lifecycle hook notification to moto's EventBridge (see [`crate::lifecycle`]).
+    async fn lifecycle_notify(&self, request: Request<Incoming>) -> Response<ProxyBody> {
+        let body = request.into_body().collect().await.map(|c| c.to_bytes());
+        let notify = match body.map(|b| serde_json::from_slice::<crate::lifecycle::Notify>(&b)) {
+            Ok(Ok(n)) => n,
+            Ok(Err(e)) => return error_response(StatusCode::BAD_REQUEST, &format!("notify: {e}")),
+            Err(e) => return error_response(StatusCode::BAD_REQUEST, &format!("body: {e}")),
+        };
+        let (events, token) = crate::lifecycle::put_events_body(&notify);
+        let (mut parts, ()) = Request::post("/").body(()).expect("static request").into_parts();
+        for (k, v) in [
+            ("x-amz-target", "AWSEvents.PutEvents"),
+            ("content-type", "application/x-amz-json-1.1"),
+            ("authorization", "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/events/aws4_request, SignedHeaders=host, Signature=0"),
+        ] {
+            parts.headers.insert(k, HeaderValue::from_static(v));
+        }
+        let response = self.forward(parts, Bytes::from(events)).await;
+        if !response.status().is_success() {
+            return error_response(StatusCode::BAD_GATEWAY, &format!("PutEvents: {}", response.status()));
+        }
+        json_response(StatusCode::OK, serde_json::json!({ "token": token }).to_string().into_bytes())
     }
 
     async fn forward(&self, parts: http::request::Parts, body: Bytes) -> Response<ProxyBody> {
