@@ -25,7 +25,8 @@ use crate::kube_fixture::{apply_rbac_manifest, repo_root};
 
 /// The shipped RBAC manifest.
 pub const RBAC: &str = "deploy/node-termination-handler/rbac.yaml";
-/// Annotation telling the kubelet stand-in how long a pod takes to stop (default: its grace).
+/// Annotation telling the kubelet stand-in how long after the delete request the pod is
+/// reported gone, whatever its grace period (a slow or unreachable kubelet); default: its grace.
 pub const STOP_SECONDS: &str = "stratus.test/stop-seconds";
 
 /// The environment plus a kubeconfig of the handler's ServiceAccount.
@@ -120,8 +121,8 @@ pub async fn set_ready(admin: &Client, name: &str, ready: bool) -> anyhow::Resul
 #[derive(Debug, Clone, Default)]
 pub struct PodOptions {
     pub grace_seconds: Option<i64>,
-    /// How long the pod takes to stop once asked (the kubelet stand-in waits this long, or the
-    /// grace period if shorter).
+    /// How long the kubelet stand-in takes to report the pod gone once asked (default: the
+    /// grace period).
     pub stop_seconds: Option<u64>,
     pub owner_kind: Option<&'static str>,
     pub empty_dir: bool,
@@ -157,7 +158,7 @@ pub async fn create_pod(admin: &Client, namespace: &str, name: &str, node: &str,
             termination_grace_period_seconds: o.grace_seconds,
             containers: vec![Container {
                 name: "c".into(),
-                image: "registry.k8s.io/pause:3.10".into(),
+                image: Some("registry.k8s.io/pause:3.10".into()),
                 ..Container::default()
             }],
             volumes: o.empty_dir.then(|| {
@@ -219,8 +220,8 @@ pub async fn create_pdb(admin: &Client, namespace: &str, app: &str, disruptions_
     Ok(())
 }
 
-/// Plays the kubelet for terminating pods: once a pod has been deleting for its stop time
-/// (annotation) or its grace period, whichever is shorter, it is removed. Runs until dropped.
+/// Plays the kubelet for terminating pods: once a pod has been deleting for its grace period
+/// (or its [`STOP_SECONDS`] annotation), it is removed. Runs until dropped.
 pub struct KubeletSim {
     task: tokio::task::JoinHandle<()>,
 }
@@ -245,7 +246,7 @@ impl KubeletSim {
                             .unwrap_or(grace);
                         // deletionTimestamp = request time + grace.
                         let requested = deleted_at.0 - jiff::SignedDuration::from_secs(grace as i64);
-                        let done_at = requested + jiff::SignedDuration::from_secs(stop.min(grace) as i64);
+                        let done_at = requested + jiff::SignedDuration::from_secs(stop as i64);
                         if jiff::Timestamp::now() >= done_at {
                             let ns = pod.metadata.namespace.clone().unwrap_or_default();
                             let name = pod.metadata.name.clone().unwrap_or_default();

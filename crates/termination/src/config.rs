@@ -658,6 +658,64 @@ mod tests {
         assert!(err.contains("--sqs-msg-visibility-timeout-sec"), "{err}");
     }
 
+    /// Every upstream environment variable and flag (v1.25 `config.go` plus the 2026 additions)
+    /// exists under the same name.
+    #[test]
+    fn upstream_names_exist() {
+        const ENV: &[&str] = &[
+            "INSTANCE_METADATA_URL", "DRY_RUN", "NODE_NAME", "POD_NAME", "NAMESPACE",
+            "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "DELETE_LOCAL_DATA",
+            "IGNORE_DAEMON_SETS", "GRACE_PERIOD", "POD_TERMINATION_GRACE_PERIOD",
+            "NODE_TERMINATION_GRACE_PERIOD", "KUBE_API_QPS", "KUBE_API_BURST", "WEBHOOK_URL",
+            "WEBHOOK_PROXY", "WEBHOOK_HEADERS", "WEBHOOK_TEMPLATE", "WEBHOOK_TEMPLATE_FILE",
+            "ENABLE_SCHEDULED_EVENT_DRAINING", "ENABLE_SPOT_INTERRUPTION_DRAINING",
+            "ENABLE_ASG_LIFECYCLE_DRAINING", "ENABLE_SQS_TERMINATION_DRAINING",
+            "ENABLE_REBALANCE_MONITORING", "ENABLE_REBALANCE_DRAINING",
+            "CHECK_ASG_TAG_BEFORE_DRAINING", "CHECK_TAG_BEFORE_DRAINING", "MANAGED_ASG_TAG",
+            "MANAGED_TAG", "USE_PROVIDER_ID", "METADATA_TRIES", "ENABLE_OUT_OF_SERVICE_TAINT",
+            "JSON_LOGGING", "LOG_LEVEL", "LOG_FORMAT_VERSION", "UPTIME_FROM_FILE", "WORKERS",
+            "ENABLE_PROMETHEUS_SERVER", "PROMETHEUS_SERVER_PORT", "ENABLE_PROBES_SERVER",
+            "PROBES_SERVER_PORT", "PROBES_SERVER_ENDPOINT", "EMIT_KUBERNETES_EVENTS",
+            "KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", "AWS_REGION", "AWS_ENDPOINT", "QUEUE_URL",
+            "COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS", "DELETE_SQS_MSG_IF_NODE_NOT_FOUND",
+            "HEARTBEAT_INTERVAL", "HEARTBEAT_UNTIL", "SQS_MSG_VISIBILITY_TIMEOUT_SEC",
+            "CORDON_ONLY", "TAINT_NODE", "TAINT_EFFECT", "EXCLUDE_FROM_LOAD_BALANCERS",
+            "USE_APISERVER_CACHE",
+        ];
+        const FLAGS: &[&str] = &[
+            "dry-run", "node-name", "pod-name", "pod-namespace", "metadata-url",
+            "ignore-daemon-sets", "delete-local-data", "kubernetes-service-host",
+            "kubernetes-service-port", "grace-period", "pod-termination-grace-period",
+            "node-termination-grace-period", "kube-api-qps", "kube-api-burst", "webhook-url",
+            "webhook-proxy", "webhook-headers", "webhook-template", "webhook-template-file",
+            "enable-scheduled-event-draining", "enable-spot-interruption-draining",
+            "enable-asg-lifecycle-draining", "enable-sqs-termination-draining",
+            "enable-rebalance-monitoring", "enable-rebalance-draining",
+            "check-asg-tag-before-draining", "check-tag-before-draining", "managed-asg-tag",
+            "managed-tag", "metadata-tries", "cordon-only", "taint-node", "taint-effect",
+            "enable-out-of-service-taint", "exclude-from-load-balancers", "json-logging",
+            "log-level", "log-format-version", "uptime-from-file", "enable-prometheus-server",
+            "prometheus-server-port", "enable-probes-server", "probes-server-port",
+            "probes-server-endpoint", "emit-kubernetes-events",
+            "kubernetes-events-extra-annotations", "aws-region", "aws-endpoint", "queue-url",
+            "workers", "use-provider-id", "complete-lifecycle-action-delay-seconds",
+            "delete-sqs-msg-if-node-not-found", "use-apiserver-cache", "heartbeat-interval",
+            "heartbeat-until", "sqs-msg-visibility-timeout-sec",
+        ];
+        let cmd = Options::command();
+        let envs: Vec<String> = cmd
+            .get_arguments()
+            .filter_map(|a| a.get_env().map(|e| e.to_string_lossy().into_owned()))
+            .collect();
+        let flags: Vec<&str> = cmd.get_arguments().filter_map(|a| a.get_long()).collect();
+        for e in ENV {
+            assert!(envs.iter().any(|x| x == e), "missing env {e}");
+        }
+        for f in FLAGS {
+            assert!(flags.contains(f), "missing flag --{f}");
+        }
+    }
+
     #[test]
     fn go_bool_table() {
         for t in ["1", "t", "T", "TRUE", "true", "True"] {

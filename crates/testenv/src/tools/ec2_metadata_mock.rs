@@ -72,7 +72,9 @@ pub fn ensure_installed() -> Result<PathBuf> {
 /// A running AEMM, stopped on drop.
 pub struct Aemm {
     proc: Proc,
+    binary: PathBuf,
     dir: PathBuf,
+    port: u16,
     url: String,
 }
 
@@ -85,51 +87,35 @@ impl Aemm {
             .context("install task panicked")??;
         let dir = std::env::temp_dir().join(format!("stratus-aemm-{}", &random_token()?[..10]));
         fs::create_dir_all(&dir)?;
+        // AEMM reads $HOME/aemm-config.json unless given a config file; an empty one keeps the
+        // flags alone in charge (a missing file is an error).
+        fs::write(dir.join("aemm-config.json"), "{}")?;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match Aemm::launch(&binary, &dir, args).await {
-                Ok(aemm) => return Ok(aemm),
+            let port = free_listeners(1)?[0].local_addr()?.port();
+            match launch(&binary, &dir, port, args).await {
+                Ok(proc) => {
+                    return Ok(Aemm {
+                        proc,
+                        binary,
+                        dir,
+                        port,
+                        url: format!("http://127.0.0.1:{port}"),
+                    })
+                }
                 Err(e) if attempt < 3 => eprintln!("stratus-testenv: AEMM start failed, retrying: {e:#}"),
                 Err(e) => return Err(e),
             }
         }
     }
 
-    async fn launch(binary: &Path, dir: &Path, args: &[&str]) -> Result<Aemm> {
-        let port = free_listeners(1)?[0].local_addr()?.port();
-        let mut argv: Vec<OsString> = args.iter().map(OsString::from).collect();
-        argv.extend(
-            [
-                "-n".into(),
-                "127.0.0.1".into(),
-                "-p".into(),
-                port.to_string(),
-                "-c".into(),
-                dir.join("aemm-config.json").display().to_string(),
-            ]
-            .map(OsString::from),
-        );
-        let mut proc = Proc::spawn(
-            "ec2-metadata-mock",
-            binary,
-            argv,
-            dir.join("aemm.log"),
-            Lifetime::Attached,
-        )?;
-        let url = format!("http://127.0.0.1:{port}");
-        let probe = format!("{url}/latest/meta-data/instance-id");
-        let http = HttpClient::new();
-        proc.wait_ready(Duration::from_secs(20), || async {
-            // Any answer (a 401 in IMDSv2-only mode too) means it serves.
-            http.get(&probe).await.map(drop)
-        })
-        .await?;
-        Ok(Aemm {
-            proc,
-            dir: dir.to_path_buf(),
-            url,
-        })
+    /// Stops the mock and starts it again on the same port with other arguments (a scenario
+    /// changing what the instance metadata says, e.g. an event becoming `canceled`).
+    pub async fn restart(&mut self, args: &[&str]) -> Result<()> {
+        stop_all(&mut [&mut self.proc], Duration::from_secs(2));
+        self.proc = launch(&self.binary, &self.dir, self.port, args).await?;
+        Ok(())
     }
 
     /// `http://127.0.0.1:PORT`, for `--metadata-url`.
@@ -141,6 +127,37 @@ impl Aemm {
     pub fn log(&self) -> String {
         fs::read_to_string(self.dir.join("aemm.log")).unwrap_or_default()
     }
+}
+
+/// Starts AEMM on `port` and waits until it answers.
+async fn launch(binary: &Path, dir: &Path, port: u16, args: &[&str]) -> Result<Proc> {
+    let mut argv: Vec<OsString> = args.iter().map(OsString::from).collect();
+    argv.extend(
+        [
+            "-n".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+            "-c".into(),
+            dir.join("aemm-config.json").display().to_string(),
+        ]
+        .map(OsString::from),
+    );
+    let mut proc = Proc::spawn(
+        "ec2-metadata-mock",
+        binary,
+        argv,
+        dir.join("aemm.log"),
+        Lifetime::Attached,
+    )?;
+    let probe = format!("http://127.0.0.1:{port}/latest/meta-data/instance-id");
+    let http = HttpClient::new();
+    proc.wait_ready(Duration::from_secs(20), || async {
+        // Any answer (a 401 in IMDSv2-only mode too) means it serves.
+        http.get(&probe).await.map(drop)
+    })
+    .await?;
+    Ok(proc)
 }
 
 impl Drop for Aemm {
