@@ -50,6 +50,7 @@ fn init_logging(opts: &Options) {
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     if opts.json_logging {
         builder.json().init();

@@ -126,6 +126,7 @@ async fn scheduled_maintenance_and_cancellation(cluster: &NthCluster) {
     let mut vars = base_vars(name, &aemm);
     vars.push(("ENABLE_SPOT_INTERRUPTION_DRAINING", "false".into()));
     vars.push(("TAINT_NODE", "true".into()));
+    vars.push(("EMIT_KUBERNETES_EVENTS", "true".into()));
     let nth = start(cluster, "scheduled", &vars);
     wait_cordoned(admin, name, &nth).await;
     wait_pods(admin, name, &[&format!("{name}-ds")], &nth).await;
@@ -349,6 +350,10 @@ async fn drain_fits_the_spot_window() {
     assert!(message.contains("default/guarded (PodDisruptionBudget)"), "{message}");
     assert!(!message.contains("slow"), "{message}");
     assert!(nth.log().contains("force-deleted"), "{}", nth.log());
+    let log = nth.log();
+    let forced: Vec<&str> = log.lines().filter(|l| l.contains("force-deleted a pod")).collect();
+    assert_eq!(forced.len(), 1, "only the stuck pod is force-deleted: {forced:?}\n{log}");
+    assert!(forced[0].contains("default/stuck"), "{forced:?}");
     let text = http_get(&format!("http://127.0.0.1:{metrics_port}/metrics")).await.unwrap();
     assert!(text.contains(r#"nth_drain_pods_not_evicted_total{reason="pdb"} 1"#), "{text}");
     assert!(text.contains("nth_drain_pods_force_deleted_total 1"), "{text}");

@@ -180,7 +180,10 @@ pub async fn create_pod(admin: &Client, namespace: &str, name: &str, node: &str,
         .patch_status(
             name,
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({ "status": { "phase": "Running" } })),
+            &Patch::Merge(serde_json::json!({ "status": {
+                "phase": "Running",
+                "conditions": [{ "type": "Ready", "status": "True" }],
+            } })),
         )
         .await?;
     Ok(created)
@@ -220,8 +223,8 @@ pub async fn create_pdb(admin: &Client, namespace: &str, app: &str, disruptions_
     Ok(())
 }
 
-/// Plays the kubelet for terminating pods: once a pod has been deleting for its grace period
-/// (or its [`STOP_SECONDS`] annotation), it is removed. Runs until dropped.
+/// Plays the kubelet for terminating pods: a pod is removed when its grace period ends (its
+/// deletion timestamp), or [`STOP_SECONDS`] after it started terminating. Runs until dropped.
 pub struct KubeletSim {
     task: tokio::task::JoinHandle<()>,
 }
@@ -230,29 +233,39 @@ impl KubeletSim {
     pub fn start(admin: Client) -> KubeletSim {
         let task = tokio::spawn(async move {
             let pods: Api<Pod> = Api::all(admin.clone());
+            // uid -> when the pod was first seen terminating
+            let mut seen: BTreeMap<String, jiff::Timestamp> = BTreeMap::new();
             loop {
                 if let Ok(list) = pods.list(&ListParams::default()).await {
                     for pod in list.items {
                         let Some(deleted_at) = pod.metadata.deletion_timestamp.as_ref() else {
                             continue;
                         };
-                        let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0).max(0) as u64;
-                        let stop = pod
+                        let uid = pod.metadata.uid.clone().unwrap_or_default();
+                        if !seen.contains_key(&uid) && std::env::var_os("STRATUS_DEBUG_KUBELET").is_some() {
+                            eprintln!("kubelet-sim: {:?} terminating at {} deletionTimestamp={} dgps={:?}", pod.metadata.name, jiff::Timestamp::now(), deleted_at.0, pod.metadata.deletion_grace_period_seconds);
+                        }
+                        let first = *seen.entry(uid).or_insert_with(jiff::Timestamp::now);
+                        // The deletion timestamp is when the grace period ends.
+                        let done_at = match pod
                             .metadata
                             .annotations
                             .as_ref()
                             .and_then(|a| a.get(STOP_SECONDS))
-                            .and_then(|v| v.parse::<u64>().ok())
-                            .unwrap_or(grace);
-                        // deletionTimestamp = request time + grace.
-                        let requested = deleted_at.0 - jiff::SignedDuration::from_secs(grace as i64);
-                        let done_at = requested + jiff::SignedDuration::from_secs(stop as i64);
+                            .and_then(|v| v.parse::<i64>().ok())
+                        {
+                            Some(stop) => first + jiff::SignedDuration::from_secs(stop),
+                            None => deleted_at.0,
+                        };
                         if jiff::Timestamp::now() >= done_at {
                             let ns = pod.metadata.namespace.clone().unwrap_or_default();
                             let name = pod.metadata.name.clone().unwrap_or_default();
-                            let _ = Api::<Pod>::namespaced(admin.clone(), &ns)
+                            let result = Api::<Pod>::namespaced(admin.clone(), &ns)
                                 .delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() })
                                 .await;
+                            if std::env::var_os("STRATUS_DEBUG_KUBELET").is_some() {
+                                eprintln!("kubelet-sim: removed {ns}/{name} (deletion timestamp {}): {:?}", deleted_at.0, result.map(|_| ()));
+                            }
                         }
                     }
                 }

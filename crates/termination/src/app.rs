@@ -57,6 +57,9 @@ async fn kube_client(opts: &Options) -> Result<kube::Client, AppError> {
             .parse()
             .map_err(|e| AppError::Config(format!("--kubernetes-service-host/port: {e}")))?;
     }
+    // kube's built-in retry repeats 429 answers for minutes; a refused eviction must come back
+    // at once so that the drain loop can retry it against the instance's deadline.
+    config.default_retry = false;
     kube::Client::try_from(config).map_err(|e| AppError::Kube(e.to_string()))
 }
 

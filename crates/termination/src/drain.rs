@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, EvictParams, ListParams};
+use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::Client;
 
 use crate::drain_plan::{
@@ -37,6 +39,8 @@ pub enum DrainError {
     #[error("pods not evicted before the instance's deadline: {}", describe_not_evicted(.pods))]
     Incomplete {
         pods: Vec<(String, NotEvictedReason)>,
+        /// Evicted pods force-deleted at the close meanwhile.
+        forced: Vec<String>,
     },
 }
 
@@ -158,12 +162,14 @@ impl Drainer {
                     .await;
             }
         }
+        tracing::debug!(node, "pod eviction events emitted");
         let outcome = self.execute(node, &plan).await;
         if outcome.not_evicted.is_empty() {
             Ok(outcome)
         } else {
             Err(DrainError::Incomplete {
                 pods: outcome.not_evicted,
+                forced: outcome.forced,
             })
         }
     }
@@ -192,7 +198,9 @@ impl Drainer {
                     .values()
                     .filter(|e| !evicted.contains(&e.pod.uid))
                     .map(|e| async move { (e.pod.uid.clone(), self.evict(e).await) });
-                for (uid, result) in futures::future::join_all(attempts).await {
+                let results = futures::future::join_all(attempts).await;
+                tracing::debug!(node, attempted = results.len(), "eviction round done");
+                for (uid, result) in results {
                     match result {
                         Ok(()) => {
                             evicted.insert(uid.clone());
@@ -233,6 +241,7 @@ impl Drainer {
             tokio::time::sleep(POLL_EVERY.min(close - tokio::time::Instant::now())).await;
         }
         // The window closed.
+        tracing::info!(node, left = pending.len(), "the drain window closed");
         for (uid, e) in pending {
             match at_close(evicted.contains(&uid), refusals.get(&uid).copied()) {
                 AtClose::ForceDelete => {
@@ -248,14 +257,30 @@ impl Drainer {
     async fn evict(&self, e: &crate::drain_plan::Eviction) -> Result<(), NotEvictedReason> {
         self.throttle.acquire().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &e.pod.namespace);
-        let params = EvictParams {
-            delete_options: Some(DeleteParams {
-                grace_period_seconds: Some(e.grace_seconds.max(0) as u32),
-                ..DeleteParams::default()
+        // Built by hand: kube's `Api::evict` serialises `delete_options` in snake case, which
+        // the apiserver ignores (the pod's own grace period would apply).
+        let eviction = Eviction {
+            metadata: ObjectMeta {
+                name: Some(e.pod.name.clone()),
+                namespace: Some(e.pod.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            delete_options: Some(DeleteOptions {
+                grace_period_seconds: Some(e.grace_seconds.max(0)),
+                ..DeleteOptions::default()
             }),
-            ..EvictParams::default()
         };
-        match api.evict(&e.pod.name, &params).await {
+        tracing::debug!(pod = %e.pod.key(), grace = e.grace_seconds, "evicting");
+        let answer = api
+            .create_subresource::<Eviction, serde_json::Value>(
+                "eviction",
+                &e.pod.name,
+                &PostParams::default(),
+                &eviction,
+            )
+            .await;
+        tracing::debug!(pod = %e.pod.key(), ok = answer.is_ok(), "eviction answered");
+        match answer {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 429 => {

@@ -12,6 +12,9 @@ use jiff::{SignedDuration, Timestamp};
 pub const DETACH_RESERVE: SignedDuration = SignedDuration::from_secs(15);
 /// Time reserved before the deadline for the last API calls when no volumes are involved.
 pub const API_RESERVE: SignedDuration = SignedDuration::from_secs(2);
+/// A shortened grace period ends this long before the close, so that the kubelet can report
+/// the pod gone before the force deletions start.
+pub const GRACE_SLACK: i64 = 3;
 /// kubectl's default when a pod sets no grace period.
 pub const DEFAULT_POD_GRACE: i64 = 30;
 
@@ -173,7 +176,11 @@ pub fn plan_drain(
                     .unwrap_or(DEFAULT_POD_GRACE)
                     .max(0)
             };
-            let grace = wanted.min(available);
+            let grace = if wanted <= available {
+                wanted
+            } else {
+                (available - GRACE_SLACK).max(0)
+            };
             Eviction {
                 shortened: grace < wanted,
                 wait_only: pod.terminating,
@@ -332,8 +339,9 @@ mod tests {
     fn grace_is_fitted_to_the_window() {
         let cases: &[(Option<i64>, Option<i64>, bool, i64, i64, bool, i64)] = &[
             (Some(30), None, false, 120, 30, false, 118),
-            (Some(300), None, false, 120, 118, true, 118),
-            (Some(300), None, true, 120, 105, true, 105),
+            (Some(300), None, false, 120, 115, true, 118),
+            (Some(300), None, true, 120, 102, true, 105),
+            (Some(118), None, false, 120, 118, false, 118),
             (None, None, false, 120, 30, false, 118),
             (Some(300), Some(10), false, 120, 10, false, 118),
             (Some(30), None, false, 1, 0, true, 0),

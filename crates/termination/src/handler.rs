@@ -194,7 +194,8 @@ impl Handler {
             }
             Err(e) => {
                 self.metrics.action(metric_action, false);
-                if let DrainError::Incomplete { pods } = &e {
+                if let DrainError::Incomplete { pods, forced } = &e {
+                    self.metrics.pods_force_deleted.inc_by(forced.len() as u64);
                     // The metric counts by reason; the Event names the pods.
                     for (_, reason) in pods {
                         self.metrics

@@ -66,13 +66,17 @@ pub fn add_taint_patch(key: &str, value: &str, effect: &str) -> Value {
     json!({ "spec": { "taints": [ { "key": key, "value": truncate_value(value), "effect": effect } ] } })
 }
 
-/// Strategic merge patch removing taints by key.
-pub fn remove_taints_patch(keys: &[&str]) -> Value {
-    let list: Vec<Value> = keys
-        .iter()
-        .map(|k| json!({ "key": k, "$patch": "delete" }))
-        .collect();
-    json!({ "spec": { "taints": list } })
+/// Merge patch leaving `node` without the taints `keys` (None: none of them is there), with
+/// the node's resourceVersion as a precondition.
+pub fn remove_taints_patch(node: &Node, keys: &[&str]) -> Option<Value> {
+    let taints = node.spec.as_ref()?.taints.clone().unwrap_or_default();
+    let kept: Vec<_> = taints.iter().filter(|t| !keys.contains(&t.key.as_str())).collect();
+    (kept.len() != taints.len()).then(|| {
+        json!({
+            "metadata": { "resourceVersion": node.metadata.resource_version },
+            "spec": { "taints": kept },
+        })
+    })
 }
 
 /// Writes to Nodes.
@@ -140,9 +144,22 @@ impl NodeWriter {
         .await
     }
 
+    /// Removes taints by key: a merge patch of the remaining list, guarded by the node's
+    /// resourceVersion (a concurrent change makes it fail with a conflict and retry).
     pub async fn remove_taints(&self, node: &str, keys: &[&str]) -> Result<(), kube::Error> {
-        self.patch(node, "remove taints", Patch::Strategic(remove_taints_patch(keys)))
-            .await
+        for _ in 0..5 {
+            let Some(current) = self.get(node).await? else {
+                return Ok(());
+            };
+            let Some(patch) = remove_taints_patch(&current, keys) else {
+                return Ok(());
+            };
+            match self.patch(node, "remove taints", Patch::Merge(patch)).await {
+                Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                other => return other,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -163,9 +180,21 @@ mod tests {
         let long = "spot-itn-".to_owned() + &"a".repeat(64);
         let p = add_taint_patch(SPOT_ITN_TAINT, &long, "NoSchedule");
         assert_eq!(p["spec"]["taints"][0]["value"].as_str().unwrap().len(), 63);
+        let mut node = Node::default();
+        node.metadata.resource_version = Some("7".into());
+        let taint = |key: &str| k8s_openapi::api::core::v1::Taint {
+            key: key.into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        };
+        node.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+            taints: Some(vec![taint(SPOT_ITN_TAINT), taint("other")]),
+            ..Default::default()
+        });
         assert_eq!(
-            remove_taints_patch(&[SPOT_ITN_TAINT]),
-            json!({"spec": {"taints": [{"key": SPOT_ITN_TAINT, "$patch": "delete"}]}})
+            remove_taints_patch(&node, NTH_TAINTS),
+            Some(json!({"metadata": {"resourceVersion": "7"}, "spec": {"taints": [{"key": "other", "effect": "NoSchedule"}]}}))
         );
+        assert_eq!(remove_taints_patch(&node, &[REBALANCE_RECOMMENDATION_TAINT]), None);
     }
 }
