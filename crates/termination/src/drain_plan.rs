@@ -421,4 +421,30 @@ mod tests {
         assert_eq!(drain_deadline(Some(at(60)), at(0), grace), at(60));
         assert_eq!(drain_deadline(Some(at(3600)), at(0), grace), at(120));
     }
+
+    proptest::proptest! {
+        /// Whatever the pods and the window, every planned grace period ends by the close, the
+        /// close is never before now nor after the deadline, and only shortened pods lose time.
+        #[test]
+        fn every_eviction_fits(
+            graces in proptest::collection::vec(proptest::option::of(0i64..1000), 0..30),
+            volumes in proptest::collection::vec(proptest::bool::ANY, 30),
+            window in -30i64..600,
+        ) {
+            let pods: Vec<PodView> = graces.iter().enumerate().map(|(i, g)| {
+                let mut p = pod(&format!("p{i}"));
+                p.grace_seconds = *g;
+                p.attached_volumes = volumes[i];
+                p
+            }).collect();
+            let plan = plan_drain(&pods, &settings(), at(0), at(window));
+            proptest::prop_assert!(plan.close_at >= at(0));
+            proptest::prop_assert!(plan.close_at <= at(window.max(0)));
+            for e in &plan.evictions {
+                proptest::prop_assert!(at(e.grace_seconds) <= plan.close_at);
+                let wanted = e.pod.grace_seconds.unwrap_or(DEFAULT_POD_GRACE);
+                proptest::prop_assert_eq!(e.shortened, e.grace_seconds < wanted);
+            }
+        }
+    }
 }
