@@ -32,7 +32,10 @@ fn main() -> anyhow::Result<()> {
     }
     .context("building the async runtime")?;
     runtime
-        .block_on(stratus_termination::app::run(opts, stratus_runtime::shutdown::signal()))
+        .block_on(stratus_termination::app::run(
+            opts,
+            stratus_runtime::shutdown::signal(),
+        ))
         .context("node-termination-handler")?;
     Ok(())
 }

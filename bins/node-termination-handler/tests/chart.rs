@@ -80,12 +80,17 @@ fn assert_known(env: &[(String, Option<String>)]) {
         .chain(["AWS_ACCESS_KEY_ID".into(), "AWS_SECRET_ACCESS_KEY".into()])
         .collect();
     for (name, _) in env {
-        assert!(known.contains(name), "the chart sets {name}, which the binary ignores");
+        assert!(
+            known.contains(name),
+            "the chart sets {name}, which the binary ignores"
+        );
     }
 }
 
 fn shipped<T: serde::de::DeserializeOwned>(kind: &str) -> T {
-    let text = std::fs::read_to_string(repo_root().join("deploy/node-termination-handler/rbac.yaml")).unwrap();
+    let text =
+        std::fs::read_to_string(repo_root().join("deploy/node-termination-handler/rbac.yaml"))
+            .unwrap();
     let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
         .map(|d| serde_yaml::Value::deserialize(d).unwrap())
         .collect();
@@ -108,9 +113,16 @@ fn imds_mode_is_a_small_daemonset() {
     let ds: DaemonSet = find(&docs, "DaemonSet").expect("a DaemonSet");
     let spec = ds.spec.unwrap().template.spec.unwrap();
     assert_eq!(spec.host_network, Some(true));
-    assert_eq!(spec.priority_class_name.as_deref(), Some("system-node-critical"));
     assert_eq!(
-        spec.node_selector.as_ref().unwrap().get("node.deckhouse.io/type").map(String::as_str),
+        spec.priority_class_name.as_deref(),
+        Some("system-node-critical")
+    );
+    assert_eq!(
+        spec.node_selector
+            .as_ref()
+            .unwrap()
+            .get("node.deckhouse.io/type")
+            .map(String::as_str),
         Some("CloudEphemeral")
     );
     let resources = spec.containers[0].resources.clone().unwrap();
@@ -125,13 +137,17 @@ fn imds_mode_is_a_small_daemonset() {
         ("NODE_TERMINATION_GRACE_PERIOD", "120"),
     ] {
         assert!(
-            env.iter().any(|(n, v)| n == name && v.as_deref() == Some(value)),
+            env.iter()
+                .any(|(n, v)| n == name && v.as_deref() == Some(value)),
             "{name}={value} missing in {env:?}"
         );
     }
     let role: ClusterRole = find(&docs, "ClusterRole").unwrap();
     assert_eq!(role.rules, shipped::<ClusterRole>("ClusterRole").rules);
-    assert!(find::<Role>(&docs, "Role").is_none(), "no Lease rights in IMDS mode");
+    assert!(
+        find::<Role>(&docs, "Role").is_none(),
+        "no Lease rights in IMDS mode"
+    );
 }
 
 #[test]
@@ -154,11 +170,15 @@ fn queue_mode_is_a_deployment_with_a_lease_role() {
         ("WEBHOOK_TEMPLATE", "{{ .EventID }}"),
     ] {
         assert!(
-            env.iter().any(|(n, v)| n == name && v.as_deref() == Some(value)),
+            env.iter()
+                .any(|(n, v)| n == name && v.as_deref() == Some(value)),
             "{name}={value} missing in {env:?}"
         );
     }
-    assert!(!env.iter().any(|(n, _)| n == "HEARTBEAT_UNTIL"), "unset values stay unset");
+    assert!(
+        !env.iter().any(|(n, _)| n == "HEARTBEAT_UNTIL"),
+        "unset values stay unset"
+    );
     let role: Role = find(&docs, "Role").expect("a Lease Role");
     assert_eq!(role.rules, shipped::<Role>("Role").rules);
 }

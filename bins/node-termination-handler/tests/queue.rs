@@ -50,13 +50,25 @@ async fn queue_scenarios() {
         .map(|i| i.id.clone())
         .collect();
     tag_instances(&ec2, &managed, MANAGED, "").await.unwrap();
-    for i in [&spot, &rebalance, &state, &health, &term, &launch, &unmanaged, &late] {
-        create_node(admin, &i.private_dns, &format!("aws:///{}/{}", i.zone, i.id))
-            .await
-            .unwrap();
-        create_pod(admin, "default", &format!("{}-web", i.id), &i.private_dns, &pod())
-            .await
-            .unwrap();
+    for i in [
+        &spot, &rebalance, &state, &health, &term, &launch, &unmanaged, &late,
+    ] {
+        create_node(
+            admin,
+            &i.private_dns,
+            &format!("aws:///{}/{}", i.zone, i.id),
+        )
+        .await
+        .unwrap();
+        create_pod(
+            admin,
+            "default",
+            &format!("{}-web", i.id),
+            &i.private_dns,
+            &pod(),
+        )
+        .await
+        .unwrap();
     }
     // The terminating instance runs a pod that takes 35 s to stop: heartbeats keep the hook.
     let slow = PodOptions {
@@ -64,7 +76,9 @@ async fn queue_scenarios() {
         stop_seconds: Some(35),
         ..pod()
     };
-    create_pod(admin, "default", "slow", &term.private_dns, &slow).await.unwrap();
+    create_pod(admin, "default", "slow", &term.private_dns, &slow)
+        .await
+        .unwrap();
     set_ready(admin, &launch.private_dns, false).await.unwrap();
 
     let queue = EventQueue::create(&conf, "nth-events").await.unwrap();
@@ -88,9 +102,24 @@ async fn queue_scenarios() {
     ];
     let mut nth = start(&cluster, "queue", &vars);
 
-    let detail = |id: &str| serde_json::json!({ "instance-id": id, "instance-action": "terminate" });
-    queue.put("aws.ec2", "EC2 Spot Instance Interruption Warning", detail(&spot.id)).await.unwrap();
-    queue.put("aws.ec2", "EC2 Instance Rebalance Recommendation", detail(&rebalance.id)).await.unwrap();
+    let detail =
+        |id: &str| serde_json::json!({ "instance-id": id, "instance-action": "terminate" });
+    queue
+        .put(
+            "aws.ec2",
+            "EC2 Spot Instance Interruption Warning",
+            detail(&spot.id),
+        )
+        .await
+        .unwrap();
+    queue
+        .put(
+            "aws.ec2",
+            "EC2 Instance Rebalance Recommendation",
+            detail(&rebalance.id),
+        )
+        .await
+        .unwrap();
     queue
         .put(
             "aws.ec2",
@@ -111,7 +140,14 @@ async fn queue_scenarios() {
         )
         .await
         .unwrap();
-    queue.put("aws.ec2", "EC2 Spot Instance Interruption Warning", detail(&unmanaged.id)).await.unwrap();
+    queue
+        .put(
+            "aws.ec2",
+            "EC2 Spot Instance Interruption Warning",
+            detail(&unmanaged.id),
+        )
+        .await
+        .unwrap();
     let proxy = cluster.env.proxy_control();
     let notify = |instance: &str, transition: &str| Notify {
         group: "workers".into(),
@@ -119,9 +155,18 @@ async fn queue_scenarios() {
         instance_id: instance.to_owned(),
         transition: transition.into(),
     };
-    let term_token = proxy.lifecycle_notify(&notify(&term.id, "terminate")).await.unwrap();
-    let never_token = proxy.lifecycle_notify(&notify(&never_joined.id, "terminate")).await.unwrap();
-    let launch_token = proxy.lifecycle_notify(&notify(&launch.id, "launch")).await.unwrap();
+    let term_token = proxy
+        .lifecycle_notify(&notify(&term.id, "terminate"))
+        .await
+        .unwrap();
+    let never_token = proxy
+        .lifecycle_notify(&notify(&never_joined.id, "terminate"))
+        .await
+        .unwrap();
+    let launch_token = proxy
+        .lifecycle_notify(&notify(&launch.id, "launch"))
+        .await
+        .unwrap();
 
     // Every interrupted node is cordoned and drained.
     for i in [&spot, &rebalance, &state, &health] {
@@ -129,20 +174,30 @@ async fn queue_scenarios() {
         wait_pods(admin, &i.private_dns, &[], &nth).await;
     }
     let (_, annotations) = wait_event(admin, "default", &spot.private_dns, "SQSTermination").await;
-    assert_eq!(annotations.get("instance-id"), Some(&spot.id), "{annotations:?}");
-    assert!(taint(&node(admin, &spot.private_dns).await, stratus_termination::node::SPOT_ITN_TAINT).is_some());
+    assert_eq!(
+        annotations.get("instance-id"),
+        Some(&spot.id),
+        "{annotations:?}"
+    );
+    assert!(taint(
+        &node(admin, &spot.private_dns).await,
+        stratus_termination::node::SPOT_ITN_TAINT
+    )
+    .is_some());
 
     // A never-joined instance's hook is completed at once.
     let completed = |token: String| {
         let proxy = proxy;
         async move {
-            wait_for(&format!("CompleteLifecycleAction for {token}"), Duration::from_secs(60), || async {
-                Ok(proxy
-                    .lifecycle_calls()
-                    .await?
-                    .into_iter()
-                    .find(|c| c.action == "CompleteLifecycleAction" && c.token == token && c.accepted))
-            })
+            wait_for(
+                &format!("CompleteLifecycleAction for {token}"),
+                Duration::from_secs(60),
+                || async {
+                    Ok(proxy.lifecycle_calls().await?.into_iter().find(|c| {
+                        c.action == "CompleteLifecycleAction" && c.token == token && c.accepted
+                    }))
+                },
+            )
             .await
         }
     };
@@ -152,7 +207,12 @@ async fn queue_scenarios() {
     // The launch hook waits for the node to be Ready.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
-        !proxy.lifecycle_calls().await.unwrap().iter().any(|c| c.token == launch_token),
+        !proxy
+            .lifecycle_calls()
+            .await
+            .unwrap()
+            .iter()
+            .any(|c| c.token == launch_token),
         "completed before the node was Ready"
     );
     set_ready(admin, &launch.private_dns, true).await.unwrap();
@@ -161,7 +221,10 @@ async fn queue_scenarios() {
     // The terminating node: cordoned, drained while heartbeats keep the hook, completed after.
     wait_cordoned(admin, &term.private_dns, &nth).await;
     let call = completed(term_token.clone()).await.unwrap();
-    assert!(pods_on(admin, &term.private_dns).await.is_empty(), "completed before the drain ended");
+    assert!(
+        pods_on(admin, &term.private_dns).await.is_empty(),
+        "completed before the drain ended"
+    );
     let heartbeats: Vec<_> = proxy
         .lifecycle_calls()
         .await
@@ -169,7 +232,11 @@ async fn queue_scenarios() {
         .into_iter()
         .filter(|c| c.action == "RecordLifecycleActionHeartbeat" && c.token == term_token)
         .collect();
-    assert!(!heartbeats.is_empty(), "no heartbeat during a 35 s drain:\n{}", nth.log());
+    assert!(
+        !heartbeats.is_empty(),
+        "no heartbeat during a 35 s drain:\n{}",
+        nth.log()
+    );
     assert!(heartbeats.iter().all(|h| h.at_ms < call.at_ms));
 
     // The other cluster's instance: untouched, its message dropped.
@@ -183,7 +250,10 @@ async fn queue_scenarios() {
     // Instances are looked up in batches, not one call per message.
     let counts = cluster.env.aws_request_counts().await.unwrap();
     let describes = counts.get("ec2:DescribeInstances").copied().unwrap_or(0);
-    assert!(describes <= 4, "{describes} DescribeInstances for 8 messages: {counts:?}");
+    assert!(
+        describes <= 4,
+        "{describes} DescribeInstances for 8 messages: {counts:?}"
+    );
 
     // SQS unreachable for a while: errors are counted and retried, the process stays up.
     cluster
@@ -199,14 +269,32 @@ async fn queue_scenarios() {
     let url = format!("http://127.0.0.1:{metrics_port}/metrics");
     wait_for("SQS errors to be counted", WAIT, || async {
         let text = http_get(&url).await?;
-        Ok(text.contains(r#"events_error_total{event_error_where="SQS_MONITOR"}"#).then_some(()))
+        Ok(text
+            .contains(r#"events_error_total{event_error_where="SQS_MONITOR"}"#)
+            .then_some(()))
     })
     .await
     .unwrap();
     cluster.env.set_aws_faults(&[]).await.unwrap();
-    assert!(nth.try_exit().is_none(), "the handler exited:\n{}", nth.log());
-    queue.put("aws.ec2", "EC2 Spot Instance Interruption Warning", detail(&late.id)).await.unwrap();
+    assert!(
+        nth.try_exit().is_none(),
+        "the handler exited:\n{}",
+        nth.log()
+    );
+    queue
+        .put(
+            "aws.ec2",
+            "EC2 Spot Instance Interruption Warning",
+            detail(&late.id),
+        )
+        .await
+        .unwrap();
     wait_cordoned(admin, &late.private_dns, &nth).await;
     let text = http_get(&url).await.unwrap();
-    assert!(text.contains("stratus_aws_api_requests_total{service=\"sqs\",operation=\"ReceiveMessage\"}"), "{text}");
+    assert!(
+        text.contains(
+            "stratus_aws_api_requests_total{service=\"sqs\",operation=\"ReceiveMessage\"}"
+        ),
+        "{text}"
+    );
 }

@@ -39,7 +39,13 @@ const fn access(
     namespace: Option<&'static str>,
     why: &'static str,
 ) -> Access {
-    Access { verb, group, resource, namespace, why }
+    Access {
+        verb,
+        group,
+        resource,
+        namespace,
+        why,
+    }
 }
 
 /// Every Kubernetes API call the handler makes (`crates/termination/src`), both modes.
@@ -64,15 +70,51 @@ const FORBIDDEN: &[Access] = &[
     access("delete", "", "nodes", None, "never deletes nodes"),
     access("create", "", "nodes", None, "kubelets register nodes"),
     access("create", "", "pods", Some("default"), "no workloads"),
-    access("patch", "", "pods", Some("default"), "pods are evicted, never edited"),
+    access(
+        "patch",
+        "",
+        "pods",
+        Some("default"),
+        "pods are evicted, never edited",
+    ),
     access("get", "", "secrets", Some("kube-system"), "no secrets"),
     access("list", "", "secrets", None, "no secrets"),
-    access("get", "apps", "daemonsets", Some("default"), "ownerReferences suffice (upstream's chart grants this)"),
-    access("patch", "", "events", Some("default"), "events are created once"),
-    access("delete", "coordination.k8s.io", "leases", Some("kube-system"), "locks are not deleted"),
-    access("update", "coordination.k8s.io", "leases", Some("default"), "only its own namespace"),
+    access(
+        "get",
+        "apps",
+        "daemonsets",
+        Some("default"),
+        "ownerReferences suffice (upstream's chart grants this)",
+    ),
+    access(
+        "patch",
+        "",
+        "events",
+        Some("default"),
+        "events are created once",
+    ),
+    access(
+        "delete",
+        "coordination.k8s.io",
+        "leases",
+        Some("kube-system"),
+        "locks are not deleted",
+    ),
+    access(
+        "update",
+        "coordination.k8s.io",
+        "leases",
+        Some("default"),
+        "only its own namespace",
+    ),
     access("impersonate", "", "users", None, "no impersonation"),
-    access("escalate", "rbac.authorization.k8s.io", "clusterroles", None, "no escalation"),
+    access(
+        "escalate",
+        "rbac.authorization.k8s.io",
+        "clusterroles",
+        None,
+        "no escalation",
+    ),
 ];
 
 /// A rule the minimality variants carry besides the shipped ones (in the ClusterRole, and in the
@@ -240,11 +282,15 @@ async fn shipped_rbac_is_exactly_what_the_code_needs() {
     let cluster = NthCluster::start().await.expect("cluster");
     let admin = cluster.admin.clone();
     let nth = Who::nth();
-    wait_for("the handler to be allowed every required access", RBAC_WAIT, || async {
-        let denied = denied_required(&admin, &nth).await?;
-        anyhow::ensure!(denied.is_empty(), "denied: {denied:#?}");
-        Ok(Some(()))
-    })
+    wait_for(
+        "the handler to be allowed every required access",
+        RBAC_WAIT,
+        || async {
+            let denied = denied_required(&admin, &nth).await?;
+            anyhow::ensure!(denied.is_empty(), "denied: {denied:#?}");
+            Ok(Some(()))
+        },
+    )
     .await
     .unwrap();
     let mut wrongly_allowed = Vec::new();
@@ -253,7 +299,10 @@ async fn shipped_rbac_is_exactly_what_the_code_needs() {
             wrongly_allowed.push(a);
         }
     }
-    assert!(wrongly_allowed.is_empty(), "the handler may: {wrongly_allowed:#?}");
+    assert!(
+        wrongly_allowed.is_empty(),
+        "the handler may: {wrongly_allowed:#?}"
+    );
 
     // The reviews are about the identity the handler really authenticates as (its token).
     let config = kube::Config::from_custom_kubeconfig(
@@ -263,16 +312,28 @@ async fn shipped_rbac_is_exactly_what_the_code_needs() {
     .await
     .unwrap();
     let as_nth = Client::try_from(config).unwrap();
-    Api::<Node>::all(as_nth.clone()).list(&ListParams::default()).await.expect("lists nodes");
-    Api::<Pod>::all(as_nth.clone()).list(&ListParams::default()).await.expect("lists pods");
-    let denied = Api::<Secret>::namespaced(as_nth, "kube-system").list(&ListParams::default()).await;
-    assert!(matches!(&denied, Err(kube::Error::Api(s)) if s.code == 403), "{denied:?}");
+    Api::<Node>::all(as_nth.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("lists nodes");
+    Api::<Pod>::all(as_nth.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("lists pods");
+    let denied = Api::<Secret>::namespaced(as_nth, "kube-system")
+        .list(&ListParams::default())
+        .await;
+    assert!(
+        matches!(&denied, Err(kube::Error::Api(s)) if s.code == 403),
+        "{denied:?}"
+    );
 
     let shipped = shipped_rules();
     for (_, _, rule) in shipped.each() {
         let all = [&rule.api_groups, &rule.resources, &Some(rule.verbs.clone())];
         assert!(
-            all.iter().all(|l| !l.as_deref().unwrap_or_default().iter().any(|x| x == "*")),
+            all.iter()
+                .all(|l| !l.as_deref().unwrap_or_default().iter().any(|x| x == "*")),
             "wildcards defeat least privilege: {rule:?}"
         );
         assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
@@ -288,11 +349,15 @@ async fn shipped_rbac_is_exactly_what_the_code_needs() {
     }
     for (user, in_role, i, verb, rule) in &variants {
         let who = Who::user(user);
-        wait_for(&format!("{user}'s roles to take effect"), RBAC_WAIT, || async {
-            let cluster = allowed(&admin, &who, sentinel_access(CLUSTER_SENTINEL)).await?;
-            let role = allowed(&admin, &who, sentinel_access(ROLE_SENTINEL)).await?;
-            Ok((cluster && role).then_some(()))
-        })
+        wait_for(
+            &format!("{user}'s roles to take effect"),
+            RBAC_WAIT,
+            || async {
+                let cluster = allowed(&admin, &who, sentinel_access(CLUSTER_SENTINEL)).await?;
+                let role = allowed(&admin, &who, sentinel_access(ROLE_SENTINEL)).await?;
+                Ok((cluster && role).then_some(()))
+            },
+        )
         .await
         .unwrap();
         let denied = denied_required(&admin, &who).await.unwrap();

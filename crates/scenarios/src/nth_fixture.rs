@@ -42,7 +42,8 @@ impl NthCluster {
         let env = TestEnv::start().await?;
         let admin = env.kube_client(Identity::Admin).await?;
         apply_rbac_manifest(&admin, &repo_root().join(RBAC)).await?;
-        let token = service_account_token(&admin, "kube-system", "aws-node-termination-handler").await?;
+        let token =
+            service_account_token(&admin, "kube-system", "aws-node-termination-handler").await?;
         let kubeconfig = env.dir().join("kubeconfig-nth.yaml");
         std::fs::write(
             &kubeconfig,
@@ -60,7 +61,11 @@ impl NthCluster {
 }
 
 /// A token of ServiceAccount `namespace/name` (TokenRequest, one hour).
-pub async fn service_account_token(admin: &Client, namespace: &str, name: &str) -> anyhow::Result<String> {
+pub async fn service_account_token(
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<String> {
     let request = TokenRequest {
         spec: TokenRequestSpec {
             audiences: vec!["https://kubernetes.default.svc".into()],
@@ -113,7 +118,11 @@ pub async fn set_ready(admin: &Client, name: &str, ready: bool) -> anyhow::Resul
         ..NodeStatus::default()
     };
     Ok(Api::<Node>::all(admin.clone())
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(serde_json::json!({ "status": status })))
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "status": status })),
+        )
         .await?)
 }
 
@@ -130,7 +139,13 @@ pub struct PodOptions {
 }
 
 /// Creates a running pod bound to `node`.
-pub async fn create_pod(admin: &Client, namespace: &str, name: &str, node: &str, o: &PodOptions) -> anyhow::Result<Pod> {
+pub async fn create_pod(
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+    node: &str,
+    o: &PodOptions,
+) -> anyhow::Result<Pod> {
     let mut annotations = BTreeMap::new();
     if let Some(s) = o.stop_seconds {
         annotations.insert(STOP_SECONDS.to_owned(), s.to_string());
@@ -191,7 +206,12 @@ pub async fn create_pod(admin: &Client, namespace: &str, name: &str, node: &str,
 
 /// A PodDisruptionBudget over pods labelled `app=<app>`, with the status the disruption
 /// controller would write (`disruptionsAllowed`), since no controller-manager runs here.
-pub async fn create_pdb(admin: &Client, namespace: &str, app: &str, disruptions_allowed: i32) -> anyhow::Result<()> {
+pub async fn create_pdb(
+    admin: &Client,
+    namespace: &str,
+    app: &str,
+    disruptions_allowed: i32,
+) -> anyhow::Result<()> {
     let api: Api<PodDisruptionBudget> = Api::namespaced(admin.clone(), namespace);
     let pdb = PodDisruptionBudget {
         metadata: ObjectMeta {
@@ -242,7 +262,9 @@ impl KubeletSim {
                             continue;
                         };
                         let uid = pod.metadata.uid.clone().unwrap_or_default();
-                        if !seen.contains_key(&uid) && std::env::var_os("STRATUS_DEBUG_KUBELET").is_some() {
+                        if !seen.contains_key(&uid)
+                            && std::env::var_os("STRATUS_DEBUG_KUBELET").is_some()
+                        {
                             eprintln!("kubelet-sim: {:?} terminating at {} deletionTimestamp={} dgps={:?}", pod.metadata.name, jiff::Timestamp::now(), deleted_at.0, pod.metadata.deletion_grace_period_seconds);
                         }
                         let first = *seen.entry(uid).or_insert_with(jiff::Timestamp::now);
@@ -261,7 +283,13 @@ impl KubeletSim {
                             let ns = pod.metadata.namespace.clone().unwrap_or_default();
                             let name = pod.metadata.name.clone().unwrap_or_default();
                             let result = Api::<Pod>::namespaced(admin.clone(), &ns)
-                                .delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() })
+                                .delete(
+                                    &name,
+                                    &DeleteParams {
+                                        grace_period_seconds: Some(0),
+                                        ..DeleteParams::default()
+                                    },
+                                )
                                 .await;
                             if std::env::var_os("STRATUS_DEBUG_KUBELET").is_some() {
                                 eprintln!("kubelet-sim: removed {ns}/{name} (deletion timestamp {}): {:?}", deleted_at.0, result.map(|_| ()));
@@ -296,14 +324,23 @@ pub struct NthProcess {
 impl NthProcess {
     /// Starts the handler with `vars` (upstream's environment variables) and `args`, as the
     /// handler's ServiceAccount (`kubeconfig`).
-    pub fn start(bin: &Path, kubeconfig: &Path, vars: &[(&str, String)], args: &[String], log: PathBuf) -> anyhow::Result<NthProcess> {
+    pub fn start(
+        bin: &Path,
+        kubeconfig: &Path,
+        vars: &[(&str, String)],
+        args: &[String],
+        log: PathBuf,
+    ) -> anyhow::Result<NthProcess> {
         let file = std::fs::File::create(&log)?;
         let mut cmd = Command::new(bin);
         cmd.args(args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "warn,stratus_termination=debug,stratus_aws=info")
+            .env(
+                "RUST_LOG",
+                "warn,stratus_termination=debug,stratus_aws=info",
+            )
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file);
@@ -311,7 +348,9 @@ impl NthProcess {
             cmd.env(k, v);
         }
         Ok(NthProcess {
-            child: cmd.spawn().with_context(|| format!("starting {}", bin.display()))?,
+            child: cmd
+                .spawn()
+                .with_context(|| format!("starting {}", bin.display()))?,
             log,
         })
     }
@@ -400,14 +439,24 @@ impl EventQueue {
         events
             .put_targets()
             .rule(format!("{name}-rule"))
-            .targets(aws_sdk_eventbridge::types::Target::builder().id("sqs").arn(arn).build()?)
+            .targets(
+                aws_sdk_eventbridge::types::Target::builder()
+                    .id("sqs")
+                    .arn(arn)
+                    .build()?,
+            )
             .send()
             .await?;
         Ok(EventQueue { url, sqs, events })
     }
 
     /// Puts an event as AWS would emit it (`detail` as JSON).
-    pub async fn put(&self, source: &str, detail_type: &str, detail: serde_json::Value) -> anyhow::Result<()> {
+    pub async fn put(
+        &self,
+        source: &str,
+        detail_type: &str,
+        detail: serde_json::Value,
+    ) -> anyhow::Result<()> {
         let out = self
             .events
             .put_events()
@@ -447,11 +496,21 @@ impl EventQueue {
 }
 
 /// Tags instances (e.g. with the managed tag).
-pub async fn tag_instances(ec2: &aws_sdk_ec2::Client, ids: &[String], key: &str, value: &str) -> anyhow::Result<()> {
+pub async fn tag_instances(
+    ec2: &aws_sdk_ec2::Client,
+    ids: &[String],
+    key: &str,
+    value: &str,
+) -> anyhow::Result<()> {
     for chunk in ids.chunks(500) {
         ec2.create_tags()
             .set_resources(Some(chunk.to_vec()))
-            .tags(aws_sdk_ec2::types::Tag::builder().key(key).value(value).build())
+            .tags(
+                aws_sdk_ec2::types::Tag::builder()
+                    .key(key)
+                    .value(value)
+                    .build(),
+            )
             .send()
             .await?;
     }

@@ -77,13 +77,16 @@ pub async fn run(
     let aws_metrics = Arc::new(AwsMetrics::register(&mut registry));
     let registry = Arc::new(registry);
     if opts.enable_prometheus_server {
-        serve::spawn(opts.prometheus_server_port, Endpoint::Metrics(registry.clone()))
-            .await
-            .map_err(|source| AppError::Serve {
-                what: "metrics",
-                port: opts.prometheus_server_port,
-                source,
-            })?;
+        serve::spawn(
+            opts.prometheus_server_port,
+            Endpoint::Metrics(registry.clone()),
+        )
+        .await
+        .map_err(|source| AppError::Serve {
+            what: "metrics",
+            port: opts.prometheus_server_port,
+            source,
+        })?;
     }
     if opts.enable_probes_server {
         serve::spawn(
@@ -98,21 +101,31 @@ pub async fn run(
         })?;
     }
 
-    let imds = (opts.mode() == Mode::Imds)
-        .then(|| Arc::new(Imds::new(&opts.metadata_url, opts.metadata_tries.max(1) as u32)));
+    let imds = (opts.mode() == Mode::Imds).then(|| {
+        Arc::new(Imds::new(
+            &opts.metadata_url,
+            opts.metadata_tries.max(1) as u32,
+        ))
+    });
     let metadata = match &imds {
         Some(imds) => imds.node_metadata().await,
         None => NodeMetadata::default(),
     };
-    let mut annotations = events::parse_extra_annotations(&opts.kubernetes_events_extra_annotations)
-        .map_err(AppError::Config)?;
+    let mut annotations =
+        events::parse_extra_annotations(&opts.kubernetes_events_extra_annotations)
+            .map_err(AppError::Config)?;
     if opts.mode() == Mode::Imds {
         let mut base = events::instance_annotations(&metadata);
         base.append(&mut annotations);
         annotations = base;
     }
     let recorder = if opts.emit_kubernetes_events {
-        Recorder::new(client.clone(), throttle.clone(), &opts.node_name, annotations)
+        Recorder::new(
+            client.clone(),
+            throttle.clone(),
+            &opts.node_name,
+            annotations,
+        )
     } else {
         Recorder::disabled()
     };
@@ -121,8 +134,13 @@ pub async fn run(
     } else {
         let template = opts.webhook_template_text().map_err(AppError::Config)?;
         Some(
-            Webhook::new(&opts.webhook_url, &opts.webhook_headers, template, &opts.webhook_proxy)
-                .map_err(AppError::Config)?,
+            Webhook::new(
+                &opts.webhook_url,
+                &opts.webhook_headers,
+                template,
+                &opts.webhook_proxy,
+            )
+            .map_err(AppError::Config)?,
         )
     };
     let settings = DrainSettings {
@@ -172,7 +190,11 @@ async fn run_queue(
     ]
     .into_iter()
     .find(|r| !r.is_empty())
-    .ok_or_else(|| AppError::Config("unable to find the AWS region to process queue events (set --aws-region)".into()))?;
+    .ok_or_else(|| {
+        AppError::Config(
+            "unable to find the AWS region to process queue events (set --aws-region)".into(),
+        )
+    })?;
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region));
     if !opts.aws_endpoint.is_empty() {
@@ -182,8 +204,14 @@ async fn run_queue(
     let retry = RetryPolicy::default();
     // SQS publishes no request quota for these calls; a generous bucket still caps a storm.
     let sqs_limits = ServiceLimits {
-        read: BucketConfig { rate: 100.0, burst: 300.0 },
-        mutate: BucketConfig { rate: 100.0, burst: 300.0 },
+        read: BucketConfig {
+            rate: 100.0,
+            burst: 300.0,
+        },
+        mutate: BucketConfig {
+            rate: 100.0,
+            burst: 300.0,
+        },
     };
     let queue = Queue::start(
         aws_sdk_sqs::Client::new(&sdk),
@@ -218,7 +246,11 @@ async fn run_queue(
     };
     let identity = format!(
         "{}_{:08x}",
-        if opts.pod_name.is_empty() { "nth" } else { &opts.pod_name },
+        if opts.pod_name.is_empty() {
+            "nth"
+        } else {
+            &opts.pod_name
+        },
         rand::random::<u32>()
     );
     let config = stratus_election::ElectionConfig {

@@ -48,7 +48,11 @@ pub struct Options {
     #[arg(long, env = "NAMESPACE", default_value = "")]
     pub pod_namespace: String,
     /// The URL of EC2 instance metadata. This shouldn't need to be changed unless you are testing.
-    #[arg(long, env = "INSTANCE_METADATA_URL", default_value = "http://169.254.169.254")]
+    #[arg(
+        long,
+        env = "INSTANCE_METADATA_URL",
+        default_value = "http://169.254.169.254"
+    )]
     pub metadata_url: String,
     /// If true, ignore daemon sets and drain other pods when a spot interrupt is received.
     #[arg(long, env = "IGNORE_DAEMON_SETS", default_value = "true", value_parser = go_bool, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
@@ -63,14 +67,29 @@ pub struct Options {
     #[arg(long, env = "KUBERNETES_SERVICE_PORT", default_value = "")]
     pub kubernetes_service_port: String,
     /// [DEPRECATED] Use pod-termination-grace-period instead.
-    #[arg(long, env = "GRACE_PERIOD", default_value = "-1", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "GRACE_PERIOD",
+        default_value = "-1",
+        allow_negative_numbers = true
+    )]
     pub grace_period: i64,
     /// Seconds given to each pod to terminate gracefully; negative: the pod's own.
-    #[arg(long, env = "POD_TERMINATION_GRACE_PERIOD", default_value = "-1", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "POD_TERMINATION_GRACE_PERIOD",
+        default_value = "-1",
+        allow_negative_numbers = true
+    )]
     pub pod_termination_grace_period: i64,
     /// Seconds given to each node to terminate gracefully: drains start this long before an
     /// event, and a drain without a known deadline gets this long.
-    #[arg(long, env = "NODE_TERMINATION_GRACE_PERIOD", default_value = "120", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "NODE_TERMINATION_GRACE_PERIOD",
+        default_value = "120",
+        allow_negative_numbers = true
+    )]
     pub node_termination_grace_period: i64,
     /// Kubernetes API requests per second.
     #[arg(long, env = "KUBE_API_QPS", default_value = "5")]
@@ -127,7 +146,12 @@ pub struct Options {
     #[arg(long, env = "USE_PROVIDER_ID", default_value = "false", value_parser = go_bool, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     pub use_provider_id: bool,
     /// The number of times to try requesting metadata.
-    #[arg(long, env = "METADATA_TRIES", default_value = "3", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "METADATA_TRIES",
+        default_value = "3",
+        allow_negative_numbers = true
+    )]
     pub metadata_tries: i64,
     /// If true, nodes will be cordoned but not drained when an interruption event occurs.
     #[arg(long, env = "CORDON_ONLY", default_value = "false", value_parser = go_bool, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
@@ -151,7 +175,12 @@ pub struct Options {
     #[arg(long, env = "LOG_LEVEL", default_value = "INFO")]
     pub log_level: String,
     /// Sets the log format version (1 or 2; version 2 gives queue events specific Event reasons).
-    #[arg(long, env = "LOG_FORMAT_VERSION", default_value = "1", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "LOG_FORMAT_VERSION",
+        default_value = "1",
+        allow_negative_numbers = true
+    )]
     pub log_format_version: i64,
     /// If specified, read system uptime from the file path (useful for testing).
     #[arg(long, env = "UPTIME_FROM_FILE", default_value = "")]
@@ -187,10 +216,20 @@ pub struct Options {
     #[arg(long, env = "QUEUE_URL", default_value = "")]
     pub queue_url: String,
     /// The number of events handled at once.
-    #[arg(long, env = "WORKERS", default_value = "10", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "WORKERS",
+        default_value = "10",
+        allow_negative_numbers = true
+    )]
     pub workers: i64,
     /// Delay in seconds before completing the ASG lifecycle action after a drain (-1: none).
-    #[arg(long, env = "COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS", default_value = "-1", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS",
+        default_value = "-1",
+        allow_negative_numbers = true
+    )]
     pub complete_lifecycle_action_delay_seconds: i64,
     /// If true, delete SQS messages whose node is not found.
     #[arg(long, env = "DELETE_SQS_MSG_IF_NODE_NOT_FOUND", default_value = "false", value_parser = go_bool, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
@@ -199,13 +238,28 @@ pub struct Options {
     #[arg(long, env = "USE_APISERVER_CACHE", default_value = "false", value_parser = go_bool, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     pub use_apiserver_cache: bool,
     /// Seconds between ASG lifecycle heartbeats (30-3600; -1: none).
-    #[arg(long, env = "HEARTBEAT_INTERVAL", default_value = "-1", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "HEARTBEAT_INTERVAL",
+        default_value = "-1",
+        allow_negative_numbers = true
+    )]
     pub heartbeat_interval: i64,
     /// Seconds over which heartbeats are sent (60-172800; default 172800 with an interval).
-    #[arg(long, env = "HEARTBEAT_UNTIL", default_value = "-1", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "HEARTBEAT_UNTIL",
+        default_value = "-1",
+        allow_negative_numbers = true
+    )]
     pub heartbeat_until: i64,
     /// Visibility timeout of received SQS messages in seconds (1-119).
-    #[arg(long, env = "SQS_MSG_VISIBILITY_TIMEOUT_SEC", default_value = "20", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "SQS_MSG_VISIBILITY_TIMEOUT_SEC",
+        default_value = "20",
+        allow_negative_numbers = true
+    )]
     pub sqs_msg_visibility_timeout_sec: i64,
     /// [Stratus] How often IMDS is polled (Go duration). The notice-to-cordon latency is at most
     /// this plus one API round trip.
@@ -215,7 +269,11 @@ pub struct Options {
     #[arg(long, env = "LEADER_ELECT", default_value = "true", value_parser = go_bool, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     pub leader_elect: bool,
     /// [Stratus] Queue mode: name of the leader-election Lease (in the pod's namespace).
-    #[arg(long, env = "LEADER_ELECT_LEASE_NAME", default_value = "aws-node-termination-handler")]
+    #[arg(
+        long,
+        env = "LEADER_ELECT_LEASE_NAME",
+        default_value = "aws-node-termination-handler"
+    )]
     pub leader_elect_lease_name: String,
 }
 
@@ -369,7 +427,10 @@ impl Options {
         if self.node_termination_grace_period < 0 {
             bad(
                 "node-termination-grace-period",
-                format!("{} must not be negative", self.node_termination_grace_period),
+                format!(
+                    "{} must not be negative",
+                    self.node_termination_grace_period
+                ),
             );
         }
         if !(self.kube_api_qps > 0.0 && self.kube_api_qps.is_finite()) {
@@ -424,10 +485,7 @@ impl Options {
         if self.heartbeat_interval != -1 && !(30..=3600).contains(&self.heartbeat_interval) {
             bad(
                 "heartbeat-interval",
-                format!(
-                    "{} is outside 30-3600 seconds",
-                    self.heartbeat_interval
-                ),
+                format!("{} is outside 30-3600 seconds", self.heartbeat_interval),
             );
         }
         if self.heartbeat_until != -1 && !(60..=172_800).contains(&self.heartbeat_until) {
@@ -437,10 +495,7 @@ impl Options {
             );
         }
         if self.heartbeat_interval == -1 && self.heartbeat_until != -1 {
-            bad(
-                "heartbeat-until",
-                "needs --heartbeat-interval".into(),
-            );
+            bad("heartbeat-until", "needs --heartbeat-interval".into());
         }
         if self.heartbeat_interval != -1
             && self.heartbeat_until != -1
@@ -451,7 +506,8 @@ impl Options {
                 "must not be greater than --heartbeat-until".into(),
             );
         }
-        if let Err(e) = crate::events::parse_extra_annotations(&self.kubernetes_events_extra_annotations)
+        if let Err(e) =
+            crate::events::parse_extra_annotations(&self.kubernetes_events_extra_annotations)
         {
             bad("kubernetes-events-extra-annotations", e);
         }
@@ -596,7 +652,14 @@ mod tests {
 
     #[test]
     fn go_style_booleans_and_single_dash() {
-        let o = parse(&["-node-name", "n1", "--dry-run", "-cordon-only=T", "--taint-node=0"]).unwrap();
+        let o = parse(&[
+            "-node-name",
+            "n1",
+            "--dry-run",
+            "-cordon-only=T",
+            "--taint-node=0",
+        ])
+        .unwrap();
         assert!(o.dry_run && o.cordon_only && !o.taint_node);
         assert_eq!(o.node_name, "n1");
         assert!(parse(&["--node-name=n", "--dry-run=maybe"]).is_err());
@@ -627,14 +690,22 @@ mod tests {
         ])
         .unwrap_err()
         .to_string();
-        for flag in ["--log-level", "--taint-effect", "--workers", "--node-name", "--heartbeat-interval"] {
+        for flag in [
+            "--log-level",
+            "--taint-effect",
+            "--workers",
+            "--node-name",
+            "--heartbeat-interval",
+        ] {
             assert!(err.contains(flag), "{flag} missing in {err}");
         }
     }
 
     #[test]
     fn queue_mode_rules() {
-        let err = parse(&["--enable-sqs-termination-draining"]).unwrap_err().to_string();
+        let err = parse(&["--enable-sqs-termination-draining"])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("--queue-url"), "{err}");
         let o = parse(&[
             "--enable-sqs-termination-draining=true",
@@ -663,44 +734,122 @@ mod tests {
     #[test]
     fn upstream_names_exist() {
         const ENV: &[&str] = &[
-            "INSTANCE_METADATA_URL", "DRY_RUN", "NODE_NAME", "POD_NAME", "NAMESPACE",
-            "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "DELETE_LOCAL_DATA",
-            "IGNORE_DAEMON_SETS", "GRACE_PERIOD", "POD_TERMINATION_GRACE_PERIOD",
-            "NODE_TERMINATION_GRACE_PERIOD", "KUBE_API_QPS", "KUBE_API_BURST", "WEBHOOK_URL",
-            "WEBHOOK_PROXY", "WEBHOOK_HEADERS", "WEBHOOK_TEMPLATE", "WEBHOOK_TEMPLATE_FILE",
-            "ENABLE_SCHEDULED_EVENT_DRAINING", "ENABLE_SPOT_INTERRUPTION_DRAINING",
-            "ENABLE_ASG_LIFECYCLE_DRAINING", "ENABLE_SQS_TERMINATION_DRAINING",
-            "ENABLE_REBALANCE_MONITORING", "ENABLE_REBALANCE_DRAINING",
-            "CHECK_ASG_TAG_BEFORE_DRAINING", "CHECK_TAG_BEFORE_DRAINING", "MANAGED_ASG_TAG",
-            "MANAGED_TAG", "USE_PROVIDER_ID", "METADATA_TRIES", "ENABLE_OUT_OF_SERVICE_TAINT",
-            "JSON_LOGGING", "LOG_LEVEL", "LOG_FORMAT_VERSION", "UPTIME_FROM_FILE", "WORKERS",
-            "ENABLE_PROMETHEUS_SERVER", "PROMETHEUS_SERVER_PORT", "ENABLE_PROBES_SERVER",
-            "PROBES_SERVER_PORT", "PROBES_SERVER_ENDPOINT", "EMIT_KUBERNETES_EVENTS",
-            "KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", "AWS_REGION", "AWS_ENDPOINT", "QUEUE_URL",
-            "COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS", "DELETE_SQS_MSG_IF_NODE_NOT_FOUND",
-            "HEARTBEAT_INTERVAL", "HEARTBEAT_UNTIL", "SQS_MSG_VISIBILITY_TIMEOUT_SEC",
-            "CORDON_ONLY", "TAINT_NODE", "TAINT_EFFECT", "EXCLUDE_FROM_LOAD_BALANCERS",
+            "INSTANCE_METADATA_URL",
+            "DRY_RUN",
+            "NODE_NAME",
+            "POD_NAME",
+            "NAMESPACE",
+            "KUBERNETES_SERVICE_HOST",
+            "KUBERNETES_SERVICE_PORT",
+            "DELETE_LOCAL_DATA",
+            "IGNORE_DAEMON_SETS",
+            "GRACE_PERIOD",
+            "POD_TERMINATION_GRACE_PERIOD",
+            "NODE_TERMINATION_GRACE_PERIOD",
+            "KUBE_API_QPS",
+            "KUBE_API_BURST",
+            "WEBHOOK_URL",
+            "WEBHOOK_PROXY",
+            "WEBHOOK_HEADERS",
+            "WEBHOOK_TEMPLATE",
+            "WEBHOOK_TEMPLATE_FILE",
+            "ENABLE_SCHEDULED_EVENT_DRAINING",
+            "ENABLE_SPOT_INTERRUPTION_DRAINING",
+            "ENABLE_ASG_LIFECYCLE_DRAINING",
+            "ENABLE_SQS_TERMINATION_DRAINING",
+            "ENABLE_REBALANCE_MONITORING",
+            "ENABLE_REBALANCE_DRAINING",
+            "CHECK_ASG_TAG_BEFORE_DRAINING",
+            "CHECK_TAG_BEFORE_DRAINING",
+            "MANAGED_ASG_TAG",
+            "MANAGED_TAG",
+            "USE_PROVIDER_ID",
+            "METADATA_TRIES",
+            "ENABLE_OUT_OF_SERVICE_TAINT",
+            "JSON_LOGGING",
+            "LOG_LEVEL",
+            "LOG_FORMAT_VERSION",
+            "UPTIME_FROM_FILE",
+            "WORKERS",
+            "ENABLE_PROMETHEUS_SERVER",
+            "PROMETHEUS_SERVER_PORT",
+            "ENABLE_PROBES_SERVER",
+            "PROBES_SERVER_PORT",
+            "PROBES_SERVER_ENDPOINT",
+            "EMIT_KUBERNETES_EVENTS",
+            "KUBERNETES_EVENTS_EXTRA_ANNOTATIONS",
+            "AWS_REGION",
+            "AWS_ENDPOINT",
+            "QUEUE_URL",
+            "COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS",
+            "DELETE_SQS_MSG_IF_NODE_NOT_FOUND",
+            "HEARTBEAT_INTERVAL",
+            "HEARTBEAT_UNTIL",
+            "SQS_MSG_VISIBILITY_TIMEOUT_SEC",
+            "CORDON_ONLY",
+            "TAINT_NODE",
+            "TAINT_EFFECT",
+            "EXCLUDE_FROM_LOAD_BALANCERS",
             "USE_APISERVER_CACHE",
         ];
         const FLAGS: &[&str] = &[
-            "dry-run", "node-name", "pod-name", "pod-namespace", "metadata-url",
-            "ignore-daemon-sets", "delete-local-data", "kubernetes-service-host",
-            "kubernetes-service-port", "grace-period", "pod-termination-grace-period",
-            "node-termination-grace-period", "kube-api-qps", "kube-api-burst", "webhook-url",
-            "webhook-proxy", "webhook-headers", "webhook-template", "webhook-template-file",
-            "enable-scheduled-event-draining", "enable-spot-interruption-draining",
-            "enable-asg-lifecycle-draining", "enable-sqs-termination-draining",
-            "enable-rebalance-monitoring", "enable-rebalance-draining",
-            "check-asg-tag-before-draining", "check-tag-before-draining", "managed-asg-tag",
-            "managed-tag", "metadata-tries", "cordon-only", "taint-node", "taint-effect",
-            "enable-out-of-service-taint", "exclude-from-load-balancers", "json-logging",
-            "log-level", "log-format-version", "uptime-from-file", "enable-prometheus-server",
-            "prometheus-server-port", "enable-probes-server", "probes-server-port",
-            "probes-server-endpoint", "emit-kubernetes-events",
-            "kubernetes-events-extra-annotations", "aws-region", "aws-endpoint", "queue-url",
-            "workers", "use-provider-id", "complete-lifecycle-action-delay-seconds",
-            "delete-sqs-msg-if-node-not-found", "use-apiserver-cache", "heartbeat-interval",
-            "heartbeat-until", "sqs-msg-visibility-timeout-sec",
+            "dry-run",
+            "node-name",
+            "pod-name",
+            "pod-namespace",
+            "metadata-url",
+            "ignore-daemon-sets",
+            "delete-local-data",
+            "kubernetes-service-host",
+            "kubernetes-service-port",
+            "grace-period",
+            "pod-termination-grace-period",
+            "node-termination-grace-period",
+            "kube-api-qps",
+            "kube-api-burst",
+            "webhook-url",
+            "webhook-proxy",
+            "webhook-headers",
+            "webhook-template",
+            "webhook-template-file",
+            "enable-scheduled-event-draining",
+            "enable-spot-interruption-draining",
+            "enable-asg-lifecycle-draining",
+            "enable-sqs-termination-draining",
+            "enable-rebalance-monitoring",
+            "enable-rebalance-draining",
+            "check-asg-tag-before-draining",
+            "check-tag-before-draining",
+            "managed-asg-tag",
+            "managed-tag",
+            "metadata-tries",
+            "cordon-only",
+            "taint-node",
+            "taint-effect",
+            "enable-out-of-service-taint",
+            "exclude-from-load-balancers",
+            "json-logging",
+            "log-level",
+            "log-format-version",
+            "uptime-from-file",
+            "enable-prometheus-server",
+            "prometheus-server-port",
+            "enable-probes-server",
+            "probes-server-port",
+            "probes-server-endpoint",
+            "emit-kubernetes-events",
+            "kubernetes-events-extra-annotations",
+            "aws-region",
+            "aws-endpoint",
+            "queue-url",
+            "workers",
+            "use-provider-id",
+            "complete-lifecycle-action-delay-seconds",
+            "delete-sqs-msg-if-node-not-found",
+            "use-apiserver-cache",
+            "heartbeat-interval",
+            "heartbeat-until",
+            "sqs-msg-visibility-timeout-sec",
         ];
         let cmd = Options::command();
         let envs: Vec<String> = cmd

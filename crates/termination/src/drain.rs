@@ -215,10 +215,7 @@ impl Drainer {
             }
             // Which planned pods are still there?
             let present: BTreeSet<String> = match self.list_pods(node).await {
-                Ok(pods) => pods
-                    .iter()
-                    .filter_map(|p| p.metadata.uid.clone())
-                    .collect(),
+                Ok(pods) => pods.iter().filter_map(|p| p.metadata.uid.clone()).collect(),
                 Err(e) => {
                     tracing::warn!(node, error = %e, "listing pods while draining");
                     pending.keys().cloned().collect()
@@ -302,7 +299,9 @@ impl Drainer {
             ..DeleteParams::default()
         };
         match api.delete(&pod.name, &params).await {
-            Ok(_) => tracing::warn!(pod = %pod.key(), "force-deleted a pod still terminating at the close of the window"),
+            Ok(_) => {
+                tracing::warn!(pod = %pod.key(), "force-deleted a pod still terminating at the close of the window")
+            }
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => tracing::warn!(pod = %pod.key(), error = %e, "force delete failed"),
         }

@@ -158,10 +158,7 @@ pub fn plan_drain(
     } else {
         API_RESERVE
     };
-    let close_at = deadline
-        .checked_sub(reserve)
-        .unwrap_or(deadline)
-        .max(now);
+    let close_at = deadline.checked_sub(reserve).unwrap_or(deadline).max(now);
     let available = close_at.duration_since(now).as_secs().max(0);
 
     let mut evictions: Vec<Eviction> = candidates
@@ -255,7 +252,11 @@ pub fn at_close(evicted: bool, last_refusal: Option<NotEvictedReason>) -> AtClos
 
 /// The deadline a drain is fitted to: the event's, else `--node-termination-grace-period`
 /// from now (upstream's drain timeout); never later than that timeout.
-pub fn drain_deadline(event_deadline: Option<Timestamp>, now: Timestamp, node_grace: SignedDuration) -> Timestamp {
+pub fn drain_deadline(
+    event_deadline: Option<Timestamp>,
+    now: Timestamp,
+    node_grace: SignedDuration,
+) -> Timestamp {
     let timeout = now.checked_add(node_grace).unwrap_or(Timestamp::MAX);
     match event_deadline {
         Some(d) => d.min(timeout),
@@ -311,14 +312,26 @@ mod tests {
         let pods = [ds.clone(), mirror, own, local.clone(), bare, pod("web")];
 
         let plan = plan_drain(&pods, &settings(), at(0), at(120));
-        let skipped: Vec<_> = plan.skipped.iter().map(|(p, r)| (p.name.as_str(), *r)).collect();
+        let skipped: Vec<_> = plan
+            .skipped
+            .iter()
+            .map(|(p, r)| (p.name.as_str(), *r))
+            .collect();
         assert_eq!(
             skipped,
-            [("ds", SkipReason::DaemonSet), ("mirror", SkipReason::Mirror), ("nth-abc", SkipReason::OwnPod)]
+            [
+                ("ds", SkipReason::DaemonSet),
+                ("mirror", SkipReason::Mirror),
+                ("nth-abc", SkipReason::OwnPod)
+            ]
         );
         assert!(plan.proceeds());
         let names: Vec<_> = plan.evictions.iter().map(|e| e.pod.name.as_str()).collect();
-        assert_eq!(names, ["bare", "local", "web"], "unreplicated pods are evicted too (force)");
+        assert_eq!(
+            names,
+            ["bare", "local", "web"],
+            "unreplicated pods are evicted too (force)"
+        );
 
         let strict = DrainSettings {
             ignore_daemon_sets: false,
@@ -327,10 +340,17 @@ mod tests {
         };
         let plan = plan_drain(&[ds, local], &strict, at(0), at(120));
         assert!(!plan.proceeds());
-        let refused: Vec<_> = plan.refused.iter().map(|(p, r)| (p.name.as_str(), *r)).collect();
+        let refused: Vec<_> = plan
+            .refused
+            .iter()
+            .map(|(p, r)| (p.name.as_str(), *r))
+            .collect();
         assert_eq!(
             refused,
-            [("ds", RefuseReason::DaemonSet), ("local", RefuseReason::LocalStorage)]
+            [
+                ("ds", RefuseReason::DaemonSet),
+                ("local", RefuseReason::LocalStorage)
+            ]
         );
     }
 
@@ -387,7 +407,8 @@ mod tests {
         assert!(plan
             .evictions
             .windows(2)
-            .all(|w| (w[0].pod.priority, -w[0].grace_seconds) <= (w[1].pod.priority, -w[1].grace_seconds)));
+            .all(|w| (w[0].pod.priority, -w[0].grace_seconds)
+                <= (w[1].pod.priority, -w[1].grace_seconds)));
     }
 
     #[test]
@@ -403,7 +424,11 @@ mod tests {
         };
         let plan = plan_drain(&[done, going], &strict, at(0), at(60));
         assert!(plan.proceeds(), "finished DaemonSet pods do not block");
-        let done = plan.evictions.iter().find(|e| e.pod.name == "done").unwrap();
+        let done = plan
+            .evictions
+            .iter()
+            .find(|e| e.pod.name == "done")
+            .unwrap();
         assert_eq!(done.grace_seconds, 0, "finished pods need no grace");
         assert!(plan.evictions.iter().any(|e| e.wait_only));
     }
@@ -415,7 +440,10 @@ mod tests {
             at_close(false, Some(NotEvictedReason::DisruptionBudget)),
             AtClose::GiveUp(NotEvictedReason::DisruptionBudget)
         );
-        assert_eq!(at_close(false, None), AtClose::GiveUp(NotEvictedReason::Error));
+        assert_eq!(
+            at_close(false, None),
+            AtClose::GiveUp(NotEvictedReason::Error)
+        );
         let grace = SignedDuration::from_secs(120);
         assert_eq!(drain_deadline(None, at(0), grace), at(120));
         assert_eq!(drain_deadline(Some(at(60)), at(0), grace), at(60));

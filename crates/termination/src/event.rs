@@ -179,11 +179,7 @@ pub fn go_time_string(t: Timestamp) -> String {
         let digits = format!(".{nanos:09}");
         digits.trim_end_matches('0').to_owned()
     };
-    format!(
-        "{}{} +0000 UTC",
-        t.strftime("%Y-%m-%d %H:%M:%S"),
-        fraction
-    )
+    format!("{}{} +0000 UTC", t.strftime("%Y-%m-%d %H:%M:%S"), fraction)
 }
 
 /// Go's `fmt.Sprintf("%x", s)` of a string: its bytes in lowercase hex (upstream builds queue
@@ -197,7 +193,13 @@ mod tests {
     use super::*;
 
     fn event(kind: Kind, monitor: &'static str, id: &str) -> InterruptionEvent {
-        InterruptionEvent::new(id.into(), kind, monitor, Timestamp::UNIX_EPOCH, String::new())
+        InterruptionEvent::new(
+            id.into(),
+            kind,
+            monitor,
+            Timestamp::UNIX_EPOCH,
+            String::new(),
+        )
     }
 
     #[test]

@@ -125,7 +125,10 @@ impl Handler {
                 self.nodes
                     .set_labels(
                         node_name,
-                        &[(node::EXCLUDE_FROM_LB_LABEL, Some(node::EXCLUDE_FROM_LB_VALUE.into()))],
+                        &[(
+                            node::EXCLUDE_FROM_LB_LABEL,
+                            Some(node::EXCLUDE_FROM_LB_VALUE.into()),
+                        )],
                     )
                     .await?;
             }
@@ -164,7 +167,10 @@ impl Handler {
             self.metrics.action(metric_action, true);
             let (reason, message) = match action {
                 Action::Cordon => (events::CORDON, "Node successfully cordoned"),
-                Action::CordonAndDrain => (events::CORDON_AND_DRAIN, "Node successfully cordoned and drained"),
+                Action::CordonAndDrain => (
+                    events::CORDON_AND_DRAIN,
+                    "Node successfully cordoned and drained",
+                ),
             };
             self.recorder
                 .node_event(node_name, false, reason, message.into(), annotations)
@@ -179,7 +185,9 @@ impl Handler {
         match self.drainer.drain(node_name, deadline).await {
             Ok(outcome) => {
                 self.metrics.action(metric_action, true);
-                self.metrics.pods_force_deleted.inc_by(outcome.forced.len() as u64);
+                self.metrics
+                    .pods_force_deleted
+                    .inc_by(outcome.forced.len() as u64);
                 let mut message = "Node successfully cordoned and drained".to_owned();
                 if !outcome.forced.is_empty() {
                     message.push_str(&format!(
@@ -188,7 +196,13 @@ impl Handler {
                     ));
                 }
                 self.recorder
-                    .node_event(node_name, false, events::CORDON_AND_DRAIN, message, annotations)
+                    .node_event(
+                        node_name,
+                        false,
+                        events::CORDON_AND_DRAIN,
+                        message,
+                        annotations,
+                    )
                     .await;
                 Ok(())
             }
@@ -211,7 +225,9 @@ impl Handler {
                         node_name,
                         true,
                         events::CORDON_AND_DRAIN_ERROR,
-                        format!("There was a problem while trying to cordon and drain the node: {e}"),
+                        format!(
+                            "There was a problem while trying to cordon and drain the node: {e}"
+                        ),
                         annotations,
                     )
                     .await;
@@ -242,7 +258,13 @@ impl Handler {
         match &result {
             Ok(()) => {
                 self.recorder
-                    .node_event(node_name, false, events::PRE_DRAIN, "Pre-drain task successfully executed".into(), annotations)
+                    .node_event(
+                        node_name,
+                        false,
+                        events::PRE_DRAIN,
+                        "Pre-drain task successfully executed".into(),
+                        annotations,
+                    )
                     .await
             }
             Err(e) => {
@@ -269,7 +291,10 @@ impl Handler {
             Some(n) => n.spec.and_then(|s| s.unschedulable).unwrap_or(false),
             None => false,
         };
-        let mut labels = vec![(node::EVENT_ID_LABEL, Some(node::truncate_value(&event.event_id)))];
+        let mut labels = vec![(
+            node::EVENT_ID_LABEL,
+            Some(node::truncate_value(&event.event_id)),
+        )];
         if !already {
             labels.push((node::ACTION_LABEL, Some(node::UNCORDON_AFTER_REBOOT.into())));
             labels.push((
@@ -286,7 +311,13 @@ impl Handler {
         match &result {
             Ok(()) => {
                 self.recorder
-                    .node_event(node_name, false, events::UNCORDON, "Node successfully uncordoned".into(), annotations)
+                    .node_event(
+                        node_name,
+                        false,
+                        events::UNCORDON,
+                        "Node successfully uncordoned".into(),
+                        annotations,
+                    )
                     .await
             }
             Err(e) => {
@@ -327,7 +358,9 @@ impl Handler {
         }
         self.nodes.set_labels(node_name, &labels).await?;
         if self.opts.taint_node {
-            self.nodes.remove_taints(node_name, node::NTH_TAINTS).await?;
+            self.nodes
+                .remove_taints(node_name, node::NTH_TAINTS)
+                .await?;
         }
         Ok(())
     }

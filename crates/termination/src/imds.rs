@@ -17,7 +17,8 @@ pub const SPOT_INSTANCE_ACTION_PATH: &str = "/latest/meta-data/spot/instance-act
 pub const ASG_TARGET_LIFECYCLE_STATE_PATH: &str =
     "/latest/meta-data/autoscaling/target-lifecycle-state";
 pub const SCHEDULED_EVENTS_PATH: &str = "/latest/meta-data/events/maintenance/scheduled";
-pub const REBALANCE_RECOMMENDATION_PATH: &str = "/latest/meta-data/events/recommendations/rebalance";
+pub const REBALANCE_RECOMMENDATION_PATH: &str =
+    "/latest/meta-data/events/recommendations/rebalance";
 pub const IDENTITY_DOCUMENT_PATH: &str = "/latest/dynamic/instance-identity/document";
 const TOKEN_PATH: &str = "/latest/api/token";
 const TOKEN_TTL_HEADER: &str = "x-aws-ec2-metadata-token-ttl-seconds";

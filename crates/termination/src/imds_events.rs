@@ -148,7 +148,8 @@ pub fn scheduled(
     event.end_time = Some(not_after);
     event.node_name = node_name.to_owned();
     event.deadline = Some(not_before);
-    event.restart = RESTART_CODES.contains(&detail.code.as_str()) && !is_cancellation(&detail.state);
+    event.restart =
+        RESTART_CODES.contains(&detail.code.as_str()) && !is_cancellation(&detail.state);
     Ok(event)
 }
 
@@ -223,8 +224,13 @@ mod tests {
         assert!(asg_target_state("InService", "i-1", "n", now).is_none());
         assert!(asg_target_state("", "i-1", "n", now).is_none());
         let a = asg_target_state("Terminated", "i-1", "n", now).unwrap();
-        let b = asg_target_state("Terminated", "i-1", "n", now + jiff::SignedDuration::from_secs(5))
-            .unwrap();
+        let b = asg_target_state(
+            "Terminated",
+            "i-1",
+            "n",
+            now + jiff::SignedDuration::from_secs(5),
+        )
+        .unwrap();
         assert_eq!(a.event_id, b.event_id, "stable across polls");
     }
 }

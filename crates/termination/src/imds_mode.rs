@@ -64,7 +64,9 @@ impl ImdsMode {
                             &node,
                             true,
                             events::MONITOR_ERROR,
-                            format!("There was a problem monitoring for events in monitor '{monitor}'"),
+                            format!(
+                                "There was a problem monitoring for events in monitor '{monitor}'"
+                            ),
                             &annotations,
                         )
                         .await;
@@ -140,7 +142,9 @@ impl ImdsMode {
             }
             match imds.spot_action().await.map_err(|e| e.to_string())? {
                 None => Ok(None),
-                Some(a) => imds_events::spot_itn(&a, node).map(Some).map_err(|e| e.to_string()),
+                Some(a) => imds_events::spot_itn(&a, node)
+                    .map(Some)
+                    .map_err(|e| e.to_string()),
             }
         };
         let scheduled = async {
@@ -157,16 +161,25 @@ impl ImdsMode {
             if !(opts.enable_rebalance_monitoring || opts.enable_rebalance_draining) {
                 return Ok(None);
             }
-            match imds.rebalance_recommendation().await.map_err(|e| e.to_string())? {
+            match imds
+                .rebalance_recommendation()
+                .await
+                .map_err(|e| e.to_string())?
+            {
                 None => Ok(None),
-                Some(r) => imds_events::rebalance(&r, node).map(Some).map_err(|e| e.to_string()),
+                Some(r) => imds_events::rebalance(&r, node)
+                    .map(Some)
+                    .map_err(|e| e.to_string()),
             }
         };
         let asg = async {
             if !opts.enable_asg_lifecycle_draining {
                 return Ok(None);
             }
-            let state = imds.asg_target_lifecycle_state().await.map_err(|e| e.to_string())?;
+            let state = imds
+                .asg_target_lifecycle_state()
+                .await
+                .map_err(|e| e.to_string())?;
             Ok::<_, String>(imds_events::asg_target_state(
                 &state,
                 &self.handler.metadata.instance_id,

@@ -70,7 +70,10 @@ pub fn add_taint_patch(key: &str, value: &str, effect: &str) -> Value {
 /// the node's resourceVersion as a precondition.
 pub fn remove_taints_patch(node: &Node, keys: &[&str]) -> Option<Value> {
     let taints = node.spec.as_ref()?.taints.clone().unwrap_or_default();
-    let kept: Vec<_> = taints.iter().filter(|t| !keys.contains(&t.key.as_str())).collect();
+    let kept: Vec<_> = taints
+        .iter()
+        .filter(|t| !keys.contains(&t.key.as_str()))
+        .collect();
     (kept.len() != taints.len()).then(|| {
         json!({
             "metadata": { "resourceVersion": node.metadata.resource_version },
@@ -169,10 +172,7 @@ mod tests {
 
     #[test]
     fn patches() {
-        assert_eq!(
-            cordon_patch(true),
-            json!({"spec": {"unschedulable": true}})
-        );
+        assert_eq!(cordon_patch(true), json!({"spec": {"unschedulable": true}}));
         assert_eq!(
             labels_patch(&[(ACTION_LABEL, Some("x".into())), (EVENT_ID_LABEL, None)]),
             json!({"metadata": {"labels": {ACTION_LABEL: "x", EVENT_ID_LABEL: null}}})
@@ -193,8 +193,13 @@ mod tests {
         });
         assert_eq!(
             remove_taints_patch(&node, NTH_TAINTS),
-            Some(json!({"metadata": {"resourceVersion": "7"}, "spec": {"taints": [{"key": "other", "effect": "NoSchedule"}]}}))
+            Some(
+                json!({"metadata": {"resourceVersion": "7"}, "spec": {"taints": [{"key": "other", "effect": "NoSchedule"}]}})
+            )
         );
-        assert_eq!(remove_taints_patch(&node, &[REBALANCE_RECOMMENDATION_TAINT]), None);
+        assert_eq!(
+            remove_taints_patch(&node, &[REBALANCE_RECOMMENDATION_TAINT]),
+            None
+        );
     }
 }

@@ -14,7 +14,9 @@ pub enum Decision {
     Nothing,
     /// Recorded, but the system has not restarted since.
     NotYet,
-    Uncordon { event_id: String },
+    Uncordon {
+        event_id: String,
+    },
 }
 
 /// Decides from the node's labels, the time and the uptime in seconds.
@@ -38,7 +40,11 @@ pub fn decide(labels: &BTreeMap<String, String>, now: Timestamp, uptime_seconds:
 
 /// Seconds since boot, from `/proc/uptime` or `--uptime-from-file`.
 pub fn read_uptime(file: &str) -> Result<i64, String> {
-    let path = if file.is_empty() { "/proc/uptime" } else { file };
+    let path = if file.is_empty() {
+        "/proc/uptime"
+    } else {
+        file
+    };
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     text.split_whitespace()
         .next()
@@ -69,7 +75,11 @@ mod tests {
             (BTreeMap::new(), 5, Decision::Nothing),
             (labels("Other", "9000"), 5, Decision::Nothing),
             (labels(UNCORDON_AFTER_REBOOT, "x"), 5, Decision::Nothing),
-            (labels(UNCORDON_AFTER_REBOOT, "9000"), 5_000, Decision::NotYet),
+            (
+                labels(UNCORDON_AFTER_REBOOT, "9000"),
+                5_000,
+                Decision::NotYet,
+            ),
             (
                 labels(UNCORDON_AFTER_REBOOT, "9000"),
                 500,

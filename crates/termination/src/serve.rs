@@ -56,18 +56,29 @@ fn answer(endpoint: &Endpoint, path: &str) -> Response<Full<Bytes>> {
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
                     text,
                 ),
-                Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, "text/plain", e.to_string()),
+                Err(e) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    e.to_string(),
+                ),
             }
         }
-        Endpoint::Probe(probe) if path == probe => {
-            (StatusCode::OK, "application/json", r#"{"Health":"OK"}"#.to_owned())
-        }
-        _ => (StatusCode::NOT_FOUND, "text/plain", "not found\n".to_owned()),
+        Endpoint::Probe(probe) if path == probe => (
+            StatusCode::OK,
+            "application/json",
+            r#"{"Health":"OK"}"#.to_owned(),
+        ),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_owned(),
+        ),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    );
     response
 }

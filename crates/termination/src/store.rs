@@ -179,11 +179,17 @@ mod tests {
         let mut s = EventStore::new();
         let now = Timestamp::from_second(10_000).unwrap();
         assert!(s.add(ev("spot-1", Kind::SpotItn, 10_120)));
-        assert!(!s.add(ev("spot-2", Kind::SpotItn, 10_122)), "one notice per instance");
+        assert!(
+            !s.add(ev("spot-2", Kind::SpotItn, 10_122)),
+            "one notice per instance"
+        );
         let due = s.take_due(now, GRACE);
         s.finish(&due[0], false);
         assert!(s.is_empty());
-        assert!(s.add(ev("spot-2", Kind::SpotItn, 10_122)), "retried after a failure");
+        assert!(
+            s.add(ev("spot-2", Kind::SpotItn, 10_122)),
+            "retried after a failure"
+        );
     }
 
     #[test]

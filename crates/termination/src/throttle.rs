@@ -28,8 +28,8 @@ impl Throttle {
     fn reserve(&self, now: Instant) -> Duration {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let (tokens, last) = *state;
-        let refilled = (tokens + now.saturating_duration_since(last).as_secs_f64() * self.qps)
-            .min(self.burst);
+        let refilled =
+            (tokens + now.saturating_duration_since(last).as_secs_f64() * self.qps).min(self.burst);
         let left = refilled - 1.0;
         *state = (left, now);
         if left >= 0.0 {

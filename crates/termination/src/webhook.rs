@@ -54,22 +54,35 @@ fn sprig() -> Vec<(&'static str, Func)> {
             _ => return Err(FuncError::Generic("join SEP LIST".into())),
         };
         Ok(Value::String(
-            list.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(sep),
+            list.iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(sep),
         ))
     }
     fn upper(args: &[Value]) -> Result<Value, FuncError> {
         Ok(Value::String(
-            args.first().map(|v| v.to_string()).unwrap_or_default().to_uppercase(),
+            args.first()
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+                .to_uppercase(),
         ))
     }
     fn lower(args: &[Value]) -> Result<Value, FuncError> {
         Ok(Value::String(
-            args.first().map(|v| v.to_string()).unwrap_or_default().to_lowercase(),
+            args.first()
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+                .to_lowercase(),
         ))
     }
     fn trim(args: &[Value]) -> Result<Value, FuncError> {
         Ok(Value::String(
-            args.first().map(|v| v.to_string()).unwrap_or_default().trim().to_owned(),
+            args.first()
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
         ))
     }
     fn quote(args: &[Value]) -> Result<Value, FuncError> {
@@ -95,7 +108,12 @@ fn actions_closed(template: &str) -> Result<(), String> {
         let after = &rest[open + 2..];
         match after.find("}}") {
             Some(close) => rest = &after[close + 2..],
-            None => return Err(format!("template: unclosed action at {:?}", &rest[open..rest.len().min(open + 30)])),
+            None => {
+                return Err(format!(
+                    "template: unclosed action at {:?}",
+                    &rest[open..rest.len().min(open + 30)]
+                ))
+            }
         }
     }
     Ok(())
@@ -131,8 +149,16 @@ pub fn template_data(meta: &NodeMetadata, event: Option<&InterruptionEvent>) -> 
     let zero = "0001-01-01 00:00:00 +0000 UTC";
     let (instance_id, instance_type) = match event {
         Some(e) if !e.instance_id.is_empty() || !e.instance_type.is_empty() => (
-            if e.instance_id.is_empty() { meta.instance_id.clone() } else { e.instance_id.clone() },
-            if e.instance_type.is_empty() { meta.instance_type.clone() } else { e.instance_type.clone() },
+            if e.instance_id.is_empty() {
+                meta.instance_id.clone()
+            } else {
+                e.instance_id.clone()
+            },
+            if e.instance_type.is_empty() {
+                meta.instance_type.clone()
+            } else {
+                e.instance_type.clone()
+            },
         ),
         _ => (meta.instance_id.clone(), meta.instance_type.clone()),
     };
@@ -145,18 +171,24 @@ pub fn template_data(meta: &NodeMetadata, event: Option<&InterruptionEvent>) -> 
     map.insert("Monitor".into(), s(e.map(|e| e.monitor).unwrap_or("")));
     map.insert("Description".into(), text(|e| &e.description));
     map.insert("State".into(), text(|e| &e.state));
-    map.insert("AutoScalingGroupName".into(), text(|e| &e.auto_scaling_group_name));
+    map.insert(
+        "AutoScalingGroupName".into(),
+        text(|e| &e.auto_scaling_group_name),
+    );
     map.insert("NodeName".into(), text(|e| &e.node_name));
     map.insert("ProviderID".into(), text(|e| &e.provider_id));
-    map.insert("IsManaged".into(), Value::Bool(e.is_some_and(|e| e.is_managed)));
+    map.insert(
+        "IsManaged".into(),
+        Value::Bool(e.is_some_and(|e| e.is_managed)),
+    );
     map.insert(
         "StartTime".into(),
-        s(&e.map(|e| go_time_string(e.start_time)).unwrap_or_else(|| zero.into())),
+        s(&e.map(|e| go_time_string(e.start_time))
+            .unwrap_or_else(|| zero.into())),
     );
     map.insert(
         "EndTime".into(),
-        s(&e
-            .and_then(|e| e.end_time)
+        s(&e.and_then(|e| e.end_time)
             .map(go_time_string)
             .unwrap_or_else(|| zero.into())),
     );
@@ -174,7 +206,10 @@ pub fn template_data(meta: &NodeMetadata, event: Option<&InterruptionEvent>) -> 
     );
     map.insert(
         "Pods".into(),
-        Value::Array(e.map(|e| e.pods.iter().map(|p| s(p)).collect()).unwrap_or_default()),
+        Value::Array(
+            e.map(|e| e.pods.iter().map(|p| s(p)).collect())
+                .unwrap_or_default(),
+        ),
     );
     map.insert("NodeProcessed".into(), Value::Bool(false));
     map.insert("InProgress".into(), Value::Bool(e.is_some()));
@@ -199,17 +234,14 @@ impl std::fmt::Debug for Webhook {
 
 impl Webhook {
     /// From validated settings.
-    pub fn new(
-        url: &str,
-        headers: &str,
-        template: String,
-        proxy: &str,
-    ) -> Result<Webhook, String> {
+    pub fn new(url: &str, headers: &str, template: String, proxy: &str) -> Result<Webhook, String> {
         Ok(Webhook {
             url: url.parse().map_err(|e| format!("webhook url: {e}"))?,
             headers: parse_headers(headers)?,
             template,
-            proxy: (!proxy.is_empty()).then(|| parse_proxy(proxy)).transpose()?,
+            proxy: (!proxy.is_empty())
+                .then(|| parse_proxy(proxy))
+                .transpose()?,
         })
     }
 
@@ -286,7 +318,8 @@ struct ForwardProxy(Uri);
 impl tower_service::Service<Uri> for ForwardProxy {
     type Response = Proxied;
     type Error = std::io::Error;
-    type Future = Pin<Box<dyn std::future::Future<Output = Result<Proxied, std::io::Error>> + Send>>;
+    type Future =
+        Pin<Box<dyn std::future::Future<Output = Result<Proxied, std::io::Error>> + Send>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -335,10 +368,7 @@ impl hyper::rt::Write for Proxied {
         Pin::new(&mut self.0).poll_flush(cx)
     }
 
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.0).poll_shutdown(cx)
     }
 }
@@ -388,7 +418,10 @@ mod tests {
         assert!(parse_headers(r#"{"Content-type":"application/json"}"#).is_ok());
         assert!(parse_headers(r#"{"a":1}"#).is_err());
         assert!(parse_headers("nope").is_err());
-        assert_eq!(parse_proxy("tcp://proxy:3128").unwrap().port_u16(), Some(3128));
+        assert_eq!(
+            parse_proxy("tcp://proxy:3128").unwrap().port_u16(),
+            Some(3128)
+        );
         assert!(parse_proxy("/nohost").is_err());
     }
 }

@@ -13,7 +13,9 @@ fn token_requests(aemm: &Aemm) -> usize {
 
 #[tokio::test]
 async fn imdsv2_tokens_are_refreshed_and_replaced() {
-    let mut aemm = Aemm::start(&["spot", "-I", "-t", "2099-01-01T00:00:00Z"]).await.unwrap();
+    let mut aemm = Aemm::start(&["spot", "-I", "-t", "2099-01-01T00:00:00Z"])
+        .await
+        .unwrap();
     // A 16 s token is refreshed 15 s before it expires: after one second.
     let imds = Imds::with_token_ttl(aemm.url(), 2, Duration::from_secs(16));
     let action = imds.spot_action().await.unwrap().expect("a notice");
@@ -25,13 +27,21 @@ async fn imdsv2_tokens_are_refreshed_and_replaced() {
     assert_eq!(token_requests(&aemm), first, "a fresh token is reused");
     tokio::time::sleep(Duration::from_millis(1100)).await;
     imds.spot_action().await.unwrap();
-    assert!(token_requests(&aemm) > first, "the token was not refreshed:\n{}", aemm.log());
+    assert!(
+        token_requests(&aemm) > first,
+        "the token was not refreshed:\n{}",
+        aemm.log()
+    );
 
     // A restarted service rejects the old token: 401, new token, answer.
-    aemm.restart(&["spot", "-I", "-t", "2099-01-01T00:00:00Z"]).await.unwrap();
+    aemm.restart(&["spot", "-I", "-t", "2099-01-01T00:00:00Z"])
+        .await
+        .unwrap();
     let imds = Imds::with_token_ttl(aemm.url(), 2, Duration::from_secs(3600));
     imds.spot_action().await.unwrap();
-    aemm.restart(&["spot", "-I", "-t", "2099-01-01T00:00:00Z"]).await.unwrap();
+    aemm.restart(&["spot", "-I", "-t", "2099-01-01T00:00:00Z"])
+        .await
+        .unwrap();
     let action = imds.spot_action().await.expect("answered after the 401");
     assert!(action.is_some());
 

@@ -390,9 +390,14 @@ impl Proxy {
             }
             (&Method::GET, crate::lifecycle::ACTIONS_PATH) => {
                 let calls = self.counters.lifecycle.calls();
-                return json_response(StatusCode::OK, serde_json::to_vec(&calls).unwrap_or_default());
+                return json_response(
+                    StatusCode::OK,
+                    serde_json::to_vec(&calls).unwrap_or_default(),
+                );
             }
-            (&Method::POST, crate::lifecycle::NOTIFY_PATH) => return self.lifecycle_notify(request).await,
+            (&Method::POST, crate::lifecycle::NOTIFY_PATH) => {
+                return self.lifecycle_notify(request).await
+            }
             (&Method::POST, HOLD_PATH) => {
                 let body = request.into_body().collect().await.map(|c| c.to_bytes());
                 return match body.map(|b| serde_json::from_slice::<Vec<Hold>>(&b)) {
@@ -499,7 +504,10 @@ impl Proxy {
             Err(e) => return error_response(StatusCode::BAD_REQUEST, &format!("body: {e}")),
         };
         let (events, token) = crate::lifecycle::put_events_body(&notify);
-        let (mut parts, ()) = Request::post("/").body(()).expect("static request").into_parts();
+        let (mut parts, ()) = Request::post("/")
+            .body(())
+            .expect("static request")
+            .into_parts();
         for (k, v) in [
             ("x-amz-target", "AWSEvents.PutEvents"),
             ("content-type", "application/x-amz-json-1.1"),
@@ -509,9 +517,17 @@ impl Proxy {
         }
         let response = self.forward(parts, Bytes::from(events)).await;
         if !response.status().is_success() {
-            return error_response(StatusCode::BAD_GATEWAY, &format!("PutEvents: {}", response.status()));
+            return error_response(
+                StatusCode::BAD_GATEWAY,
+                &format!("PutEvents: {}", response.status()),
+            );
         }
-        json_response(StatusCode::OK, serde_json::json!({ "token": token }).to_string().into_bytes())
+        json_response(
+            StatusCode::OK,
+            serde_json::json!({ "token": token })
+                .to_string()
+                .into_bytes(),
+        )
     }
 
     async fn forward(&self, parts: http::request::Parts, body: Bytes) -> Response<ProxyBody> {

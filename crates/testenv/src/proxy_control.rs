@@ -82,7 +82,11 @@ impl ProxyControl<'_> {
         let (status, body) = HttpClient::new()
             .send_body(http::Method::POST, &url, serde_json::to_vec(notify)?)
             .await?;
-        anyhow::ensure!(status.is_success(), "POST {url}: {status}: {}", String::from_utf8_lossy(&body));
+        anyhow::ensure!(
+            status.is_success(),
+            "POST {url}: {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
         let answer: serde_json::Value = serde_json::from_slice(&body)?;
         answer["token"]
             .as_str()

@@ -38,11 +38,17 @@ pub fn start(cluster: &NthCluster, name: &str, vars: &[(&str, String)]) -> NthPr
 }
 
 pub async fn node(admin: &Client, name: &str) -> Node {
-    Api::<Node>::all(admin.clone()).get(name).await.expect("node")
+    Api::<Node>::all(admin.clone())
+        .get(name)
+        .await
+        .expect("node")
 }
 
 pub fn unschedulable(node: &Node) -> bool {
-    node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
 }
 
 pub fn taint(node: &Node, key: &str) -> Option<(String, String)> {
@@ -76,7 +82,11 @@ pub async fn pods_on(admin: &Client, node: &str) -> Vec<String> {
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .await
         .expect("list pods");
-    let mut names: Vec<String> = list.items.into_iter().filter_map(|p| p.metadata.name).collect();
+    let mut names: Vec<String> = list
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
     names.sort();
     names
 }
@@ -89,12 +99,20 @@ pub async fn wait_pods(admin: &Client, node: &str, want: &[&str], nth: &NthProce
     })
     .await;
     if let Err(e) = result {
-        panic!("{e:#} (now {:?})\nhandler log:\n{}", pods_on(admin, node).await, nth.log());
+        panic!(
+            "{e:#} (now {:?})\nhandler log:\n{}",
+            pods_on(admin, node).await,
+            nth.log()
+        );
     }
 }
 
 /// `(reason, message, annotations)` of the core Events about `name` (a node or pod).
-pub async fn events_about(admin: &Client, namespace: &str, name: &str) -> Vec<(String, String, BTreeMap<String, String>)> {
+pub async fn events_about(
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+) -> Vec<(String, String, BTreeMap<String, String>)> {
     Api::<Event>::namespaced(admin.clone(), namespace)
         .list(&ListParams::default())
         .await
@@ -113,7 +131,12 @@ pub async fn events_about(admin: &Client, namespace: &str, name: &str) -> Vec<(S
 }
 
 /// Waits for an Event with `reason` about `name`.
-pub async fn wait_event(admin: &Client, namespace: &str, name: &str, reason: &str) -> (String, BTreeMap<String, String>) {
+pub async fn wait_event(
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> (String, BTreeMap<String, String>) {
     wait_for(&format!("event {reason} about {name}"), WAIT, || async {
         Ok(events_about(admin, namespace, name)
             .await
@@ -149,25 +172,43 @@ impl WebhookReceiver {
         let store = received.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { continue };
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
                 let store = store.clone();
                 tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                        let store = store.clone();
-                        async move {
-                            let line = format!("{} {}", req.method(), req.uri());
-                            let body = req.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-                            store.lock().unwrap().push((line, String::from_utf8_lossy(&body).into_owned()));
-                            Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from_static(b"ok"))))
-                        }
-                    });
+                    let service = hyper::service::service_fn(
+                        move |req: http::Request<hyper::body::Incoming>| {
+                            let store = store.clone();
+                            async move {
+                                let line = format!("{} {}", req.method(), req.uri());
+                                let body = req
+                                    .into_body()
+                                    .collect()
+                                    .await
+                                    .map(|c| c.to_bytes())
+                                    .unwrap_or_default();
+                                store
+                                    .lock()
+                                    .unwrap()
+                                    .push((line, String::from_utf8_lossy(&body).into_owned()));
+                                Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
+                                    Bytes::from_static(b"ok"),
+                                )))
+                            }
+                        },
+                    );
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                         .await;
                 });
             }
         });
-        WebhookReceiver { url, received, task }
+        WebhookReceiver {
+            url,
+            received,
+            task,
+        }
     }
 
     pub async fn wait_body(&self) -> (String, String) {

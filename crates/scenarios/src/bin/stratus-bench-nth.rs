@@ -39,7 +39,10 @@ struct Args {
 }
 
 fn unschedulable(node: &Node) -> bool {
-    node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -65,7 +68,14 @@ async fn imds_latency(cluster: &NthCluster, notices: usize) -> anyhow::Result<se
     let nodes: Api<Node> = Api::all(admin.clone());
     let bin = nth_binary()?;
     let mut latencies = Vec::with_capacity(notices);
-    let mut aemm = Aemm::start(&["spot", "-t", "2099-01-01T00:00:00Z", "--mock-trigger-time", "2099-01-01T00:00:00Z"]).await?;
+    let mut aemm = Aemm::start(&[
+        "spot",
+        "-t",
+        "2099-01-01T00:00:00Z",
+        "--mock-trigger-time",
+        "2099-01-01T00:00:00Z",
+    ])
+    .await?;
     for i in 0..notices {
         // The notice appears at a whole second 2-3 s ahead (AEMM's trigger has 1 s precision).
         let trigger = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + 3)?;
@@ -73,10 +83,12 @@ async fn imds_latency(cluster: &NthCluster, notices: usize) -> anyhow::Result<se
         let action_time = (trigger + jiff::SignedDuration::from_secs(120))
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
-        aemm.restart(&["spot", "-t", &action_time, "--mock-trigger-time", &stamp]).await?;
+        aemm.restart(&["spot", "-t", &action_time, "--mock-trigger-time", &stamp])
+            .await?;
         let log = cluster.env.dir().join(format!("nth-bench-{i}.log"));
         let nth = NthProcess::start(&bin, &cluster.kubeconfig, &imds_vars(name, &aemm), &[], log)?;
-        let mut stream = Box::pin(watcher::watch_object(nodes.clone(), name).map_err(anyhow::Error::from));
+        let mut stream =
+            Box::pin(watcher::watch_object(nodes.clone(), name).map_err(anyhow::Error::from));
         let seen = tokio::time::timeout(Duration::from_secs(20), async {
             while let Some(node) = stream.try_next().await? {
                 if node.as_ref().is_some_and(unschedulable) {
@@ -91,7 +103,11 @@ async fn imds_latency(cluster: &NthCluster, notices: usize) -> anyhow::Result<se
         latencies.push(latency);
         drop(nth);
         nodes
-            .patch(name, &PatchParams::default(), &Patch::Merge(serde_json::json!({ "spec": { "unschedulable": false } })))
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "spec": { "unschedulable": false } })),
+            )
             .await?;
         eprintln!("notice {i}: {:.0} ms", latency * 1000.0);
     }
@@ -109,7 +125,14 @@ async fn imds_latency(cluster: &NthCluster, notices: usize) -> anyhow::Result<se
 async fn idle_rss(cluster: &NthCluster, seconds: u64) -> anyhow::Result<serde_json::Value> {
     let name = "ip-10-0-0-2.ec2.internal";
     create_node(&cluster.admin, name, "aws:///us-east-1a/i-2").await?;
-    let aemm = Aemm::start(&["spot", "-t", "2099-01-01T00:00:00Z", "--mock-trigger-time", "2099-01-01T00:00:00Z"]).await?;
+    let aemm = Aemm::start(&[
+        "spot",
+        "-t",
+        "2099-01-01T00:00:00Z",
+        "--mock-trigger-time",
+        "2099-01-01T00:00:00Z",
+    ])
+    .await?;
     let mut vars = imds_vars(name, &aemm);
     vars.push(("ENABLE_SCHEDULED_EVENT_DRAINING", "true".into()));
     let nth = NthProcess::start(
@@ -142,7 +165,8 @@ async fn queue(cluster: &NthCluster, count: usize, qps: f64) -> anyhow::Result<s
     let conf = aws_config(&endpoint).await;
     let ec2 = ec2_fixture::client(&endpoint).await;
     let subnet = ec2_fixture::subnet(&ec2, "us-east-1a").await?;
-    let instances = ec2_fixture::launch_many(&ec2, &subnet, "us-east-1a", count, None, "m5.large").await?;
+    let instances =
+        ec2_fixture::launch_many(&ec2, &subnet, "us-east-1a", count, None, "m5.large").await?;
     let ids: Vec<String> = instances.iter().map(|i| i.id.clone()).collect();
     tag_instances(&ec2, &ids, "aws-node-termination-handler/managed", "").await?;
     futures::stream::iter(&instances)
@@ -167,7 +191,13 @@ async fn queue(cluster: &NthCluster, count: usize, qps: f64) -> anyhow::Result<s
         ("KUBE_API_QPS", qps.to_string()),
         ("KUBE_API_BURST", ((qps * 2.0) as u64).to_string()),
     ];
-    let nth = NthProcess::start(&nth_binary()?, &cluster.kubeconfig, &vars, &[], cluster.env.dir().join("nth-queue.log"))?;
+    let nth = NthProcess::start(
+        &nth_binary()?,
+        &cluster.kubeconfig,
+        &vars,
+        &[],
+        cluster.env.dir().join("nth-queue.log"),
+    )?;
     // Let it take the lease and prefetch the instances.
     tokio::time::sleep(Duration::from_secs(3)).await;
 
@@ -177,7 +207,8 @@ async fn queue(cluster: &NthCluster, count: usize, qps: f64) -> anyhow::Result<s
         let names = names.clone();
         tokio::spawn(async move {
             let mut cordoned = BTreeSet::new();
-            let mut stream = Box::pin(watcher::watcher(nodes, watcher::Config::default()).applied_objects());
+            let mut stream =
+                Box::pin(watcher::watcher(nodes, watcher::Config::default()).applied_objects());
             while let Some(Ok(node)) = stream.next().await {
                 let name = node.metadata.name.clone().unwrap_or_default();
                 if names.contains(&name) && unschedulable(&node) {
@@ -198,16 +229,34 @@ async fn queue(cluster: &NthCluster, count: usize, qps: f64) -> anyhow::Result<s
                 aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
                     .source("aws.ec2")
                     .detail_type("EC2 Spot Instance Interruption Warning")
-                    .detail(serde_json::json!({ "instance-id": id, "instance-action": "terminate" }).to_string())
+                    .detail(
+                        serde_json::json!({ "instance-id": id, "instance-action": "terminate" })
+                            .to_string(),
+                    )
                     .build()
             })
             .collect();
-        queue.events.put_events().set_entries(Some(entries)).send().await?;
+        queue
+            .events
+            .put_events()
+            .set_entries(Some(entries))
+            .send()
+            .await?;
     }
     let put_seconds = start.elapsed().as_secs_f64();
     let done = tokio::time::timeout(Duration::from_secs(300), watch)
         .await
-        .with_context(|| format!("not every node cordoned within 300 s:\n{}", nth.log().lines().rev().take(30).collect::<Vec<_>>().join("\n")))??;
+        .with_context(|| {
+            format!(
+                "not every node cordoned within 300 s:\n{}",
+                nth.log()
+                    .lines()
+                    .rev()
+                    .take(30)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )
+        })??;
     let seconds = done.duration_since(start).as_secs_f64();
     let counts = cluster.env.aws_request_counts().await?;
     let describes = counts.get("ec2:DescribeInstances").copied().unwrap_or(0);

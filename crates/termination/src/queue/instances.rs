@@ -135,7 +135,9 @@ async fn batcher(
                 let mut cache = cache.lock().await;
                 for id in &ids {
                     match found.get(id) {
-                        Some(info) => cache.insert(id.clone(), (Some(info.clone()), now + FOUND_TTL)),
+                        Some(info) => {
+                            cache.insert(id.clone(), (Some(info.clone()), now + FOUND_TTL))
+                        }
                         None => cache.insert(id.clone(), (None, now + MISSING_TTL)),
                     };
                 }
@@ -175,11 +177,7 @@ async fn describe(
                         .send()
                 })
                 .await?;
-            for instance in page
-                .reservations()
-                .iter()
-                .flat_map(|r| r.instances())
-            {
+            for instance in page.reservations().iter().flat_map(|r| r.instances()) {
                 let Some(id) = instance.instance_id() else {
                     continue;
                 };
@@ -187,7 +185,10 @@ async fn describe(
                     id.to_owned(),
                     InstanceInfo {
                         instance_id: id.to_owned(),
-                        private_dns_name: instance.private_dns_name().unwrap_or_default().to_owned(),
+                        private_dns_name: instance
+                            .private_dns_name()
+                            .unwrap_or_default()
+                            .to_owned(),
                         availability_zone: instance
                             .placement()
                             .and_then(|p| p.availability_zone())
@@ -205,12 +206,20 @@ async fn describe(
                         tags: instance
                             .tags()
                             .iter()
-                            .filter_map(|t| Some((t.key()?.to_owned(), t.value().unwrap_or_default().to_owned())))
+                            .filter_map(|t| {
+                                Some((
+                                    t.key()?.to_owned(),
+                                    t.value().unwrap_or_default().to_owned(),
+                                ))
+                            })
                             .collect(),
                     },
                 );
             }
-            token = page.next_token().filter(|t| !t.is_empty()).map(str::to_owned);
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned);
             if token.is_none() {
                 break;
             }

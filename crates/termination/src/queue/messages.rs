@@ -77,7 +77,11 @@ fn time_or(text: &str, now: Timestamp) -> Timestamp {
 pub fn parse(body: &str, now: Timestamp) -> Result<Parsed, ParseError> {
     let value: serde_json::Value =
         serde_json::from_str(body).map_err(|e| ParseError(format!("not JSON: {e}")))?;
-    if value.get("detail-type").and_then(|v| v.as_str()).is_some_and(|s| !s.is_empty()) {
+    if value
+        .get("detail-type")
+        .and_then(|v| v.as_str())
+        .is_some_and(|s| !s.is_empty())
+    {
         let event: EventBridgeEvent =
             serde_json::from_value(value).map_err(|e| ParseError(e.to_string()))?;
         return from_event_bridge(event, now);
@@ -103,7 +107,11 @@ pub fn parse(body: &str, now: Timestamp) -> Result<Parsed, ParseError> {
     }
     let id = detail.request_id.clone();
     let time = detail.time.clone();
-    Ok(Parsed::Candidates(vec![lifecycle(detail, &id, time_or(&time, now))]))
+    Ok(Parsed::Candidates(vec![lifecycle(
+        detail,
+        &id,
+        time_or(&time, now),
+    )]))
 }
 
 fn lifecycle(detail: LifecycleDetail, id: &str, time: Timestamp) -> Candidate {
@@ -207,7 +215,9 @@ fn from_event_bridge(e: EventBridgeEvent, now: Timestamp) -> Result<Parsed, Pars
                 Kind::StateChange,
                 "ec2-state-change-event",
                 id.clone(),
-                format!("EC2 State Change event received. Instance {id} went into {state} at {time} \n"),
+                format!(
+                    "EC2 State Change event received. Instance {id} went into {state} at {time} \n"
+                ),
             ) else {
                 unreachable!()
             };
@@ -385,18 +395,30 @@ mod tests {
         let spot = r#"{"version":"0","id":"1e5527d7","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","time":"2026-06-01T00:00:10Z","detail":{"instance-id":"i-1","instance-action":"terminate"}}"#;
         let c = candidates(spot);
         assert_eq!(c[0].event.kind, Kind::SpotItn);
-        assert_eq!(c[0].event.event_id, format!("spot-itn-event-{}", hex::encode("1e5527d7")));
-        assert_eq!(c[0].event.deadline, Some("2026-06-01T00:02:10Z".parse().unwrap()));
+        assert_eq!(
+            c[0].event.event_id,
+            format!("spot-itn-event-{}", hex::encode("1e5527d7"))
+        );
+        assert_eq!(
+            c[0].event.deadline,
+            Some("2026-06-01T00:02:10Z".parse().unwrap())
+        );
         let state = r#"{"id":"a","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","time":"2026-06-01T00:00:00Z","detail":{"instance-id":"i-2","state":"stopping"}}"#;
         assert_eq!(candidates(state)[0].event.kind, Kind::StateChange);
         let pending = state.replace("stopping", "pending");
-        assert!(matches!(parse(&pending, now()), Ok(Parsed::NotActionable(_))));
+        assert!(matches!(
+            parse(&pending, now()),
+            Ok(Parsed::NotActionable(_))
+        ));
         let health = r#"{"id":"h","detail-type":"AWS Health Event","source":"aws.health","time":"2026-06-01T00:00:00Z","detail":{"service":"EC2","eventTypeCategory":"scheduledChange","affectedEntities":[{"entityValue":"i-3"},{"entityValue":"i-4"}]}}"#;
         let c = candidates(health);
         assert_eq!(c.len(), 2);
         assert_eq!(c[1].instance_id, "i-4");
         let rebalance = r#"{"id":"r","detail-type":"EC2 Instance Rebalance Recommendation","source":"aws.ec2","time":"2026-06-01T00:00:00Z","detail":{"instance-id":"i-5"}}"#;
-        assert_eq!(candidates(rebalance)[0].event.kind, Kind::RebalanceRecommendation);
+        assert_eq!(
+            candidates(rebalance)[0].event.kind,
+            Kind::RebalanceRecommendation
+        );
         let other = r#"{"id":"x","detail-type":"Something","source":"aws.s3","detail":{}}"#;
         assert!(matches!(parse(other, now()), Ok(Parsed::NotActionable(_))));
         assert!(parse("nope", now()).is_err());
@@ -411,7 +433,10 @@ mod tests {
         let direct = r#"{"LifecycleActionToken":"t2","AutoScalingGroupName":"asg","LifecycleHookName":"hook","EC2InstanceId":"i-7","LifecycleTransition":"autoscaling:EC2_INSTANCE_LAUNCHING","RequestId":"req","Time":"2026-06-01T00:00:00Z"}"#;
         let c = candidates(direct);
         assert_eq!(c[0].event.kind, Kind::AsgLaunchLifecycle);
-        assert_eq!(c[0].event.event_id, format!("asg-lifecycle-term-{}", hex::encode("req")));
+        assert_eq!(
+            c[0].event.event_id,
+            format!("asg-lifecycle-term-{}", hex::encode("req"))
+        );
         let sns = serde_json::json!({ "Message": direct }).to_string();
         assert_eq!(candidates(&sns)[0].instance_id, "i-7");
         let test = r#"{"Event":"autoscaling:TEST_NOTIFICATION","AutoScalingGroupName":"asg"}"#;
@@ -447,10 +472,22 @@ mod tests {
         let term = r#"{"id":"782d","detail-type":"EC2 Instance-terminate Lifecycle Action","source":"aws.autoscaling","detail":{"LifecycleActionToken":"tok","AutoScalingGroupName":"asg","LifecycleHookName":"hook","EC2InstanceId":"i-6","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}}"#;
         let launch = term.replace("TERMINATING", "LAUNCHING");
         let spot = r#"{"id":"s","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","detail":{"instance-id":"i-6"}}"#;
-        let node = NodeRef { name: "n6".into(), ready: true };
-        let unready = NodeRef { name: "n6".into(), ready: false };
-        let lenient = DecideSettings { delete_if_node_not_found: true, ..settings() };
-        let untagged_ok = DecideSettings { check_tag: false, ..settings() };
+        let node = NodeRef {
+            name: "n6".into(),
+            ready: true,
+        };
+        let unready = NodeRef {
+            name: "n6".into(),
+            ready: false,
+        };
+        let lenient = DecideSettings {
+            delete_if_node_not_found: true,
+            ..settings()
+        };
+        let untagged_ok = DecideSettings {
+            check_tag: false,
+            ..settings()
+        };
         let v = |body: &str, i: Option<InstanceInfo>, n: Option<&NodeRef>, s: &DecideSettings| {
             let c = candidates(body).remove(0);
             match decide(c, i.as_ref(), n, s) {
@@ -461,18 +498,41 @@ mod tests {
             }
         };
         let cases = [
-            (v(term, Some(info(true)), Some(&node), &settings()), "handle"),
+            (
+                v(term, Some(info(true)), Some(&node), &settings()),
+                "handle",
+            ),
             (v(term, Some(info(false)), Some(&node), &settings()), "drop"),
             (v(term, Some(info(true)), None, &settings()), "complete"),
             (v(term, Some(info(false)), None, &untagged_ok), "retry"),
-            (v(term, Some(info(false)), None, &DecideSettings { check_tag: false, ..lenient.clone() }), "complete"),
+            (
+                v(
+                    term,
+                    Some(info(false)),
+                    None,
+                    &DecideSettings {
+                        check_tag: false,
+                        ..lenient.clone()
+                    },
+                ),
+                "complete",
+            ),
             (v(term, None, None, &settings()), "drop"),
-            (v(&launch, Some(info(true)), Some(&node), &settings()), "complete"),
-            (v(&launch, Some(info(true)), Some(&unready), &settings()), "retry"),
+            (
+                v(&launch, Some(info(true)), Some(&node), &settings()),
+                "complete",
+            ),
+            (
+                v(&launch, Some(info(true)), Some(&unready), &settings()),
+                "retry",
+            ),
             (v(&launch, Some(info(true)), None, &settings()), "retry"),
             (v(spot, Some(info(true)), None, &settings()), "retry"),
             (v(spot, Some(info(true)), None, &lenient), "drop"),
-            (v(spot, Some(info(true)), Some(&node), &settings()), "handle"),
+            (
+                v(spot, Some(info(true)), Some(&node), &settings()),
+                "handle",
+            ),
         ];
         for (i, (got, want)) in cases.iter().enumerate() {
             assert_eq!(got, want, "case {i}");

@@ -49,9 +49,10 @@ impl QueueMode {
         let in_flight: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
         let workers = Arc::new(Semaphore::new(opts.workers.max(1) as usize));
         let background = tokio::spawn(self.clone().refresh_loop());
-        let receivers = futures::future::join_all(
-            (0..RECEIVERS).map(|_| self.clone().receive_loop(in_flight.clone(), workers.clone())),
-        );
+        let receivers = futures::future::join_all((0..RECEIVERS).map(|_| {
+            self.clone()
+                .receive_loop(in_flight.clone(), workers.clone())
+        }));
         tokio::select! {
             _ = shutdown => {}
             _ = receivers => {}
@@ -98,7 +99,8 @@ impl QueueMode {
                 Err(e) => {
                     failures += 1;
                     self.handler.metrics.error(crate::event::SQS_MONITOR);
-                    let delay = Duration::from_millis(500 * 2u64.pow(failures.min(6))).min(Duration::from_secs(30));
+                    let delay = Duration::from_millis(500 * 2u64.pow(failures.min(6)))
+                        .min(Duration::from_secs(30));
                     tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "receiving from SQS failed");
                     tokio::time::sleep(delay).await;
                     continue;
@@ -175,7 +177,9 @@ impl QueueMode {
         let mut delete = true;
         for candidate in candidates {
             let info = infos.get(&candidate.instance_id).cloned().flatten();
-            let node = info.as_ref().and_then(|i| self.nodes.find(i, opts.use_provider_id));
+            let node = info
+                .as_ref()
+                .and_then(|i| self.nodes.find(i, opts.use_provider_id));
             match decide(candidate, info.as_ref(), node.as_ref(), &settings) {
                 Verdict::Drop(why) => {
                     tracing::info!(why = %why, "dropping the message");
@@ -208,13 +212,23 @@ impl QueueMode {
     }
 
     /// Drains for one event, with heartbeats and lifecycle completion; true when done.
-    async fn handle(&self, mut event: crate::event::InterruptionEvent, seen: tokio::time::Instant) -> bool {
+    async fn handle(
+        &self,
+        mut event: crate::event::InterruptionEvent,
+        seen: tokio::time::Instant,
+    ) -> bool {
         let opts = &self.handler.opts;
         let metrics = &self.handler.metrics;
         let annotations = self.nodes.annotations(&event.node_name);
         self.handler
             .recorder
-            .node_event(&event.node_name, false, event.reason(opts.log_format_version), event.description.clone(), &annotations)
+            .node_event(
+                &event.node_name,
+                false,
+                event.reason(opts.log_format_version),
+                event.description.clone(),
+                &annotations,
+            )
             .await;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
         let heartbeats = match (&event.lifecycle, opts.heartbeat_interval) {
@@ -246,20 +260,37 @@ impl QueueMode {
         if done {
             if let Some(action) = &event.lifecycle {
                 if opts.complete_lifecycle_action_delay_seconds > 0 {
-                    tokio::time::sleep(Duration::from_secs(opts.complete_lifecycle_action_delay_seconds as u64)).await;
+                    tokio::time::sleep(Duration::from_secs(
+                        opts.complete_lifecycle_action_delay_seconds as u64,
+                    ))
+                    .await;
                 }
                 match self.lifecycle.complete(action).await {
                     Ok(()) => {
                         tracing::info!(instance = %action.instance_id, hook = %action.hook, "completed the ASG lifecycle hook");
-                        self.handler.recorder
-                            .node_event(&event.node_name, false, crate::events::POST_DRAIN, "Post-drain task successfully executed".into(), &annotations)
+                        self.handler
+                            .recorder
+                            .node_event(
+                                &event.node_name,
+                                false,
+                                crate::events::POST_DRAIN,
+                                "Post-drain task successfully executed".into(),
+                                &annotations,
+                            )
                             .await;
                         metrics.action("post-drain", true);
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "completing the lifecycle action failed");
-                        self.handler.recorder
-                            .node_event(&event.node_name, true, crate::events::POST_DRAIN_ERROR, format!("There was a problem executing the post-drain task: {e}"), &annotations)
+                        self.handler
+                            .recorder
+                            .node_event(
+                                &event.node_name,
+                                true,
+                                crate::events::POST_DRAIN_ERROR,
+                                format!("There was a problem executing the post-drain task: {e}"),
+                                &annotations,
+                            )
                             .await;
                         metrics.action("post-drain", false);
                         completed = false;

@@ -52,7 +52,13 @@ impl NodeIndex {
     pub fn instance_ids(&self) -> Vec<String> {
         self.all()
             .iter()
-            .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref().and_then(instance_id))
+            .filter_map(|n| {
+                n.spec
+                    .as_ref()?
+                    .provider_id
+                    .as_deref()
+                    .and_then(instance_id)
+            })
             .map(str::to_owned)
             .collect()
     }
@@ -105,8 +111,14 @@ impl NodeIndex {
         let labels = node.metadata.labels.clone().unwrap_or_default();
         let mut a = BTreeMap::new();
         let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
-        a.insert("availability-zone".into(), label("topology.kubernetes.io/zone"));
-        a.insert("instance-type".into(), label("node.kubernetes.io/instance-type"));
+        a.insert(
+            "availability-zone".into(),
+            label("topology.kubernetes.io/zone"),
+        );
+        a.insert(
+            "instance-type".into(),
+            label("node.kubernetes.io/instance-type"),
+        );
         a.insert("region".into(), label("topology.kubernetes.io/region"));
         a.insert("local-hostname".into(), name.to_owned());
         let provider = node

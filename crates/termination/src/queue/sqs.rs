@@ -104,10 +104,15 @@ async fn delete_batcher(
             .await;
         match result {
             Ok(out) if !out.failed().is_empty() => {
-                tracing::warn!(failed = out.failed().len(), "some SQS messages were not deleted; they will be handled again")
+                tracing::warn!(
+                    failed = out.failed().len(),
+                    "some SQS messages were not deleted; they will be handled again"
+                )
             }
             Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, count = handles.len(), "deleting SQS messages failed; they will be handled again"),
+            Err(e) => {
+                tracing::warn!(error = %e, count = handles.len(), "deleting SQS messages failed; they will be handled again")
+            }
         }
     }
 }

@@ -32,7 +32,9 @@ pub fn ensure_installed() -> Result<PathBuf> {
     let out = binary(&paths);
     let stamp = bin_dir.join(".stamp-aemm");
     let stamp_value = format!("{MODULE}@{VERSION}\n");
-    let current = || out.is_file() && fs::read_to_string(&stamp).ok().as_deref() == Some(stamp_value.as_str());
+    let current = || {
+        out.is_file() && fs::read_to_string(&stamp).ok().as_deref() == Some(stamp_value.as_str())
+    };
     if current() {
         return Ok(out);
     }
@@ -58,7 +60,11 @@ pub fn ensure_installed() -> Result<PathBuf> {
         .env("CGO_ENABLED", "0")
         .args(["install", "-trimpath", "-ldflags", "-s -w"])
         .arg(format!("{MODULE}/cmd/ec2-metadata-mock@{VERSION}"));
-    let result = run_logged(cmd, &paths.install_log, &format!("go install {MODULE}@{VERSION}"));
+    let result = run_logged(
+        cmd,
+        &paths.install_log,
+        &format!("go install {MODULE}@{VERSION}"),
+    );
     if result.is_ok() {
         fs::rename(gobin.join("ec2-metadata-mock"), &out)
             .with_context(|| format!("moving ec2-metadata-mock to {}", out.display()))?;
@@ -104,7 +110,9 @@ impl Aemm {
                         url: format!("http://127.0.0.1:{port}"),
                     })
                 }
-                Err(e) if attempt < 3 => eprintln!("stratus-testenv: AEMM start failed, retrying: {e:#}"),
+                Err(e) if attempt < 3 => {
+                    eprintln!("stratus-testenv: AEMM start failed, retrying: {e:#}")
+                }
                 Err(e) => return Err(e),
             }
         }
