@@ -370,10 +370,15 @@ impl NthProcess {
 
     /// Resident set size in KiB (from /proc).
     pub fn rss_kib(&self) -> Option<u64> {
+        self.status_kib("VmRSS:")
+    }
+
+    /// A KiB field of /proc/PID/status (`VmRSS:`, `RssAnon:`, `RssFile:`...).
+    pub fn status_kib(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
         status
             .lines()
-            .find(|l| l.starts_with("VmRSS:"))?
+            .find(|l| l.starts_with(field))?
             .split_whitespace()
             .nth(1)?
             .parse()

@@ -48,12 +48,19 @@ impl ImdsMode {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
         tracing::info!(node = %node, interval = ?opts.imds_poll_interval, "monitoring instance metadata");
+        let mut polls: u32 = 0;
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = ticker.tick() => {}
             }
             let poll = self.poll().await;
+            polls += 1;
+            if polls == 3 {
+                // Start-up is over: hand back the code pages only it used.
+                let bytes = crate::footprint::page_out_executable();
+                tracing::debug!(bytes, "paged out start-up code");
+            }
             for (monitor, error) in &poll.errors {
                 self.handler.metrics.error(monitor);
                 if last_errors.get(monitor) != Some(error) {

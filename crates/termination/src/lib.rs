@@ -14,6 +14,7 @@ pub mod drain;
 pub mod drain_plan;
 pub mod event;
 pub mod events;
+pub mod footprint;
 pub mod handler;
 pub mod imds;
 pub mod imds_events;

@@ -151,8 +151,11 @@ async fn idle_rss(cluster: &NthCluster, seconds: u64) -> anyhow::Result<serde_js
         }
     }
     let last = *samples.last().context("no RSS sample")?;
+    let mib = |field: &str| nth.status_kib(field).map_or(f64::NAN, |k| k as f64 / 1024.0);
     Ok(serde_json::json!({
         "idle_seconds": seconds,
+        "rss_anon_mib": mib("RssAnon:"),
+        "rss_file_mib": mib("RssFile:"),
         "rss_mib": last as f64 / 1024.0,
         "peak_rss_mib": samples.iter().max().copied().unwrap_or(0) as f64 / 1024.0,
         "target_mib": 8.0,
