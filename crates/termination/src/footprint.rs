@@ -39,7 +39,9 @@ pub fn page_out_executable() -> usize {
         for (start, end) in executable_mappings(&maps, &exe.to_string_lossy()) {
             // SAFETY: the range is a whole mapping of this process taken from /proc/self/maps;
             // MADV_PAGEOUT only drops clean pages, which are faulted back from the file.
-            let rc = unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_PAGEOUT) };
+            let rc = unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_PAGEOUT)
+            };
             if rc == 0 {
                 advised += end - start;
             }
@@ -67,7 +69,10 @@ mod tests {
 ";
         assert_eq!(
             executable_mappings(maps, "/usr/bin/nth"),
-            [(0x55d0c0000000, 0x55d0c0100000), (0x55d0c0100000, 0x55d0c0900000)]
+            [
+                (0x55d0c0000000, 0x55d0c0100000),
+                (0x55d0c0100000, 0x55d0c0900000)
+            ]
         );
     }
 }

@@ -151,7 +151,10 @@ async fn idle_rss(cluster: &NthCluster, seconds: u64) -> anyhow::Result<serde_js
         }
     }
     let last = *samples.last().context("no RSS sample")?;
-    let mib = |field: &str| nth.status_kib(field).map_or(f64::NAN, |k| k as f64 / 1024.0);
+    let mib = |field: &str| {
+        nth.status_kib(field)
+            .map_or(f64::NAN, |k| k as f64 / 1024.0)
+    };
     Ok(serde_json::json!({
         "idle_seconds": seconds,
         "rss_anon_mib": mib("RssAnon:"),
