@@ -9,6 +9,7 @@ pub mod ec2_fixture;
 pub mod https;
 pub mod kube_fixture;
 pub mod lb_fixture;
+pub mod nth_fixture;
 pub mod route_fixture;
 pub mod service_fixture;
 pub mod svg_chart;

@@ -22,6 +22,7 @@ pub mod cluster;
 pub mod env;
 pub mod faults;
 pub mod install;
+pub mod lifecycle;
 pub mod openstack_env;
 mod process;
 pub mod proxy;

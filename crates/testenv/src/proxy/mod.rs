@@ -111,12 +111,14 @@ pub trait Protocol: Send + Sync + 'static {
         kind: &FaultKind,
     ) -> Option<(StatusCode, &'static str, String)>;
 
-    /// A control request under `/__stratus/` this protocol serves itself, if it is one.
+    /// A control request under `/__stratus/` this protocol serves itself, if it is one (it may
+    /// send requests of its own to `upstream`).
     async fn control(
         &self,
         _method: &Method,
         _path: &str,
         _body: &Bytes,
+        _upstream: &Upstream,
     ) -> Option<Response<ProxyBody>> {
         None
     }
@@ -380,7 +382,11 @@ impl Proxy {
                         return error_response(StatusCode::BAD_REQUEST, &format!("body: {e}"))
                     }
                 };
-                if let Some(answer) = self.protocol.control(&method, &path, &body).await {
+                if let Some(answer) = self
+                    .protocol
+                    .control(&method, &path, &body, &self.upstream)
+                    .await
+                {
                     return answer;
                 }
                 return error_response(StatusCode::NOT_FOUND, &format!("{method} {path}"));
