@@ -53,6 +53,7 @@ use crate::faults::{latency, pick, Timeline};
 pub use crate::faults::{Fault, FaultKind, Second};
 
 pub mod aws;
+pub mod aws_topology;
 mod thread;
 
 pub use aws::{aws, AwsProtocol, EcrToken, ECR_PUBLIC_PASSWORD, ECR_TOKEN_PATH};
