@@ -19,8 +19,10 @@ OUTAGE_SECONDS ?= 60
 # More stratus-bench-lb flags, e.g. LB_FLAGS="--ccm-log /tmp/ccm.log --node-churn-quiet-period 2s"
 LB_FLAGS ?=
 ECR_RUNS ?= 200
+NTH_NOTICES ?= 50
+NTH_NODES ?= 1000
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-faults bench-ecr env-up env-down clean-env
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-faults bench-ecr bench-nth env-up env-down clean-env
 
 all: test
 
@@ -67,7 +69,7 @@ bench-faults: install
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --outage-seconds $(OUTAGE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
 ## bench: every benchmark (nodes, load balancers, faults, ECR credential provider); JSON and SVG in bench/results/
-bench: bench-nodes bench-lb bench-faults bench-ecr
+bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth
 
 ## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
 # (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)
@@ -76,9 +78,17 @@ bench-ecr:
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-ecr --runs $(ECR_RUNS) | tee bench/results/bench-ecr.json
 
-## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env)
+## bench-nth: node-termination-handler: IMDS notice-to-cordon latency over NTH_NOTICES notices (real AEMM), queue mode with NTH_NODES messages and nodes, idle RSS (JSON, release build)
+bench-nth: install
+	$(CARGO) build -q --release -p node-termination-handler -p stratus-scenarios --bin node-termination-handler --bin stratus-bench-nth
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-nth --notices $(NTH_NOTICES) --nodes $(NTH_NODES) | tee bench/results/bench-nth.json
+
+## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env);
+## CLOUD=openstack starts Keystone and the OpenStack simulators instead of moto
+CLOUD ?= aws
 env-up: install
-	$(CARGO) run -q -p stratus-testenv --bin testenv -- up --dir .stratus/env
+	$(CARGO) run -q -p stratus-testenv --bin testenv -- up --dir .stratus/env --cloud $(CLOUD)
 
 env-down:
 	$(CARGO) run -q -p stratus-testenv --bin testenv -- down --dir .stratus/env

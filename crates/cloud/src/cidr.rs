@@ -127,6 +127,21 @@ impl Cidr {
             && mask(other.bits(), self.prefix, self.max_prefix_len()) == self.bits()
     }
 
+    /// Whether `ip` is an address of this network.
+    pub fn contains_ip(&self, ip: IpAddr) -> bool {
+        let host = match ip {
+            IpAddr::V4(a) => Cidr {
+                network: IpAddr::V4(a),
+                prefix: 32,
+            },
+            IpAddr::V6(a) => Cidr {
+                network: IpAddr::V6(a),
+                prefix: 128,
+            },
+        };
+        self.contains(&host)
+    }
+
     /// Whether the two networks share an address.
     pub fn overlaps(&self, other: &Cidr) -> bool {
         self.contains(other) || other.contains(self)

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use anyhow::Context;
-use stratus_testenv::{Identity, TestEnv};
+use stratus_testenv::{Identity, KubeCluster, TestEnv};
 
 /// Writes a cloud config for `cluster_id` and returns its path.
 pub fn write_cloud_config(dir: &Path, cluster_id: &str) -> anyhow::Result<PathBuf> {
@@ -48,8 +48,20 @@ impl CcmProcess {
     /// HTTPS is served only when `args` name a `--secure-port`: the upstream default port would
     /// clash between CCMs running side by side.
     pub fn start(bin: &Path, env: &TestEnv, args: &[String]) -> anyhow::Result<CcmProcess> {
-        let n = std::fs::read_dir(env.dir())?.count();
-        let log = env.dir().join(format!("ccm-{n}.log"));
+        CcmProcess::start_on(bin, env.cluster(), env.aws().env_vars(), args)
+    }
+
+    /// Starts `bin` against `cluster` as the cloud-controller-manager identity, with `vars`
+    /// (the cloud's endpoint and credentials) in its environment; its log goes to the
+    /// cluster's directory.
+    pub fn start_on(
+        bin: &Path,
+        cluster: &KubeCluster,
+        vars: Vec<(String, String)>,
+        args: &[String],
+    ) -> anyhow::Result<CcmProcess> {
+        let n = std::fs::read_dir(cluster.dir())?.count();
+        let log = cluster.dir().join(format!("ccm-{n}.log"));
         let out = std::fs::File::create(&log)?;
         let mut cmd = Command::new(bin);
         if !args.iter().any(|a| a.starts_with("--secure-port")) {
@@ -58,9 +70,11 @@ impl CcmProcess {
         cmd.args(args)
             .arg(format!(
                 "--kubeconfig={}",
-                env.kubeconfig(Identity::CloudControllerManager).display()
+                cluster
+                    .kubeconfig(Identity::CloudControllerManager)
+                    .display()
             ))
-            .envs(env.env_vars(Identity::CloudControllerManager))
+            .envs(vars)
             .env_remove("KUBECONFIG")
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)

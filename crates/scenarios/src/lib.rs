@@ -10,6 +10,7 @@ pub mod https;
 pub mod kube_fixture;
 pub mod kubelet;
 pub mod lb_fixture;
+pub mod nth_fixture;
 pub mod route_fixture;
 pub mod service_fixture;
 pub mod svg_chart;

@@ -1,5 +1,6 @@
-//! The `testenv` command line: `install`, `up --dir DIR`, `down --dir DIR` and the hidden
-//! `proxy` subcommand that `up` uses to run the counting proxy as its own process.
+//! The `testenv` command line: `install`, `up --dir DIR [--cloud aws|openstack]`, `down --dir
+//! DIR` and the hidden `proxy` and `openstack-sim` subcommands that `up` uses to run the
+//! counting proxy and the OpenStack simulators as their own processes.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -35,19 +36,36 @@ enum Command {
     Up {
         #[arg(long)]
         dir: PathBuf,
+        /// The cloud beside the cluster: `aws` (moto) or `openstack` (Keystone + simulators).
+        #[arg(long, default_value = "aws", value_parser = ["aws", "openstack"])]
+        cloud: String,
     },
     /// Stop the environment that `up` started in DIR (idempotent).
     Down {
         #[arg(long)]
         dir: PathBuf,
     },
-    /// Run the counting AWS proxy in the foreground (used by `up`).
+    /// Run the counting proxy in the foreground (used by `up`).
     #[command(hide = true)]
     Proxy {
         #[arg(long)]
         listen: SocketAddr,
         #[arg(long)]
         upstream: String,
+        /// `aws` or `openstack`.
+        #[arg(long, default_value = "aws", value_parser = ["aws", "openstack"])]
+        protocol: String,
+        /// Keystone (OpenStack protocol): where `/identity` goes.
+        #[arg(long)]
+        keystone_upstream: Option<String>,
+    },
+    /// Run the OpenStack simulators in the foreground (used by `up --cloud openstack`).
+    #[command(hide = true)]
+    OpenstackSim {
+        #[arg(long)]
+        listen: SocketAddr,
+        #[arg(long)]
+        settings: PathBuf,
     },
 }
 
@@ -56,10 +74,23 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Install => install(),
-        Command::Up { dir } => runtime().and_then(|rt| rt.block_on(up(&dir))),
+        Command::Up { dir, cloud } if cloud == "openstack" => runtime().and_then(|rt| {
+            rt.block_on(async {
+                refuse_running(&dir)?;
+                crate::cli_openstack::up(&dir, shell_quote).await
+            })
+        }),
+        Command::Up { dir, .. } => runtime().and_then(|rt| rt.block_on(up(&dir))),
         Command::Down { dir } => down(&dir),
-        Command::Proxy { listen, upstream } => {
-            runtime().and_then(|rt| rt.block_on(run_proxy(listen, upstream)))
+        Command::Proxy {
+            listen,
+            upstream,
+            protocol,
+            keystone_upstream,
+        } => runtime()
+            .and_then(|rt| rt.block_on(run_proxy(listen, upstream, &protocol, keystone_upstream))),
+        Command::OpenstackSim { listen, settings } => {
+            runtime().and_then(|rt| rt.block_on(crate::cli_openstack::run_sim(listen, &settings)))
         }
     };
     match result {
@@ -86,7 +117,8 @@ fn install() -> Result<()> {
     Ok(())
 }
 
-async fn up(dir: &Path) -> Result<()> {
+/// Fails if an environment started by `up` still runs in `dir`.
+fn refuse_running(dir: &Path) -> Result<()> {
     let pids_file = dir.join("pids");
     if read_pids(&pids_file)?.iter().any(|&(_, pid)| alive(pid)) {
         bail!(
@@ -96,6 +128,11 @@ async fn up(dir: &Path) -> Result<()> {
             dir.display()
         );
     }
+    Ok(())
+}
+
+async fn up(dir: &Path) -> Result<()> {
+    refuse_running(dir)?;
     let started = Instant::now();
     let proxy_exe = std::env::current_exe().context("locating the testenv binary")?;
     let env = TestEnv::launch(dir, Launch::Detached { proxy_exe }).await?;
@@ -202,7 +239,12 @@ fn read_pids(path: &Path) -> Result<Vec<(String, u32)>> {
         .collect()
 }
 
-async fn run_proxy(listen: SocketAddr, upstream: String) -> Result<()> {
+async fn run_proxy(
+    listen: SocketAddr,
+    upstream: String,
+    protocol: &str,
+    keystone_upstream: Option<String>,
+) -> Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -214,11 +256,16 @@ async fn run_proxy(listen: SocketAddr, upstream: String) -> Result<()> {
         .await
         .with_context(|| format!("binding {listen}"))?;
     eprintln!("testenv proxy: listening on {listen}, forwarding to {upstream}");
+    let protocol = match (protocol, keystone_upstream) {
+        ("openstack", Some(keystone)) => crate::proxy::openstack(&keystone)?,
+        ("openstack", None) => bail!("--protocol openstack needs --keystone-upstream"),
+        _ => crate::proxy::aws(),
+    };
     crate::proxy::serve(
         listener,
         upstream,
         Arc::new(crate::proxy::Counters::new()),
-        crate::proxy::aws(),
+        protocol,
     )
     .await
 }

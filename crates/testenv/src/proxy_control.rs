@@ -72,6 +72,29 @@ impl ProxyControl<'_> {
         self.post(proxy::ECR_TOKEN_PATH, Some(body)).await
     }
 
+    /// The ASG lifecycle calls the proxy answered (see [`crate::lifecycle`]).
+    pub async fn lifecycle_calls(&self) -> Result<Vec<crate::lifecycle::LifecycleCall>> {
+        self.get(crate::lifecycle::ACTIONS_PATH).await
+    }
+
+    /// Emits an ASG lifecycle hook notification through moto's EventBridge; returns the token.
+    pub async fn lifecycle_notify(&self, notify: &crate::lifecycle::Notify) -> Result<String> {
+        let url = format!("{}{}", self.endpoint, crate::lifecycle::NOTIFY_PATH);
+        let (status, body) = HttpClient::new()
+            .send_body(http::Method::POST, &url, serde_json::to_vec(notify)?)
+            .await?;
+        anyhow::ensure!(
+            status.is_success(),
+            "POST {url}: {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        let answer: serde_json::Value = serde_json::from_slice(&body)?;
+        answer["token"]
+            .as_str()
+            .map(str::to_owned)
+            .context("no token in the answer")
+    }
+
     async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T> {
         let url = format!("{}{path}", self.endpoint);
         let (status, body) = HttpClient::new().get(&url).await?;

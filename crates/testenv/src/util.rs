@@ -84,6 +84,35 @@ impl HttpClient {
             .with_context(|| format!("{url}: no answer within 5s"))?
     }
 
+    /// Sends a request with `headers` (a JSON content type when there is a body) and returns
+    /// the status, the headers and the whole body.
+    pub(crate) async fn exchange(
+        &self,
+        method: http::Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Result<(http::StatusCode, http::HeaderMap, Bytes)> {
+        let mut request = http::Request::builder().method(method).uri(url);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if body.is_some() {
+            request = request.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        let request = request.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+        let exchange = async {
+            let response = self.client.request(request).await?;
+            let status = response.status();
+            let headers = response.headers().clone();
+            let body = response.into_body().collect().await?.to_bytes();
+            anyhow::Ok((status, headers, body))
+        };
+        tokio::time::timeout(Duration::from_secs(30), exchange)
+            .await
+            .with_context(|| format!("{url}: no answer within 30s"))?
+    }
+
     pub(crate) async fn get(&self, url: &str) -> Result<(http::StatusCode, Bytes)> {
         self.send(http::Method::GET, url).await
     }

@@ -43,10 +43,12 @@ const ECR_PUBLIC_TOKEN: &str = "QVdTOmVjci1wdWJsaWMtYXV0aC10b2tlbg==";
 /// 2015-01-01T00:00:00Z, moto's fixed ECR token expiry.
 const MOTO_ECR_EXPIRY: f64 = 1_420_070_400.0;
 
-/// The AWS protocol, with the ECR token lifetime it answers with.
+/// The AWS protocol, with the ECR token lifetime it answers with and the ASG lifecycle actions
+/// it answers for moto (see [`crate::lifecycle`]).
 #[derive(Debug, Default)]
 pub struct AwsProtocol {
     ecr_token_lifetime: Mutex<Option<u64>>,
+    lifecycle: crate::lifecycle::LifecycleState,
 }
 
 /// The AWS protocol, ready for [`super::serve`].
@@ -108,7 +110,11 @@ impl Protocol for AwsProtocol {
     }
 
     fn control_paths(&self) -> &'static [&'static str] {
-        &[ECR_TOKEN_PATH]
+        &[
+            ECR_TOKEN_PATH,
+            crate::lifecycle::ACTIONS_PATH,
+            crate::lifecycle::NOTIFY_PATH,
+        ]
     }
 
     async fn control(
@@ -116,9 +122,21 @@ impl Protocol for AwsProtocol {
         method: &Method,
         path: &str,
         body: &Bytes,
+        upstream: &Upstream,
     ) -> Option<Response<ProxyBody>> {
-        if (method, path) != (&Method::POST, ECR_TOKEN_PATH) {
-            return None;
+        match (method, path) {
+            (&Method::GET, crate::lifecycle::ACTIONS_PATH) => {
+                let calls = self.lifecycle.calls();
+                return Some(json_response(
+                    StatusCode::OK,
+                    serde_json::to_vec(&calls).unwrap_or_default(),
+                ));
+            }
+            (&Method::POST, crate::lifecycle::NOTIFY_PATH) => {
+                return Some(lifecycle_notify(body, upstream).await);
+            }
+            (&Method::POST, ECR_TOKEN_PATH) => {}
+            _ => return None,
         }
         Some(match serde_json::from_slice::<EcrToken>(body) {
             Ok(token) => {
@@ -145,6 +163,16 @@ impl Protocol for AwsProtocol {
         if info.service == "ec2" && info.action == "DescribeInstanceTopology" {
             return super::aws_topology::answer(&parts, &body, upstream).await;
         }
+        if crate::lifecycle::INTERCEPTED.contains(&info.key().as_str()) {
+            let form = std::str::from_utf8(&body).unwrap_or_default();
+            let (status, xml) = self.lifecycle.answer(&info.action, form);
+            let mut response = Response::new(full(xml.into_bytes()));
+            *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
+            return response;
+        }
         let response = upstream.forward(parts, body).await;
         match self.ecr_token_expiry() {
             Some(expires_at) if info.key() == "ecr:GetAuthorizationToken" => {
@@ -153,6 +181,40 @@ impl Protocol for AwsProtocol {
             _ => response,
         }
     }
+}
+
+/// Puts an ASG lifecycle hook notification to moto's EventBridge (see [`crate::lifecycle`]);
+/// answers the action's token.
+async fn lifecycle_notify(body: &Bytes, upstream: &Upstream) -> Response<ProxyBody> {
+    let notify = match serde_json::from_slice::<crate::lifecycle::Notify>(body) {
+        Ok(n) => n,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, &format!("notify: {e}")),
+    };
+    let (events, token) = crate::lifecycle::put_events_body(&notify);
+    let (mut parts, ()) = http::Request::post("/")
+        .body(())
+        .expect("static request")
+        .into_parts();
+    for (k, v) in [
+        ("x-amz-target", "AWSEvents.PutEvents"),
+        ("content-type", "application/x-amz-json-1.1"),
+        ("authorization", "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/events/aws4_request, SignedHeaders=host, Signature=0"),
+    ] {
+        parts.headers.insert(k, HeaderValue::from_static(v));
+    }
+    let response = upstream.forward(parts, Bytes::from(events)).await;
+    if !response.status().is_success() {
+        return error_response(
+            StatusCode::BAD_GATEWAY,
+            &format!("PutEvents: {}", response.status()),
+        );
+    }
+    json_response(
+        StatusCode::OK,
+        serde_json::json!({ "token": token })
+            .to_string()
+            .into_bytes(),
+    )
 }
 
 /// `Credential=AKID/date/region/SERVICE/aws4_request` → `SERVICE`.

@@ -1,7 +1,8 @@
 //! A counting and fault-injecting HTTP/1 reverse proxy in front of a cloud emulator. The core
 //! knows no cloud: a [`Protocol`] names each request `service:Action`, speaks the cloud's error
 //! format for injected faults, and may answer or rewrite what the emulator lacks
-//! ([`aws::AwsProtocol`] for moto).
+//! ([`aws::AwsProtocol`] for moto, [`openstack::OpenStackProtocol`] for Keystone and the
+//! OpenStack simulators).
 //!
 //! Control endpoints served by the proxy itself:
 //! - `GET /__stratus/counts`: the counters as a JSON object, e.g. `{"ec2:DescribeInstances": 3}`
@@ -54,9 +55,11 @@ pub use crate::faults::{Fault, FaultKind, Second};
 
 pub mod aws;
 pub mod aws_topology;
+pub mod openstack;
 mod thread;
 
 pub use aws::{aws, AwsProtocol, EcrToken, ECR_PUBLIC_PASSWORD, ECR_TOKEN_PATH};
+pub use openstack::{openstack, OpenStackProtocol};
 pub use thread::ProxyThread;
 
 /// What the proxy understood about a request.
@@ -90,6 +93,17 @@ pub trait Protocol: Send + Sync + 'static {
     /// Names a request: service and action (`unknown` for parts that cannot be told).
     fn classify(&self, headers: &HeaderMap, uri: &Uri, body: &[u8]) -> RequestInfo;
 
+    /// Names a request knowing its method too (REST protocols); by default [`Protocol::classify`].
+    fn classify_request(
+        &self,
+        _method: &Method,
+        headers: &HeaderMap,
+        uri: &Uri,
+        body: &[u8],
+    ) -> RequestInfo {
+        self.classify(headers, uri, body)
+    }
+
     /// The answer to an injected throttle or server error, in the cloud's own error format:
     /// status, content type and body. `None` for faults that are not answers (latency, drop).
     fn error_answer(
@@ -98,12 +112,14 @@ pub trait Protocol: Send + Sync + 'static {
         kind: &FaultKind,
     ) -> Option<(StatusCode, &'static str, String)>;
 
-    /// A control request under `/__stratus/` this protocol serves itself, if it is one.
+    /// A control request under `/__stratus/` this protocol serves itself, if it is one (it may
+    /// send requests of its own to `upstream`).
     async fn control(
         &self,
         _method: &Method,
         _path: &str,
         _body: &Bytes,
+        _upstream: &Upstream,
     ) -> Option<Response<ProxyBody>> {
         None
     }
@@ -118,6 +134,20 @@ pub trait Protocol: Send + Sync + 'static {
         upstream: &Upstream,
     ) -> Response<ProxyBody> {
         upstream.forward(parts, body).await
+    }
+
+    /// Extra headers of an injected error answer (e.g. `Retry-After`).
+    fn error_headers(
+        &self,
+        _info: &RequestInfo,
+        _kind: &FaultKind,
+    ) -> Vec<(header::HeaderName, HeaderValue)> {
+        Vec::new()
+    }
+
+    /// The upstream a request goes to (a protocol with several emulators routes here).
+    fn upstream<'a>(&'a self, _info: &RequestInfo, default: &'a Upstream) -> &'a Upstream {
+        default
     }
 
     /// Paths of the control requests [`Protocol::control`] serves.
@@ -254,18 +284,8 @@ pub async fn serve(
     counters: Arc<Counters>,
     protocol: Arc<dyn Protocol>,
 ) -> Result<()> {
-    let uri: Uri = upstream
-        .parse()
-        .with_context(|| format!("invalid upstream URL {upstream:?}"))?;
-    anyhow::ensure!(
-        uri.scheme().is_some() && uri.authority().is_some(),
-        "upstream URL {uri} needs a scheme and host"
-    );
     let proxy = Arc::new(Proxy {
-        upstream: Upstream {
-            uri,
-            client: Client::builder(TokioExecutor::new()).build_http(),
-        },
+        upstream: Upstream::new(&upstream)?,
         counters,
         protocol,
     });
@@ -363,7 +383,11 @@ impl Proxy {
                         return error_response(StatusCode::BAD_REQUEST, &format!("body: {e}"))
                     }
                 };
-                if let Some(answer) = self.protocol.control(&method, &path, &body).await {
+                if let Some(answer) = self
+                    .protocol
+                    .control(&method, &path, &body, &self.upstream)
+                    .await
+                {
                     return answer;
                 }
                 return error_response(StatusCode::NOT_FOUND, &format!("{method} {path}"));
@@ -381,30 +405,29 @@ impl Proxy {
                 )
             }
         };
-        let info = self.protocol.classify(&parts.headers, &parts.uri, &body);
+        let info = self
+            .protocol
+            .classify_request(&parts.method, &parts.headers, &parts.uri, &body);
         self.counters.record(&info.key());
 
         // Registered before deciding, so a release right after the decision is not missed.
         let released = self.counters.release.notified();
+        let upstream = self.protocol.upstream(&info, &self.upstream);
         match self.decide(&info) {
-            Decision::Forward => {
-                self.protocol
-                    .exchange(&info, parts, body, &self.upstream)
-                    .await
-            }
+            Decision::Forward => self.protocol.exchange(&info, parts, body, upstream).await,
             Decision::HoldRequest => {
                 released.await;
-                self.upstream.forward(parts, body).await
+                upstream.forward(parts, body).await
             }
             Decision::HoldResponse => {
-                let response = self.upstream.forward(parts, body).await;
+                let response = upstream.forward(parts, body).await;
                 released.await;
                 response
             }
             Decision::Inject(kind) => {
                 if let Some(delay) = latency(&kind) {
                     tokio::time::sleep(delay).await;
-                    return self.upstream.forward(parts, body).await;
+                    return upstream.forward(parts, body).await;
                 }
                 match self.protocol.error_answer(&info, &kind) {
                     Some((status, content_type, text)) => {
@@ -413,6 +436,9 @@ impl Proxy {
                         response
                             .headers_mut()
                             .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+                        for (name, value) in self.protocol.error_headers(&info, &kind) {
+                            response.headers_mut().insert(name, value);
+                        }
                         response
                     }
                     // Drop: the caller turns this marker into a closed connection.
@@ -436,6 +462,21 @@ impl Proxy {
 }
 
 impl Upstream {
+    /// An upstream at `url` (`http://127.0.0.1:PORT`).
+    pub fn new(url: &str) -> Result<Upstream> {
+        let uri: Uri = url
+            .parse()
+            .with_context(|| format!("invalid upstream URL {url:?}"))?;
+        anyhow::ensure!(
+            uri.scheme().is_some() && uri.authority().is_some(),
+            "upstream URL {uri} needs a scheme and host"
+        );
+        Ok(Upstream {
+            uri,
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        })
+    }
+
     /// Sends the request on to the emulator, unchanged but for hop-by-hop headers.
     pub async fn forward(&self, parts: http::request::Parts, body: Bytes) -> Response<ProxyBody> {
         let mut uri = self.uri.clone().into_parts();

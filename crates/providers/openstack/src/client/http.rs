@@ -1,0 +1,250 @@
+//! The HTTP seam towards OpenStack: one pooled HTTPS client (native roots plus `ca-file`, an
+//! optional client certificate, or `tls-insecure`), with the `request-timeout` of `[Metadata]`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+use crate::config::TlsOptions;
+
+/// Largest response body read (a page of 1000 servers is a few MB).
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// Why the HTTP client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A certificate or key file is unreadable or not PEM.
+    #[error("{path}: {message}")]
+    File {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// rustls refused the settings.
+    #[error("TLS settings: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// An answer: status, headers and the whole body.
+#[derive(Debug)]
+pub struct HttpResponse {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+}
+
+/// A request that got no answer (connection, TLS, timeout): the answer is unknown.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct TransportError(pub String);
+
+/// The pooled client.
+#[derive(Clone)]
+pub struct HttpClient {
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl HttpClient {
+    /// A client with `tls` settings and a per-request `timeout`.
+    pub fn new(tls: &TlsOptions, timeout: Duration) -> Result<HttpClient, TlsError> {
+        let config = tls_config(tls)?;
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(config)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Ok(HttpClient {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            timeout,
+        })
+    }
+
+    /// Sends one request; `Err` only when no answer came.
+    pub async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(HeaderName, HeaderValue)],
+        body: Option<Vec<u8>>,
+    ) -> Result<HttpResponse, TransportError> {
+        let mut request = http::Request::builder().method(method).uri(url);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        if body.is_some() {
+            request = request.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        request = request.header(http::header::ACCEPT, "application/json");
+        request = request.header(
+            http::header::USER_AGENT,
+            concat!("stratus/", env!("CARGO_PKG_VERSION")),
+        );
+        let request = request
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| TransportError(format!("bad request to {url}: {e}")))?;
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| TransportError(describe(&e)))?;
+            let (parts, body) = response.into_parts();
+            let body = http_body_util::Limited::new(body, MAX_BODY)
+                .collect()
+                .await
+                .map_err(|e| TransportError(format!("reading the answer: {e}")))?
+                .to_bytes();
+            Ok(HttpResponse {
+                status: parts.status,
+                headers: parts.headers,
+                body,
+            })
+        };
+        match tokio::time::timeout(self.timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(TransportError(format!(
+                "no answer within {:?} (request-timeout)",
+                self.timeout
+            ))),
+        }
+    }
+}
+
+/// An error and its causes on one line.
+fn describe(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn read_pem_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let shown = path.display().to_string();
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| TlsError::File {
+            path: shown.clone(),
+            message: e.to_string(),
+        })?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::File {
+            path: shown.clone(),
+            message: e.to_string(),
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::File {
+            path: shown,
+            message: "holds no PEM certificate".into(),
+        });
+    }
+    Ok(certs)
+}
+
+fn tls_config(tls: &TlsOptions) -> Result<rustls::ClientConfig, TlsError> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let builder = if tls.insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(cert);
+        }
+        if let Some(ca) = &tls.ca_file {
+            for cert in read_pem_certs(ca)? {
+                roots.add(cert)?;
+            }
+        }
+        builder.with_root_certificates(roots)
+    };
+    Ok(match &tls.client_cert {
+        Some((cert, key)) => {
+            let key = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::File {
+                path: key.display().to_string(),
+                message: e.to_string(),
+            })?;
+            builder.with_client_auth_cert(read_pem_certs(cert)?, key)?
+        }
+        None => builder.with_no_client_auth(),
+    })
+}
+
+/// `tls-insecure`: any server certificate, the handshake signature still checked.
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

@@ -1,0 +1,176 @@
+//! Calls to one OpenStack service: the shared session's token, the endpoint from its catalog,
+//! the call guard (rate limiter, metrics, retries), one re-authentication after a 401, and one
+//! paging helper for every `*_links`-paged collection.
+
+use std::sync::Arc;
+
+use http::{HeaderName, HeaderValue, Method};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use stratus_cloud::CloudError;
+use stratus_cloud_kit::CallGuard;
+
+use super::catalog::Service;
+use super::errors::{check, classify, is_expired_token};
+use super::http::HttpResponse;
+use super::session::Session;
+
+/// Most pages one listing follows (a runaway `next` link must not loop forever).
+const MAX_PAGES: usize = 10_000;
+
+/// A client of one service.
+#[derive(Debug, Clone)]
+pub struct ServiceClient {
+    session: Arc<Session>,
+    service: Service,
+    guard: CallGuard,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+fn parse_error(operation: &str, e: impl std::fmt::Display) -> CloudError {
+    CloudError::Unavailable {
+        operation: operation.into(),
+        message: format!("the answer does not parse: {e}"),
+    }
+}
+
+impl ServiceClient {
+    /// A client of `service` through `session`, sending `headers` (e.g. a microversion) always.
+    pub fn new(
+        session: Arc<Session>,
+        service: Service,
+        guard: CallGuard,
+        headers: Vec<(HeaderName, HeaderValue)>,
+    ) -> ServiceClient {
+        ServiceClient {
+            session,
+            service,
+            guard,
+            headers,
+        }
+    }
+
+    /// The project the session's token is scoped to (Cinder's URLs carry it).
+    pub async fn project_id(&self) -> Result<Option<String>, CloudError> {
+        Ok(self.session.auth().await?.project_id.clone())
+    }
+
+    /// Sends `method path` (relative to the service's endpoint) with an optional JSON body;
+    /// the success answer, or the guarded error.
+    pub async fn send(
+        &self,
+        operation: &'static str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<HttpResponse, CloudError> {
+        let body = body
+            .map(serde_json::to_vec)
+            .transpose()
+            .map_err(|e| parse_error(operation, e))?;
+        let mut reauthenticated = false;
+        loop {
+            let auth = self.session.auth().await?;
+            let url = format!("{}{path}", self.session.endpoint(&auth, self.service)?);
+            let mut headers = self.headers.clone();
+            headers.push((HeaderName::from_static("x-auth-token"), auth.token.clone()));
+            let http = self.session.http();
+            let result = self
+                .guard
+                .call(
+                    operation,
+                    || {
+                        let (method, body) = (method.clone(), body.clone());
+                        let (url, headers) = (&url, &headers);
+                        async move { check(http.send(method, url, headers, body).await) }
+                    },
+                    classify,
+                )
+                .await;
+            match result {
+                Err(e) if is_expired_token(&e) && !reauthenticated => {
+                    tracing::debug!(operation, "token refused; authenticating again");
+                    self.session.invalidate(&auth).await;
+                    reauthenticated = true;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// `GET path` read as `T`.
+    pub async fn get<T: DeserializeOwned>(
+        &self,
+        operation: &'static str,
+        path: &str,
+    ) -> Result<T, CloudError> {
+        let response = self.send(operation, Method::GET, path, None).await?;
+        serde_json::from_slice(&response.body).map_err(|e| parse_error(operation, e))
+    }
+
+    /// Every item of a paged collection: `GET path`, `collection` holds the items and
+    /// `<collection>_links` the `next` link, whose query (its marker) is followed from our own
+    /// endpoint (a service may advertise an address we cannot reach).
+    pub async fn list<T: DeserializeOwned>(
+        &self,
+        operation: &'static str,
+        path: &str,
+        collection: &str,
+    ) -> Result<Vec<T>, CloudError> {
+        let links_key = format!("{collection}_links");
+        let base = path.split('?').next().unwrap_or(path).to_string();
+        let mut next = Some(path.to_string());
+        let mut items = Vec::new();
+        for _ in 0..MAX_PAGES {
+            let Some(page_path) = next.take() else {
+                return Ok(items);
+            };
+            let page: Value = self.get(operation, &page_path).await?;
+            let batch = page.get(collection).cloned().ok_or_else(|| {
+                parse_error(operation, format!("no `{collection}` in the answer"))
+            })?;
+            let batch: Vec<T> =
+                serde_json::from_value(batch).map_err(|e| parse_error(operation, e))?;
+            let empty = batch.is_empty();
+            items.extend(batch);
+            next = next_query(&page, &links_key)
+                .filter(|_| !empty)
+                .map(|q| format!("{base}?{q}"));
+        }
+        Err(parse_error(
+            operation,
+            format!("more than {MAX_PAGES} pages"),
+        ))
+    }
+}
+
+/// The query of the `next` link of a page, if any.
+pub fn next_query(page: &Value, links_key: &str) -> Option<String> {
+    page.get(links_key)?
+        .as_array()?
+        .iter()
+        .find(|l| l.get("rel").and_then(Value::as_str) == Some("next"))?
+        .get("href")?
+        .as_str()?
+        .split_once('?')
+        .map(|(_, q)| q.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn next_links_give_their_query() {
+        let page = json!({"servers": [], "servers_links": [
+            {"rel": "previous", "href": "http://x/v2.1/servers/detail?marker=a"},
+            {"rel": "next", "href": "http://nova.internal:8774/v2.1/servers/detail?limit=2&marker=b"},
+        ]});
+        assert_eq!(
+            next_query(&page, "servers_links").as_deref(),
+            Some("limit=2&marker=b")
+        );
+        assert_eq!(next_query(&json!({"servers": []}), "servers_links"), None);
+    }
+}

@@ -1,0 +1,232 @@
+"""Drives the Stratus OpenStack simulators with the official openstacksdk.
+
+Run by crates/testenv/tests/openstack.rs with the OS_* variables of the test cloud's CCM user.
+Any wire-format mistake of a simulator (paths, field names, paging links, statuses, error
+bodies, version discovery) makes a step fail; the script prints one JSON line per step and
+exits non-zero naming the first failure.
+"""
+
+import json
+import sys
+import time
+
+import openstack
+from openstack import exceptions
+
+STEPS = []
+
+
+def step(name):
+    def wrap(fn):
+        STEPS.append((name, fn))
+        return fn
+    return wrap
+
+
+def wait(what, check, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.1)
+
+
+CTX = {}
+
+
+@step("flavors")
+def flavors(conn):
+    names = [f.name for f in conn.compute.flavors(details=True)]
+    assert "m1.small" in names, names
+    small = conn.compute.find_flavor("m1.small")
+    assert small.vcpus == 1 and small.ram == 2048, small
+    CTX["flavor"] = small
+    return names
+
+
+@step("images")
+def images(conn):
+    found = list(conn.image.images())
+    assert found, "no images"
+    CTX["image"] = found[0]
+    assert found[0].status == "active", found[0].status
+    return [i.name for i in found]
+
+
+@step("networks")
+def networks(conn):
+    internal = conn.network.find_network("stratus-internal")
+    public = conn.network.find_network("public")
+    assert internal is not None and public is not None
+    assert public.is_router_external, public
+    subnets = list(conn.network.subnets(network_id=internal.id))
+    assert {s.ip_version for s in subnets} == {4, 6}, subnets
+    CTX["internal"], CTX["public"] = internal, public
+    return [internal.id, public.id]
+
+
+@step("availability zones")
+def zones(conn):
+    names = [z.name for z in conn.compute.availability_zones()]
+    assert "nova" in names, names
+    return names
+
+
+@step("create port")
+def port(conn):
+    p = conn.network.create_port(network_id=CTX["internal"].id, name="conformance-port")
+    assert len(p.fixed_ips) == 2, p.fixed_ips
+    listed = list(conn.network.ports(name="conformance-port"))
+    assert [x.id for x in listed] == [p.id], listed
+    by_ip = list(conn.network.ports(fixed_ips=["ip_address=" + p.fixed_ips[0]["ip_address"]]))
+    assert [x.id for x in by_ip] == [p.id], by_ip
+    CTX["port"] = p
+    return p.fixed_ips
+
+
+@step("create servers")
+def servers(conn):
+    made = []
+    for i in range(3):
+        s = conn.compute.create_server(
+            name="conformance-%d" % i,
+            flavor_id=CTX["flavor"].id,
+            image_id=CTX["image"].id,
+            networks=[{"uuid": CTX["internal"].id}],
+        )
+        made.append(s)
+    port_server = conn.compute.create_server(
+        name="conformance-port-server",
+        flavor_id=CTX["flavor"].id,
+        image_id=CTX["image"].id,
+        networks=[{"port": CTX["port"].id}],
+    )
+    made.append(port_server)
+    for s in made:
+        s = conn.compute.wait_for_server(s, status="ACTIVE", wait=30, interval=0.2)
+        assert s.flavor.original_name == "m1.small", s.flavor
+        assert s.availability_zone == "nova", s.availability_zone
+    CTX["servers"] = made
+    return [s.id for s in made]
+
+
+@step("list servers with paging")
+def paging(conn):
+    # limit=1 makes the SDK follow servers_links page by page.
+    listed = [s.name for s in conn.compute.servers(details=True, limit=1)]
+    for s in CTX["servers"]:
+        assert s.name in listed, (s.name, listed)
+    assert len(listed) == len(set(listed)), listed
+    named = list(conn.compute.servers(name="^conformance-1$"))
+    assert [s.name for s in named] == ["conformance-1"], named
+    return len(listed)
+
+
+@step("floating ip")
+def floating(conn):
+    server = CTX["servers"][0]
+    ports = list(conn.network.ports(device_id=server.id))
+    assert len(ports) == 1, ports
+    fip = conn.network.create_ip(floating_network_id=CTX["public"].id, port_id=ports[0].id)
+    assert fip.floating_ip_address and fip.port_id == ports[0].id, fip
+    s = conn.compute.get_server(server.id)
+    kinds = {a["OS-EXT-IPS:type"] for net in s.addresses.values() for a in net}
+    assert kinds == {"fixed", "floating"}, s.addresses
+    conn.network.update_ip(fip, port_id=None)
+    s = conn.compute.get_server(server.id)
+    kinds = {a["OS-EXT-IPS:type"] for net in s.addresses.values() for a in net}
+    assert kinds == {"fixed"}, s.addresses
+    conn.network.delete_ip(fip)
+    return fip.floating_ip_address
+
+
+@step("stop and start")
+def stop_start(conn):
+    server = CTX["servers"][1]
+    conn.compute.stop_server(server)
+    conn.compute.wait_for_server(server, status="SHUTOFF", wait=30, interval=0.2)
+    conn.compute.start_server(server)
+    conn.compute.wait_for_server(server, status="ACTIVE", wait=30, interval=0.2)
+    try:
+        conn.compute.start_server(server)
+        raise AssertionError("starting an ACTIVE server must conflict")
+    except exceptions.ConflictException:
+        pass
+    return "ok"
+
+
+@step("server groups")
+def groups(conn):
+    g = conn.compute.create_server_group(name="conformance", policy="anti-affinity")
+    assert g.policy == "anti-affinity" or g.policies == ["anti-affinity"], g
+    assert g.id in [x.id for x in conn.compute.server_groups()]
+    conn.compute.delete_server_group(g)
+    return g.id
+
+
+@step("volumes")
+def volumes(conn):
+    v = conn.block_storage.create_volume(size=1, name="conformance-volume")
+    v = conn.block_storage.wait_for_status(v, status="available", wait=30, interval=0.2)
+    assert v.size == 1, v
+    assert "conformance-volume" in [x.name for x in conn.block_storage.volumes()]
+    types = [t.name for t in conn.block_storage.types()]
+    assert "__DEFAULT__" in types, types
+    conn.block_storage.delete_volume(v)
+    conn.block_storage.wait_for_delete(v, wait=30, interval=0.2)
+    return v.id
+
+
+@step("load balancers")
+def load_balancers(conn):
+    subnet = next(s for s in conn.network.subnets(network_id=CTX["internal"].id) if s.ip_version == 4)
+    lb = conn.load_balancer.create_load_balancer(name="conformance-lb", vip_subnet_id=subnet.id)
+    deadline = time.monotonic() + 30
+    while conn.load_balancer.get_load_balancer(lb.id).provisioning_status != "ACTIVE":
+        assert time.monotonic() < deadline, "load balancer never ACTIVE"
+        time.sleep(0.2)
+    assert lb.id in [x.id for x in conn.load_balancer.load_balancers()]
+    conn.load_balancer.delete_load_balancer(lb)
+    wait("load balancer deleted", lambda: conn.load_balancer.find_load_balancer(lb.id) is None)
+    return lb.vip_address
+
+
+@step("not found")
+def not_found(conn):
+    try:
+        conn.compute.get_server("00000000-0000-0000-0000-000000000000")
+        raise AssertionError("a missing server must be NotFound")
+    except exceptions.NotFoundException as e:
+        assert "could not be found" in str(e), str(e)
+    return "ok"
+
+
+@step("delete servers")
+def delete(conn):
+    for s in CTX["servers"]:
+        conn.compute.delete_server(s)
+    for s in CTX["servers"]:
+        conn.compute.wait_for_delete(s, wait=30, interval=0.2)
+    conn.network.delete_port(CTX["port"])
+    left = [s.name for s in conn.compute.servers() if s.name.startswith("conformance")]
+    assert not left, left
+    return "ok"
+
+
+def main():
+    conn = openstack.connect()
+    for name, fn in STEPS:
+        try:
+            result = fn(conn)
+        except Exception as e:  # noqa: BLE001 - every failure is reported
+            print(json.dumps({"step": name, "ok": False, "error": "%s: %s" % (type(e).__name__, e)}))
+            return 1
+        print(json.dumps({"step": name, "ok": True, "result": result}, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
