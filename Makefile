@@ -4,7 +4,9 @@ export STRATUS_CACHE ?= $(HOME)/.cache/stratus
 export CARGO_TARGET_DIR ?= $(STRATUS_CACHE)/target
 CARGO ?= cargo
 NODES ?= 1000
-IDLE ?= 60
+# Idle window of bench-nodes in seconds (also STRATUS_BENCH_IDLE_SECONDS); ≥ 6 minutes covers a
+# full re-list period.
+IDLE ?= $(or $(STRATUS_BENCH_IDLE_SECONDS),390)
 SERVICES ?= 100
 LB_NODES ?= 100
 CHURN ?= 20
@@ -48,11 +50,11 @@ demo: install
 	$(CARGO) build -q -p cloud-controller-manager -p stratus-scenarios
 	$(CARGO_TARGET_DIR)/debug/stratus-demo
 
-## bench-nodes: NODES uninitialised nodes (default 1000), JSON report (release build)
+## bench-nodes: NODES uninitialised nodes (default 1000) kept Ready, IDLE idle seconds after init, JSON report (release build)
 bench-nodes: install
 	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios
 	mkdir -p bench/results
-	$(CARGO_TARGET_DIR)/release/stratus-bench-nodes --nodes $(NODES) --idle-seconds $(IDLE) | tee bench/results/bench-nodes.json
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-nodes --nodes $(NODES) --idle-seconds $(IDLE) | tee bench/results/bench-nodes.json
 
 ## bench-lb: SERVICES LoadBalancer Services on LB_NODES ready nodes, then CHURN nodes join (JSON, release build)
 bench-lb: install

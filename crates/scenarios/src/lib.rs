@@ -8,6 +8,7 @@ pub mod cloud_fixture;
 pub mod ec2_fixture;
 pub mod https;
 pub mod kube_fixture;
+pub mod kubelet;
 pub mod lb_fixture;
 pub mod nth_fixture;
 pub mod route_fixture;
