@@ -10,10 +10,8 @@ struct ConfFile(PathBuf);
 
 impl ConfFile {
     fn with(name: &str, text: &str) -> ConfFile {
-        let path = std::env::temp_dir().join(format!(
-            "stratus-os-{name}-{}.conf",
-            std::process::id()
-        ));
+        let path =
+            std::env::temp_dir().join(format!("stratus-os-{name}-{}.conf", std::process::id()));
         std::fs::write(&path, text).unwrap();
         ConfFile(path)
     }
@@ -84,9 +82,9 @@ fn a_problem_in_every_section_is_listed_in_one_message() {
         ("[Metadata]", "request-timeout", 16),
         ("[BlockStorage]", "node-volume-attach-limit", 18),
     ] {
-        let found = err
-            .lines()
-            .any(|l| l.contains(section) && l.contains(key) && l.contains(&format!("(line {line})")));
+        let found = err.lines().any(|l| {
+            l.contains(section) && l.contains(key) && l.contains(&format!("(line {line})"))
+        });
         assert!(found, "{section} {key} (line {line}) missing in:\n{err}");
     }
     assert!(

@@ -160,7 +160,8 @@ async fn shutoff_active_and_deleted_servers_and_static_nodes() {
         .unwrap()
         .expect("static node kept");
     assert_eq!(
-        static_after.metadata.resource_version, static_before.metadata.resource_version,
+        static_after.metadata.resource_version,
+        static_before.metadata.resource_version,
         "the CCM must never write to a node that was never ours\n{}",
         ccm.log()
     );
@@ -245,7 +246,13 @@ async fn nova_outage_deletes_nothing_and_converges_after() {
     s.until(&goes, "deleted after the outage", &ccm, |n| n.is_none())
         .await;
     let node = s.initialized(&late, &ccm).await;
-    assert_eq!(provider_id_of(&node), s.sim().server_id(&late).map(|id| provider_id(&id)).as_deref());
+    assert_eq!(
+        provider_id_of(&node),
+        s.sim()
+            .server_id(&late)
+            .map(|id| provider_id(&id))
+            .as_deref()
+    );
     assert!(get_node(&s.admin, &keeps).await.unwrap().is_some());
     eprintln!(
         "converged {:.1}s after Nova recovered; {nova} Nova requests during the {}s outage",

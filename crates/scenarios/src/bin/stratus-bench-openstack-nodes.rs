@@ -66,7 +66,10 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     let sim = cloud.sim().context("in-process simulators")?;
 
-    eprintln!("creating {} servers and their uninitialised nodes", args.nodes);
+    eprintln!(
+        "creating {} servers and their uninitialised nodes",
+        args.nodes
+    );
     let names: Vec<String> = (0..args.nodes).map(|i| format!("node-{i:05}")).collect();
     let specs: Vec<ServerSpec> = names.iter().map(ServerSpec::active).collect();
     sim.create_servers(&specs)?;

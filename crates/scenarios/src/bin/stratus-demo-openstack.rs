@@ -110,8 +110,10 @@ async fn main() -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(admin.clone());
     let initialised = wait_for("every node initialised", WAIT, || async {
         let list = nodes.list(&ListParams::default()).await?.items;
-        Ok((list.len() == names.len() && list.iter().all(|n| !has_taint(n, UNINITIALIZED)))
-            .then_some(list))
+        Ok(
+            (list.len() == names.len() && list.iter().all(|n| !has_taint(n, UNINITIALIZED)))
+                .then_some(list),
+        )
     })
     .await
     .map_err(|e| anyhow::anyhow!("{e:#}\n--- ccm log ---\n{}", ccm.log()))?;

@@ -80,8 +80,8 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for PageSeed<'_, T> {
                 map.next_value::<IgnoredAny>()?;
             }
         }
-        let items =
-            items.ok_or_else(|| A::Error::custom(format!("no `{}` in the answer", self.collection)))?;
+        let items = items
+            .ok_or_else(|| A::Error::custom(format!("no `{}` in the answer", self.collection)))?;
         Ok(Page { items, next_query })
     }
 }
@@ -112,7 +112,13 @@ mod tests {
     #[test]
     fn a_last_page_has_no_next_and_a_wrong_answer_is_an_error() {
         let page: Page<Item> = parse_page(br#"{"ports": []}"#, "ports").unwrap();
-        assert_eq!(page, Page { items: vec![], next_query: None });
+        assert_eq!(
+            page,
+            Page {
+                items: vec![],
+                next_query: None
+            }
+        );
         let err = parse_page::<Item>(br#"{"server": {"id": "a"}}"#, "servers").unwrap_err();
         assert!(err.to_string().contains("no `servers`"), "{err}");
         assert!(parse_page::<Item>(br#"{"servers": [{"id": 1}]}"#, "servers").is_err());
