@@ -21,8 +21,10 @@ LB_FLAGS ?=
 ECR_RUNS ?= 200
 NTH_NOTICES ?= 50
 NTH_NODES ?= 1000
+OS_REFRESH ?= 20
+OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-faults bench-ecr bench-nth env-up env-down clean-env
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes env-up env-down clean-env
 
 all: test
 
@@ -45,10 +47,11 @@ lint:
 test: install lint
 	$(CARGO) test --workspace --no-fail-fast
 
-## demo: local control plane + emulated AWS, nodes initialised and retired by the CCM
+## demo: local control plane + emulated AWS, nodes initialised and retired by the CCM;
+## CLOUD=openstack: real Keystone + the OpenStack simulators instead
 demo: install
 	$(CARGO) build -q -p cloud-controller-manager -p stratus-scenarios
-	$(CARGO_TARGET_DIR)/debug/stratus-demo
+	$(CARGO_TARGET_DIR)/debug/$(if $(filter openstack,$(CLOUD)),stratus-demo-openstack,stratus-demo)
 
 ## bench-nodes: NODES uninitialised nodes (default 1000) kept Ready, IDLE idle seconds after init, JSON report (release build)
 bench-nodes: install
@@ -69,7 +72,7 @@ bench-faults: install
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --outage-seconds $(OUTAGE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
 ## bench: every benchmark (nodes, load balancers, faults, ECR credential provider); JSON and SVG in bench/results/
-bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth
+bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes
 
 ## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
 # (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)
@@ -83,6 +86,12 @@ bench-nth: install
 	$(CARGO) build -q --release -p node-termination-handler -p stratus-scenarios --bin node-termination-handler --bin stratus-bench-nth
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-nth --notices $(NTH_NOTICES) --nodes $(NTH_NODES) | tee bench/results/bench-nth.json
+
+## bench-openstack-nodes: NODES servers and uninitialised Nodes with --cloud-provider=openstack, then OS_IDLE_PERIODS idle cache refreshes of OS_REFRESH seconds (JSON, release build)
+bench-openstack-nodes: install
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios --bin cloud-controller-manager --bin stratus-bench-openstack-nodes
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-openstack-nodes --nodes $(NODES) --refresh-seconds $(OS_REFRESH) --idle-periods $(OS_IDLE_PERIODS) | tee bench/results/bench-openstack-nodes.json
 
 ## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env);
 ## CLOUD=openstack starts Keystone and the OpenStack simulators instead of moto
