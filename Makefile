@@ -20,7 +20,7 @@ ECR_RUNS ?= 200
 NTH_NOTICES ?= 50
 NTH_NODES ?= 1000
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-faults bench-ecr bench-nth env-up env-down clean-env
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth env-up env-down clean-env
 
 all: test
 
@@ -59,6 +59,15 @@ bench-lb: install
 	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-lb --services $(SERVICES) --nodes $(LB_NODES) --churn $(CHURN) --concurrent-service-syncs $(SERVICE_SYNCS) $(LB_FLAGS) | tee bench/results/bench-lb.json
+
+## bench-openstack-lb: OS_SERVICES Octavia load balancers on OS_NODES nodes, OS_DELAY_MS per provisioning transition, then one node joins (JSON, release build)
+OS_SERVICES ?= 100
+OS_NODES ?= 50
+OS_DELAY_MS ?= 2000
+bench-openstack-lb: install
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios --bin stratus-bench-openstack-lb --bin cloud-controller-manager
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-openstack-lb --services $(OS_SERVICES) --nodes $(OS_NODES) --transition-ms $(OS_DELAY_MS) | tee bench/results/bench-openstack-lb.json
 
 ## bench-faults: FAULT_NODES nodes join and FAULT_SERVICES ELBs are made while THROTTLE of EC2/ELB requests are throttled for THROTTLE_SECONDS, then AWS is unreachable for OUTAGE_SECONDS (JSON + SVG)
 bench-faults: install

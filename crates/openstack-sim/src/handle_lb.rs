@@ -185,6 +185,21 @@ impl SimHandle {
         }
     }
 
+    /// Makes a port on the tenant network owned by `owner` (a router interface, say); returns
+    /// its address.
+    pub fn create_port(&self, owner: &str) -> Result<String, crate::handle::SimError> {
+        let mut state = self.sim.state();
+        let project = state.default_project.clone();
+        let network = state
+            .network_id(crate::model::seed::INTERNAL_NETWORK)
+            .ok_or_else(|| crate::handle::SimError::NotFound("network", "internal".into()))?;
+        let port = state.create_port(&project, &network, None, "", owner, "", None)?;
+        Ok(port["fixed_ips"][0]["ip_address"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned())
+    }
+
     /// Makes a floating IP on the `public` network that belongs to nobody's load balancer;
     /// returns `(id, address)`.
     pub fn create_floating_ip(

@@ -290,6 +290,54 @@ impl OpenStackLoadBalancers {
         }]
     }
 
+    /// Sends the first pool whose members differ from `members` (per listener) its new members;
+    /// whether a change was sent. The remembered tree follows.
+    async fn push_members(
+        &self,
+        name: &str,
+        known: &Known,
+        members: &[Vec<spec::MemberSpec>],
+    ) -> Result<bool, CloudError> {
+        let Some(have) = known.spec.as_ref() else {
+            return Ok(false);
+        };
+        let Some(i) = have
+            .listeners
+            .iter()
+            .zip(members)
+            .position(|(l, m)| !spec::members_match(&l.pool.members, m))
+        else {
+            return Ok(false);
+        };
+        let pools = match &known.pools {
+            Some(p) => p.clone(),
+            None => pool_ids(
+                have.listeners.len(),
+                name,
+                &self.octavia.pools(&known.id).await?,
+            ),
+        };
+        let pool = pools
+            .get(i)
+            .filter(|p| !p.is_empty())
+            .cloned()
+            .ok_or_else(|| pending(format!("pool {i} of {name}")))?;
+        match self.octavia.set_members(&pool, &members[i]).await {
+            Ok(()) => {}
+            Err(e) if is_conflict(&e) => {
+                return Err(pending(format!("load balancer {name} is busy")));
+            }
+            Err(e) => return Err(e),
+        }
+        self.remember(name, |k| {
+            if let Some(s) = k.spec.as_mut() {
+                s.listeners[i].pool.members = members[i].clone();
+            }
+            k.pools = Some(pools);
+        });
+        Ok(true)
+    }
+
     /// Releases the floating IPs of a load balancer's VIP port: ours deleted, others detached.
     async fn release_fips(
         &self,
@@ -339,7 +387,13 @@ impl LoadBalancer for OpenStackLoadBalancers {
         let key = request.service.key();
         let Some(lb) = self.find(&name).await? else {
             let body = spec::create_body(&spec, std::slice::from_ref(&name));
-            let lb = self.octavia.create(&body).await?;
+            let lb = match self.octavia.create(&body).await {
+                Ok(lb) => lb,
+                Err(e) if is_conflict(&e) => {
+                    return Err(pending(format!("load balancer {name} (Octavia busy)")))
+                }
+                Err(e) => return Err(e),
+            };
             let id = text(&lb, "id");
             tracing::info!(service = %format!("{}/{}", key.namespace, key.name), lb = %id, "creating load balancer");
             self.remember(&name, |k| {
@@ -368,6 +422,19 @@ impl LoadBalancer for OpenStackLoadBalancers {
             return Err(pending(format!(
                 "load balancer {name} (ERROR, being replaced)"
             )));
+        }
+        let known = self.recall(&name).filter(|k| k.id == id);
+        if let Some(k) = known.as_ref().filter(|k| only_members_differ(k, &spec)) {
+            // Only nodes changed: one batch member update, no reading back.
+            let members: Vec<_> = spec
+                .listeners
+                .iter()
+                .map(|l| l.pool.members.clone())
+                .collect();
+            if self.push_members(&name, k, &members).await? {
+                self.watcher.watch(&id, key);
+                return Err(pending(format!("load balancer {name} (members changing)")));
+            }
         }
         let known = self.recall(&name).filter(|k| k.id == id);
         if known.as_ref().and_then(|k| k.spec.as_ref()) != Some(&spec) {
@@ -418,53 +485,36 @@ impl LoadBalancer for OpenStackLoadBalancers {
     async fn update_targets(&self, request: &LoadBalancerRequest) -> Result<bool, CloudError> {
         let options = self.options(request)?;
         let name = names::lb_name(&request.cluster_name, &request.service);
-        let Some(known) = self.recall(&name) else {
-            // Nothing known (after a restart): the next full ensure reads the tree.
+        let Some(known) = self.recall(&name).filter(|k| k.spec.is_some()) else {
+            // Nothing known (after a restart, or while changing): a full sync reads the tree.
             return Err(pending(format!("load balancer {name} not read yet")));
         };
-        let Some(mut have) = known.spec.clone() else {
-            return Err(pending(format!("load balancer {name} is being changed")));
-        };
-        let mut pools = known.pools.clone();
-        let mut changed = false;
-        let listener_count = have.listeners.len();
-        for (i, listener) in have.listeners.iter_mut().enumerate() {
-            let Some(port) = request.ports.iter().find(|p| p.port == listener.port) else {
-                continue;
-            };
-            let want = spec::members(request, &options, port.node_port);
-            if spec::members_match(&listener.pool.members, &want) {
-                continue;
-            }
-            if pools.is_none() {
-                let read = self.octavia.pools(&known.id).await?;
-                pools = Some(pool_ids(listener_count, &name, &read));
-            }
-            let pool = pools
-                .as_ref()
-                .and_then(|p| p.get(i))
-                .filter(|p| !p.is_empty())
-                .cloned()
-                .ok_or_else(|| pending(format!("pool {i} of {name}")))?;
-            match self.octavia.set_members(&pool, &want).await {
-                Ok(()) => {}
-                Err(e) if is_conflict(&e) => {
-                    self.watcher.watch(&known.id, request.service.key());
-                    return Err(pending(format!("load balancer {name} is busy")));
-                }
-                Err(e) => return Err(e),
-            }
-            listener.pool.members = want;
-            changed = true;
-            // One change at a time: the next pool after this one settles.
-            break;
-        }
-        self.remember(&name, |k| {
-            k.spec = Some(have);
-            k.pools = pools;
+        let members: Vec<_> = known
+            .spec
+            .iter()
+            .flat_map(|s| &s.listeners)
+            .map(|l| {
+                request
+                    .ports
+                    .iter()
+                    .find(|p| p.port == l.port)
+                    .map(|p| spec::members(request, &options, p.node_port))
+                    .unwrap_or_else(|| l.pool.members.clone())
+            })
+            .collect();
+        let changed = self.push_members(&name, &known, &members).await?;
+        let more = self.recall(&name).and_then(|k| k.spec).is_some_and(|s| {
+            s.listeners
+                .iter()
+                .zip(&members)
+                .any(|(l, m)| !spec::members_match(&l.pool.members, m))
         });
-        if changed {
+        if more {
+            // Octavia takes one change at a time: the next pool once this one settles.
             self.watcher.watch(&known.id, request.service.key());
+            return Err(pending(format!(
+                "load balancer {name} (more pools to update)"
+            )));
         }
         Ok(changed)
     }
@@ -540,6 +590,21 @@ impl LoadBalancer for OpenStackLoadBalancers {
     fn resync_requests(&self) -> Option<BoxStream<'static, ServiceKey>> {
         Some(self.resync.subscribe())
     }
+}
+
+/// Whether the remembered tree differs from `desired` in members only.
+fn only_members_differ(known: &Known, desired: &LbSpec) -> bool {
+    let Some(have) = &known.spec else {
+        return false;
+    };
+    if have == desired || have.listeners.len() != desired.listeners.len() {
+        return false;
+    }
+    let mut a = have.clone();
+    for (l, d) in a.listeners.iter_mut().zip(&desired.listeners) {
+        l.pool.members = d.pool.members.clone();
+    }
+    a == *desired
 }
 
 /// Pool ids by listener index, matched by OCCM's pool names (empty: not found).

@@ -5,7 +5,9 @@
 //! (allowed-address-pairs) so Neutron's port security lets pod traffic through.
 //!
 //! A node's route target is its IPv4 InternalIP (else its first InternalIP); its IPv6 routes
-//! point at its IPv6 InternalIP and are read back as the same target.
+//! point at its IPv6 InternalIP and are read back as the same target. A route's next hop is a
+//! target when a server's port holds it, a blackhole when no port does, and anything else
+//! (a router interface, a load balancer) otherwise, so those are never touched.
 
 pub mod router;
 
@@ -43,6 +45,17 @@ pub fn node_target(node: &NodeInfo) -> Option<(RouteTarget, Vec<IpAddr>)> {
     ips.sort_by_key(|ip| ip.is_ipv6());
     let first = *ips.first()?;
     Some((RouteTarget(first.to_string()), ips))
+}
+
+/// What a next hop is: a server's address (a target), an address no port holds (a blackhole),
+/// or anything else.
+pub fn classify(hop: &str, owner: Option<&str>, target: impl Fn(&str) -> RouteTarget) -> NextHop {
+    match owner {
+        _ if hop.parse::<IpAddr>().is_err() => NextHop::Other(hop.to_owned()),
+        None => NextHop::Blackhole,
+        Some(o) if o.starts_with("compute:") => NextHop::Target(target(hop)),
+        Some(o) => NextHop::Other(format!("{hop} ({o})")),
+    }
 }
 
 impl OpenStackRoutes {
@@ -112,17 +125,20 @@ impl Routes for OpenStackRoutes {
 
     async fn route_tables(&self) -> Result<Vec<RouteTable>, CloudError> {
         let routes = self.router.routes(&self.router_id).await?;
+        let owners = if routes.is_empty() {
+            Default::default()
+        } else {
+            self.router.port_owners().await?
+        };
         Ok(vec![RouteTable {
             id: self.router_id.clone(),
             routes: routes
                 .into_iter()
                 .filter_map(|(destination, hop)| {
                     let destination = Cidr::parse(&destination).ok()?;
-                    let next_hop = if hop.parse::<IpAddr>().is_ok() {
-                        NextHop::Target(self.target_of(&hop))
-                    } else {
-                        NextHop::Other(hop)
-                    };
+                    let next_hop = classify(&hop, owners.get(&hop).map(String::as_str), |h| {
+                        self.target_of(h)
+                    });
                     Some(Route {
                         destination,
                         next_hop,
@@ -181,5 +197,40 @@ impl Routes for OpenStackRoutes {
             self.router.allow_on_port(&hop, &dest, false).await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stratus_cloud::NodeAddress;
+
+    #[test]
+    fn next_hops_and_targets() {
+        let t = |h: &str| RouteTarget(h.to_owned());
+        assert_eq!(
+            classify("10.0.0.5", Some("compute:nova"), t),
+            NextHop::Target(t("10.0.0.5"))
+        );
+        assert_eq!(classify("10.0.0.6", None, t), NextHop::Blackhole);
+        assert!(matches!(
+            classify("10.0.0.1", Some("network:router_interface"), t),
+            NextHop::Other(_)
+        ));
+        assert!(matches!(classify("gw", None, t), NextHop::Other(_)));
+        let node = NodeInfo {
+            name: "n".into(),
+            provider_id: None,
+            addresses: vec![
+                NodeAddress::new(NodeAddressType::InternalIP, "fd00::5"),
+                NodeAddress::new(NodeAddressType::ExternalIP, "172.24.4.5"),
+                NodeAddress::new(NodeAddressType::InternalIP, "10.0.0.5"),
+            ],
+            provided_node_ip: None,
+        };
+        let (target, ips) = node_target(&node).unwrap();
+        assert_eq!(target.0, "10.0.0.5");
+        assert_eq!(ips.len(), 2);
+        assert!(node_target(&NodeInfo::named("x")).is_none());
     }
 }

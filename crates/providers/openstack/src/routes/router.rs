@@ -39,6 +39,30 @@ impl Router {
             .collect())
     }
 
+    /// The `device_owner` of the port holding each fixed IP (one listing).
+    pub async fn port_owners(
+        &self,
+    ) -> Result<std::collections::HashMap<String, String>, CloudError> {
+        let ports: Vec<Value> = self
+            .client
+            .list(
+                "ListPorts",
+                "/v2.0/ports?limit=1000&fields=id&fields=fixed_ips&fields=device_owner",
+                "ports",
+            )
+            .await?;
+        let mut out = std::collections::HashMap::new();
+        for port in &ports {
+            let owner = port["device_owner"].as_str().unwrap_or_default();
+            for ip in port["fixed_ips"].as_array().into_iter().flatten() {
+                if let Some(a) = ip["ip_address"].as_str() {
+                    out.insert(a.to_owned(), owner.to_owned());
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Adds (or removes) one route, atomically on the server.
     pub async fn change(
         &self,
