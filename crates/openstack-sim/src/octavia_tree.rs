@@ -272,7 +272,7 @@ async fn list(
             .iter()
             .all(|k| first(&query, k).is_none_or(|want| c[*k].as_str() == Some(want)))
                 && first(&query, "protocol_port")
-                    .is_none_or(|want| c["protocol_port"].to_string() == want)
+                    .is_none_or(|want| want.parse::<u64>().ok() == c["protocol_port"].as_u64())
                 && tags.iter().flat_map(|t| t.split(',')).all(|t| {
                     c["tags"]
                         .as_array()

@@ -334,12 +334,7 @@ pub fn parse(
         .or_else(|| request.requested_ip.clone().filter(|s| !s.is_empty()));
     if let Some(a) = &address {
         if a.parse::<std::net::IpAddr>().is_err() {
-            let key = if r.present("load-balancer-address") {
-                "load-balancer-address"
-            } else {
-                "load-balancer-address"
-            };
-            r.invalid(key, a, "must be an IP address");
+            r.invalid("load-balancer-address", a, "must be an IP address");
             address = None;
         }
     }
