@@ -24,7 +24,7 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes env-up env-down clean-env
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes env-up env-down clean-env
 
 all: test
 
@@ -65,6 +65,15 @@ bench-lb: install
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-lb --services $(SERVICES) --nodes $(LB_NODES) --churn $(CHURN) --concurrent-service-syncs $(SERVICE_SYNCS) $(LB_FLAGS) | tee bench/results/bench-lb.json
 
+## bench-openstack-lb: OS_SERVICES Octavia load balancers on OS_NODES nodes, OS_DELAY_MS per provisioning transition, then one node joins (JSON, release build)
+OS_SERVICES ?= 100
+OS_NODES ?= 50
+OS_DELAY_MS ?= 2000
+bench-openstack-lb: install
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios --bin stratus-bench-openstack-lb --bin cloud-controller-manager
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-openstack-lb --services $(OS_SERVICES) --nodes $(OS_NODES) --transition-ms $(OS_DELAY_MS) | tee bench/results/bench-openstack-lb.json
+
 ## bench-faults: FAULT_NODES nodes join and FAULT_SERVICES ELBs are made while THROTTLE of EC2/ELB requests are throttled for THROTTLE_SECONDS, then AWS is unreachable for OUTAGE_SECONDS (JSON + SVG)
 bench-faults: install
 	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios
@@ -72,7 +81,7 @@ bench-faults: install
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --outage-seconds $(OUTAGE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
 ## bench: every benchmark (nodes, load balancers, faults, ECR credential provider); JSON and SVG in bench/results/
-bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes
+bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-openstack-lb
 
 ## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
 # (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)
