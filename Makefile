@@ -20,7 +20,7 @@ ECR_RUNS ?= 200
 NTH_NOTICES ?= 50
 NTH_NODES ?= 1000
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-faults bench-ecr bench-nth env-up env-down clean-env
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-discoverer env-up env-down clean-env
 
 all: test
 
@@ -67,7 +67,7 @@ bench-faults: install
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --outage-seconds $(OUTAGE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
 ## bench: every benchmark (nodes, load balancers, faults, ECR credential provider); JSON and SVG in bench/results/
-bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth
+bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-discoverer
 
 ## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
 # (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)
@@ -81,6 +81,13 @@ bench-nth: install
 	$(CARGO) build -q --release -p node-termination-handler -p stratus-scenarios --bin node-termination-handler --bin stratus-bench-nth
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-nth --notices $(NTH_NOTICES) --nodes $(NTH_NODES) | tee bench/results/bench-nth.json
+
+## bench-discoverer: cloud-data-discoverer's first run against moto with DISCOVERER_VOLUMES EBS volumes: cloud requests, seconds, peak RSS (JSON, release build)
+DISCOVERER_VOLUMES ?= 1000
+bench-discoverer: install
+	$(CARGO) build -q --release -p cloud-data-discoverer -p stratus-discoverer --bin cloud-data-discoverer --example bench_discoverer
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/examples/bench_discoverer --binary $(CARGO_TARGET_DIR)/release/cloud-data-discoverer --volumes $(DISCOVERER_VOLUMES) | tee bench/results/bench-discoverer.json
 
 ## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env);
 ## CLOUD=openstack starts Keystone and the OpenStack simulators instead of moto
