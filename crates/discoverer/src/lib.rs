@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod outputs;
 pub mod plan;
 pub mod reconciler;
+pub mod secure;
 pub mod types;
 
 pub use discoverer::{DiscoveryError, Discoverer};
