@@ -13,14 +13,12 @@ use stratus_kube_kit::client::{client, KubeClientArgs};
 use stratus_runtime::backoff::Backoff;
 use stratus_runtime::duration::parse_go_duration;
 use stratus_runtime::logging::LoggingArgs;
-use stratus_serving::TlsSource;
 
 use crate::aws::AwsDiscoverer;
 use crate::discoverer::Discoverer;
 use crate::metrics::Metrics;
 use crate::outputs::Outputs;
 use crate::reconciler::{Health, Reconciler, RetrySettings};
-use crate::secure::MetricsResource;
 
 /// Which cloud to ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -45,23 +43,6 @@ pub struct Options {
     /// authorizing proxy).
     #[arg(long = "listen-address", env = "LISTEN_ADDRESS", default_value = "127.0.0.1:9000")]
     pub listen_address: SocketAddr,
-    /// Serve `/metrics` and `/healthz` over HTTPS here too, with delegated authentication and
-    /// authorization (kube-rbac-proxy's role, no sidecar needed).
-    #[arg(long = "secure-listen-address", env = "SECURE_LISTEN_ADDRESS")]
-    pub secure_listen_address: Option<SocketAddr>,
-    /// PEM certificate of the secure listener; self-signed when unset.
-    #[arg(long = "tls-cert-file", requires = "tls_private_key_file")]
-    pub tls_cert_file: Option<std::path::PathBuf>,
-    /// PEM private key of --tls-cert-file.
-    #[arg(long = "tls-private-key-file", requires = "tls_cert_file")]
-    pub tls_private_key_file: Option<std::path::PathBuf>,
-    /// Namespace of the Deployment whose `prometheus-metrics` subresource a scraper must be
-    /// allowed to get.
-    #[arg(long = "metrics-namespace", env = "POD_NAMESPACE", default_value = "kube-system")]
-    pub metrics_namespace: String,
-    /// Name of that Deployment.
-    #[arg(long = "metrics-deployment", default_value = "cloud-data-discoverer")]
-    pub metrics_deployment: String,
     /// This cluster's id in the cloud's tags (`kubernetes.io/cluster/<id>` on EBS volumes);
     /// without it no orphaned disk is reported.
     #[arg(long = "cluster-id", env = "CLUSTER_ID")]
@@ -89,9 +70,6 @@ pub enum AppError {
     /// Bad configuration.
     #[error("{0}")]
     Config(String),
-    /// The secure listener.
-    #[error(transparent)]
-    Secure(#[from] crate::secure::SecureError),
     /// The listener.
     #[error("--listen-address {address}: {source}")]
     Listen {
@@ -149,32 +127,13 @@ pub async fn run(
     };
     let metrics = Arc::new(Metrics::register(&mut registry));
     let health = Health::default();
-    let registry = Arc::new(registry);
-    let address = crate::http::spawn(opts.listen_address, registry.clone(), health.clone())
+    let address = crate::http::spawn(opts.listen_address, Arc::new(registry), health.clone())
         .await
         .map_err(|source| AppError::Listen {
             address: opts.listen_address,
             source,
         })?;
     tracing::info!(%address, "serving /metrics and /healthz");
-    if let Some(secure) = opts.secure_listen_address {
-        let tls = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
-            (Some(cert), Some(key)) => TlsSource::Files {
-                cert: cert.clone(),
-                key: key.clone(),
-            },
-            _ => TlsSource::SelfSigned {
-                cert_dir: None,
-                hosts: stratus_serving::self_signed::default_hosts(secure.ip()),
-            },
-        };
-        let resource = MetricsResource {
-            namespace: opts.metrics_namespace.clone(),
-            name: opts.metrics_deployment.clone(),
-        };
-        let bound = crate::secure::spawn(secure, &tls, kube.clone(), resource, registry.clone(), health.clone()).await?;
-        tracing::info!(address = %bound, "serving HTTPS /metrics (authorized) and /healthz");
-    }
     let reconciler = Reconciler::new(discoverer, Outputs::new(kube), metrics, health, opts.retry());
     reconciler.run(opts.discovery_period, shutdown).await;
     Ok(())

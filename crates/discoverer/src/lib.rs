@@ -15,7 +15,6 @@ pub mod metrics;
 pub mod outputs;
 pub mod plan;
 pub mod reconciler;
-pub mod secure;
 pub mod types;
 
 pub use discoverer::{DiscoveryError, Discoverer};

@@ -19,11 +19,9 @@ const SA: &str = "cloud-data-discoverer";
 /// `verb` on `resource` (group, namespace, name).
 type Access = (&'static str, &'static str, &'static str, Option<&'static str>, Option<&'static str>);
 
-/// Every call of `crates/discoverer/src/outputs.rs` and `secure.rs`.
+/// Every call of `crates/discoverer/src/outputs.rs`.
 const REQUIRED: &[Access] = &[
     ("list", "", "persistentvolumes", None, None),
-    ("create", "authentication.k8s.io", "tokenreviews", None, None),
-    ("create", "authorization.k8s.io", "subjectaccessreviews", None, None),
     ("get", "deckhouse.io", "instancetypescatalogs", None, Some("for-cluster-autoscaler")),
     ("create", "deckhouse.io", "instancetypescatalogs", None, None),
     ("update", "deckhouse.io", "instancetypescatalogs", None, Some("for-cluster-autoscaler")),
