@@ -25,7 +25,11 @@ fn arg(name: &str, default: &str) -> String {
 fn peak_rss(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|kb| kb * 1024)
 }
 
 #[tokio::main]
@@ -35,9 +39,12 @@ async fn main() -> Result<()> {
     let env = TestEnv::start().await?;
     let admin = env.kube_client(Identity::Admin).await?;
     let crd: CustomResourceDefinition = serde_yaml::from_str(&std::fs::read_to_string(
-        stratus_testenv::repo_root().join("deploy/cloud-data-discoverer/instancetypescatalogs.crd.yaml"),
+        stratus_testenv::repo_root()
+            .join("deploy/cloud-data-discoverer/instancetypescatalogs.crd.yaml"),
     )?)?;
-    Api::<CustomResourceDefinition>::all(admin.clone()).create(&PostParams::default(), &crd).await?;
+    Api::<CustomResourceDefinition>::all(admin.clone())
+        .create(&PostParams::default(), &crd)
+        .await?;
 
     let ec2 = aws_sdk_ec2::Client::from_conf(
         aws_sdk_ec2::Config::builder()
@@ -56,9 +63,24 @@ async fn main() -> Result<()> {
             .tag_specifications(
                 TagSpecification::builder()
                     .resource_type(ResourceType::Volume)
-                    .tags(Tag::builder().key("ebs.csi.aws.com/cluster").value("true").build())
-                    .tags(Tag::builder().key(format!("kubernetes.io/cluster/{cluster}")).value("owned").build())
-                    .tags(Tag::builder().key("CSIVolumeName").value(format!("pvc-{i}")).build())
+                    .tags(
+                        Tag::builder()
+                            .key("ebs.csi.aws.com/cluster")
+                            .value("true")
+                            .build(),
+                    )
+                    .tags(
+                        Tag::builder()
+                            .key(format!("kubernetes.io/cluster/{cluster}"))
+                            .value("owned")
+                            .build(),
+                    )
+                    .tags(
+                        Tag::builder()
+                            .key("CSIVolumeName")
+                            .value(format!("pvc-{i}"))
+                            .build(),
+                    )
                     .build(),
             )
             .send()
@@ -72,11 +94,17 @@ async fn main() -> Result<()> {
             pvs.create(&PostParams::default(), &pv).await?;
         }
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     env.reset_aws_request_counts().await?;
     let started = tokio::time::Instant::now();
     let mut child = Command::new(&binary)
-        .args(["--cloud-provider=aws", "--discovery-period=1h", "--cluster-id=bench"])
+        .args([
+            "--cloud-provider=aws",
+            "--discovery-period=1h",
+            "--cluster-id=bench",
+        ])
         .arg(format!("--listen-address=127.0.0.1:{port}"))
         .envs(env.env_vars(Identity::Admin))
         .stdout(Stdio::null())
@@ -87,14 +115,22 @@ async fn main() -> Result<()> {
     let url = format!("http://127.0.0.1:{port}/metrics");
     let deadline = started + Duration::from_secs(120);
     let text = loop {
-        let done = Command::new("curl").args(["-sf", &url]).output().ok().and_then(|o| {
-            let t = String::from_utf8_lossy(&o.stdout).into_owned();
-            t.contains("cloud_data_discovery_update_resource_error 0").then_some(t)
-        });
+        let done = Command::new("curl")
+            .args(["-sf", &url])
+            .output()
+            .ok()
+            .and_then(|o| {
+                let t = String::from_utf8_lossy(&o.stdout).into_owned();
+                t.contains("cloud_data_discovery_update_resource_error 0")
+                    .then_some(t)
+            });
         if let Some(t) = done {
             break t;
         }
-        anyhow::ensure!(tokio::time::Instant::now() < deadline, "the first run did not finish in 120 s");
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the first run did not finish in 120 s"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let seconds = started.elapsed().as_secs_f64();
@@ -102,8 +138,14 @@ async fn main() -> Result<()> {
     let counts = env.aws_request_counts().await?;
     let _ = child.kill();
     let _ = child.wait();
-    let orphans = text.lines().filter(|l| l.starts_with("cloud_data_discovery_orphaned_disk_info{")).count();
-    let types = counts.get("ec2:DescribeInstanceTypes").copied().unwrap_or(0);
+    let orphans = text
+        .lines()
+        .filter(|l| l.starts_with("cloud_data_discovery_orphaned_disk_info{"))
+        .count();
+    let types = counts
+        .get("ec2:DescribeInstanceTypes")
+        .copied()
+        .unwrap_or(0);
     println!(
         "{}",
         serde_json::to_string_pretty(&serde_json::json!({

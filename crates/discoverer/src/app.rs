@@ -31,7 +31,10 @@ pub enum CloudProvider {
 
 /// The flags.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "cloud-data-discoverer", about = "Publishes cloud inventory for Deckhouse: instance types, discovery data, orphaned disks")]
+#[command(
+    name = "cloud-data-discoverer",
+    about = "Publishes cloud inventory for Deckhouse: instance types, discovery data, orphaned disks"
+)]
 pub struct Options {
     /// The cloud.
     #[arg(long = "cloud-provider", env = "CLOUD_PROVIDER", value_enum)]
@@ -41,7 +44,11 @@ pub struct Options {
     pub discovery_period: Duration,
     /// Where `/metrics` and `/healthz` are served (plain HTTP; keep it on loopback behind an
     /// authorizing proxy).
-    #[arg(long = "listen-address", env = "LISTEN_ADDRESS", default_value = "127.0.0.1:9000")]
+    #[arg(
+        long = "listen-address",
+        env = "LISTEN_ADDRESS",
+        default_value = "127.0.0.1:9000"
+    )]
     pub listen_address: SocketAddr,
     /// This cluster's id in the cloud's tags (`kubernetes.io/cluster/<id>` on EBS volumes);
     /// without it no orphaned disk is reported.
@@ -96,7 +103,11 @@ pub async fn aws_backend(
     cluster_id: Option<String>,
     registry: &mut Registry,
 ) -> Result<AwsDiscoverer, AppError> {
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    // The call guard owns retries (and counts them); the SDK's own would multiply them.
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(aws_config::retry::RetryConfig::disabled())
+        .load()
+        .await;
     if sdk.region().is_none() {
         return Err(AppError::Config(
             "AWS_REGION is not set: the AWS discoverer needs a region".into(),
@@ -134,7 +145,13 @@ pub async fn run(
             source,
         })?;
     tracing::info!(%address, "serving /metrics and /healthz");
-    let reconciler = Reconciler::new(discoverer, Outputs::new(kube), metrics, health, opts.retry());
+    let reconciler = Reconciler::new(
+        discoverer,
+        Outputs::new(kube),
+        metrics,
+        health,
+        opts.retry(),
+    );
     reconciler.run(opts.discovery_period, shutdown).await;
     Ok(())
 }

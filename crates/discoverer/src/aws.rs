@@ -9,7 +9,7 @@ use aws_sdk_ec2::types::Filter;
 use stratus_aws::api_call::AwsApi;
 use stratus_cloud::CloudError;
 
-use crate::discoverer::{DiscoveryError, Discoverer};
+use crate::discoverer::{Discoverer, DiscoveryError};
 use crate::types::{CloudCondition, DiskMeta, InstanceType};
 
 /// The tag the EBS CSI driver puts on every volume it creates.
@@ -44,7 +44,9 @@ impl AwsDiscoverer {
 
 fn from_cloud(operation: &'static str, e: CloudError) -> DiscoveryError {
     match e {
-        CloudError::Unauthorized { message, .. } => DiscoveryError::Credentials { operation, message },
+        CloudError::Unauthorized { message, .. } => {
+            DiscoveryError::Credentials { operation, message }
+        }
         other => DiscoveryError::Cloud {
             operation,
             message: other.to_string(),
@@ -88,7 +90,10 @@ impl Discoverer for AwsDiscoverer {
                 .await
                 .map_err(|e| from_cloud(OP, e))?;
             out.extend(page.instance_types().iter().filter_map(instance_type));
-            token = page.next_token().filter(|t| !t.is_empty()).map(str::to_owned);
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned);
             if token.is_none() {
                 return Ok(Some(out));
             }
@@ -141,7 +146,10 @@ impl Discoverer for AwsDiscoverer {
                     name: name.to_owned(),
                 })
             }));
-            token = page.next_token().filter(|t| !t.is_empty()).map(str::to_owned);
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned);
             if token.is_none() {
                 return Ok(out);
             }

@@ -17,6 +17,6 @@ pub mod plan;
 pub mod reconciler;
 pub mod types;
 
-pub use discoverer::{DiscoveryError, Discoverer};
+pub use discoverer::{Discoverer, DiscoveryError};
 pub use reconciler::{Health, Reconciler, RetrySettings};
 pub use types::{CloudCondition, DiskMeta, InstanceType};

@@ -86,7 +86,9 @@ impl Metrics {
     /// Sets `cloud_request_error{type}` to 1 (failed) or 0.
     pub fn cloud_request(&self, step: Step, failed: bool) {
         self.cloud_request_error
-            .get_or_create(&TypeLabel { r#type: step.label() })
+            .get_or_create(&TypeLabel {
+                r#type: step.label(),
+            })
             .set(i64::from(failed));
     }
 

@@ -68,7 +68,9 @@ impl Outputs {
         let secret = api
             .get_opt(CLUSTER_CONFIGURATION_SECRET)
             .await
-            .map_err(ctx(format!("reading secret {NAMESPACE}/{CLUSTER_CONFIGURATION_SECRET}")))?;
+            .map_err(ctx(format!(
+                "reading secret {NAMESPACE}/{CLUSTER_CONFIGURATION_SECRET}"
+            )))?;
         Ok(secret
             .and_then(|s| s.data)
             .and_then(|mut d| d.remove(STORED_DISCOVERY_KEY))
@@ -83,7 +85,11 @@ impl Outputs {
             .list_metadata(&ListParams::default())
             .await
             .map_err(ctx("listing persistentvolumes"))?;
-        Ok(list.items.into_iter().filter_map(|p| p.metadata.name).collect())
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect())
     }
 
     /// Writes the discovery Secret if its `discovery-data.json` differs.
@@ -93,7 +99,9 @@ impl Outputs {
         let existing = api.get_opt(DISCOVERY_SECRET).await.map_err(ctx(&what))?;
         let desired: BTreeMap<String, ByteString> =
             [(DISCOVERY_KEY.to_owned(), ByteString(data))].into();
-        let stored = existing.as_ref().map(|s| s.data.clone().unwrap_or_default());
+        let stored = existing
+            .as_ref()
+            .map(|s| s.data.clone().unwrap_or_default());
         let action = write_action(stored.as_ref(), &desired);
         match (action, existing) {
             (WriteAction::Create, _) => {
@@ -106,7 +114,9 @@ impl Outputs {
                     data: Some(desired),
                     ..Default::default()
                 };
-                api.create(&PostParams::default(), &secret).await.map_err(ctx(&what))?;
+                api.create(&PostParams::default(), &secret)
+                    .await
+                    .map_err(ctx(&what))?;
             }
             (WriteAction::Replace, Some(mut secret)) => {
                 secret.data = Some(desired);
@@ -126,15 +136,20 @@ impl Outputs {
         let what = format!("writing instancetypescatalog {CATALOG_NAME}");
         let existing = api.get_opt(CATALOG_NAME).await.map_err(ctx(&what))?;
         let desired = serde_json::to_value(types).unwrap_or_default();
-        let stored = existing
-            .as_ref()
-            .map(|o| o.data.get("instanceTypes").cloned().unwrap_or(serde_json::json!([])));
+        let stored = existing.as_ref().map(|o| {
+            o.data
+                .get("instanceTypes")
+                .cloned()
+                .unwrap_or(serde_json::json!([]))
+        });
         let action = write_action(stored.as_ref(), &desired);
         match (action, existing) {
             (WriteAction::Create, _) => {
                 let mut obj = DynamicObject::new(CATALOG_NAME, &ar);
                 obj.data = serde_json::json!({ "instanceTypes": desired });
-                api.create(&PostParams::default(), &obj).await.map_err(ctx(&what))?;
+                api.create(&PostParams::default(), &obj)
+                    .await
+                    .map_err(ctx(&what))?;
             }
             (WriteAction::Replace, Some(mut obj)) => {
                 obj.data["instanceTypes"] = desired;
@@ -154,7 +169,10 @@ impl Outputs {
     ) -> Result<WriteAction, KubeError> {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), NAMESPACE);
         let what = format!("writing configmap {NAMESPACE}/{CONDITIONS_CONFIGMAP}");
-        let existing = api.get_opt(CONDITIONS_CONFIGMAP).await.map_err(ctx(&what))?;
+        let existing = api
+            .get_opt(CONDITIONS_CONFIGMAP)
+            .await
+            .map_err(ctx(&what))?;
         let stored = existing.as_ref().map(|c| {
             c.data
                 .as_ref()
@@ -175,7 +193,9 @@ impl Outputs {
                     data: Some(data),
                     ..Default::default()
                 };
-                api.create(&PostParams::default(), &cm).await.map_err(ctx(&what))?;
+                api.create(&PostParams::default(), &cm)
+                    .await
+                    .map_err(ctx(&what))?;
             }
             (WriteAction::Replace, Some(mut cm)) => {
                 cm.data = Some(data);

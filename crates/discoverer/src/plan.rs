@@ -107,8 +107,15 @@ mod tests {
 
     #[test]
     fn catalog_is_sorted_and_unique() {
-        let c = catalog(vec![t("m5.large", "2"), t("c5.xlarge", "4"), t("m5.large", "9")]);
-        let names: Vec<_> = c.iter().map(|t| (t.name.as_str(), t.cpu.as_str())).collect();
+        let c = catalog(vec![
+            t("m5.large", "2"),
+            t("c5.xlarge", "4"),
+            t("m5.large", "9"),
+        ]);
+        let names: Vec<_> = c
+            .iter()
+            .map(|t| (t.name.as_str(), t.cpu.as_str()))
+            .collect();
         assert_eq!(names, vec![("c5.xlarge", "4"), ("m5.large", "2")]);
         assert_eq!(
             serde_json::to_value(&c[0]).unwrap(),
@@ -122,7 +129,10 @@ mod tests {
         let cases = [
             (vec![], vec![]),
             (vec![d("vol-1", "pvc-a")], vec![]),
-            (vec![d("vol-2", "pvc-b"), d("vol-1", "pvc-a")], vec![d("vol-2", "pvc-b")]),
+            (
+                vec![d("vol-2", "pvc-b"), d("vol-1", "pvc-a")],
+                vec![d("vol-2", "pvc-b")],
+            ),
             (
                 vec![d("vol-3", ""), d("vol-2", "pvc-b"), d("vol-2", "pvc-b")],
                 vec![d("vol-2", "pvc-b"), d("vol-3", "")],

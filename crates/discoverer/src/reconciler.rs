@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use stratus_runtime::backoff::Backoff;
 
-use crate::discoverer::{DiscoveryError, Discoverer};
+use crate::discoverer::{Discoverer, DiscoveryError};
 use crate::metrics::{Metrics, Step};
 use crate::outputs::{KubeError, Outputs};
 use crate::plan::{catalog, orphaned_disks, WriteAction};
@@ -121,20 +121,34 @@ impl Reconciler {
         let mut kube_failed = false;
         let d = self.discoverer.clone();
 
-        match self.retried("cloud_conditions", || d.check_cloud_conditions()).await {
+        match self
+            .retried("cloud_conditions", || d.check_cloud_conditions())
+            .await
+        {
             Ok(conditions) => {
                 self.metrics.conditions(&conditions);
-                self.count(self.outputs.conditions(&conditions).await, &mut report, &mut kube_failed);
+                self.count(
+                    self.outputs.conditions(&conditions).await,
+                    &mut report,
+                    &mut kube_failed,
+                );
             }
             Err(()) => report.failed_steps.push("cloud_conditions"),
         }
 
-        let types = self.retried(Step::InstanceTypes.label(), || d.instance_types()).await;
-        self.metrics.cloud_request(Step::InstanceTypes, types.is_err());
+        let types = self
+            .retried(Step::InstanceTypes.label(), || d.instance_types())
+            .await;
+        self.metrics
+            .cloud_request(Step::InstanceTypes, types.is_err());
         match types {
             Ok(Some(types)) => {
                 let types = catalog(types);
-                self.count(self.outputs.catalog(&types).await, &mut report, &mut kube_failed);
+                self.count(
+                    self.outputs.catalog(&types).await,
+                    &mut report,
+                    &mut kube_failed,
+                );
             }
             Ok(None) => {}
             Err(()) => report.failed_steps.push(Step::InstanceTypes.label()),
@@ -145,7 +159,8 @@ impl Reconciler {
                 let data = self
                     .retried(Step::DiscoveryData.label(), || d.discovery_data(&stored))
                     .await;
-                self.metrics.cloud_request(Step::DiscoveryData, data.is_err());
+                self.metrics
+                    .cloud_request(Step::DiscoveryData, data.is_err());
                 match data {
                     Ok(Some(data)) => self.count(
                         self.outputs.discovery_secret(data).await,
@@ -162,7 +177,9 @@ impl Reconciler {
             }
         }
 
-        let disks = self.retried(Step::DisksMeta.label(), || d.disks_meta()).await;
+        let disks = self
+            .retried(Step::DisksMeta.label(), || d.disks_meta())
+            .await;
         self.metrics.cloud_request(Step::DisksMeta, disks.is_err());
         match disks {
             Ok(disks) => match self.outputs.pv_names().await {

@@ -23,7 +23,8 @@ fn repo_file(rel: &str) -> String {
 fn helm_template(chart: &str, sets: &[&str]) -> Result<String, String> {
     let paths = stratus_testenv::ensure_installed().expect("tools installed");
     let mut cmd = Command::new(&paths.helm);
-    cmd.args(["template", "x"]).arg(stratus_testenv::repo_root().join(chart));
+    cmd.args(["template", "x"])
+        .arg(stratus_testenv::repo_root().join(chart));
     for s in sets {
         cmd.args(["--set", s]);
     }
@@ -47,21 +48,33 @@ async fn install_crd(client: &kube::Client, rel: &str) -> Result<CustomResourceD
             .status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
         if established {
             return Ok(crd);
         }
-        anyhow::ensure!(tokio::time::Instant::now() < deadline, "CRD {name} not established in 30s");
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "CRD {name} not established in 30s"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 fn api(client: &kube::Client, kind: &str, plural: &str, version: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("deckhouse.io", version, kind), plural);
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("deckhouse.io", version, kind),
+        plural,
+    );
     Api::all_with(client.clone(), &ar)
 }
 
-async fn create(api: &Api<DynamicObject>, body: serde_json::Value) -> Result<DynamicObject, kube::Error> {
+async fn create(
+    api: &Api<DynamicObject>,
+    body: serde_json::Value,
+) -> Result<DynamicObject, kube::Error> {
     let obj: DynamicObject = serde_json::from_value(body).expect("object");
     api.create(&PostParams::default(), &obj).await
 }
@@ -85,7 +98,12 @@ async fn check_class(
         .with_context(|| format!("valid {kind} {version}"))?;
         assert_eq!(obj.data["spec"], valid);
         // Read back through the other version (conversion).
-        let other = api(client, kind, plural, if version == "v1" { "v1alpha1" } else { "v1" });
+        let other = api(
+            client,
+            kind,
+            plural,
+            if version == "v1" { "v1alpha1" } else { "v1" },
+        );
         assert_eq!(other.get(&format!("ok-{i}")).await?.data["spec"], valid);
     }
     for (n, (spec, field)) in invalid.iter().enumerate() {
@@ -98,13 +116,21 @@ async fn check_class(
         .await
         .expect_err(&format!("{kind} {spec} must be refused"));
         let text = err.to_string();
-        assert!(text.contains(field), "{kind} {spec}: the error names {field}: {text}");
+        assert!(
+            text.contains(field),
+            "{kind} {spec}: the error names {field}: {text}"
+        );
     }
     Ok(())
 }
 
 /// Decodes the rendered Secrets and checks node-manager's contract.
-fn check_registration(rendered: &str, ty: &str, kind: &str, served: &[&str]) -> Result<serde_json::Value> {
+fn check_registration(
+    rendered: &str,
+    ty: &str,
+    kind: &str,
+    served: &[&str],
+) -> Result<serde_json::Value> {
     let mut names = Vec::new();
     let mut subtree = serde_json::Value::Null;
     for doc in serde_yaml::Deserializer::from_str(rendered) {
@@ -114,8 +140,18 @@ fn check_registration(rendered: &str, ty: &str, kind: &str, served: &[&str]) -> 
         }
         let secret: Secret = serde_yaml::from_value(value)?;
         let labels = secret.metadata.labels.clone().unwrap_or_default();
-        assert_eq!(labels.get("cloud-provider.deckhouse.io/registration").map(String::as_str), Some(""));
-        assert_eq!(labels.get("cloud-provider.deckhouse.io/name").map(String::as_str), Some(ty));
+        assert_eq!(
+            labels
+                .get("cloud-provider.deckhouse.io/registration")
+                .map(String::as_str),
+            Some("")
+        );
+        assert_eq!(
+            labels
+                .get("cloud-provider.deckhouse.io/name")
+                .map(String::as_str),
+            Some(ty)
+        );
         assert_eq!(secret.metadata.namespace.as_deref(), Some("kube-system"));
         names.push(secret.metadata.name.clone().unwrap_or_default());
         let data: BTreeMap<String, String> = secret
@@ -129,13 +165,23 @@ fn check_registration(rendered: &str, ty: &str, kind: &str, served: &[&str]) -> 
         let zones: Vec<String> = serde_json::from_str(&data["zones"])?;
         let _ = zones;
         assert_eq!(data["instanceClassKind"], kind);
-        assert!(served.contains(&data["instanceClassAPIVersion"].as_str()), "{:?} is served", data["instanceClassAPIVersion"]);
+        assert!(
+            served.contains(&data["instanceClassAPIVersion"].as_str()),
+            "{:?} is served",
+            data["instanceClassAPIVersion"]
+        );
         assert!(!data["machineClassKind"].is_empty(), "the MCM engine key");
         subtree = serde_json::from_str(&data[ty])?;
         assert!(subtree.is_object());
     }
     names.sort();
-    assert_eq!(names, vec!["d8-node-manager-cloud-provider".to_owned(), format!("d8-node-manager-cloud-provider-{ty}")]);
+    assert_eq!(
+        names,
+        vec![
+            "d8-node-manager-cloud-provider".to_owned(),
+            format!("d8-node-manager-cloud-provider-{ty}")
+        ]
+    );
     Ok(subtree)
 }
 
@@ -144,10 +190,30 @@ async fn instance_classes_and_registration_secrets() -> Result<()> {
     let cluster = KubeCluster::start().await?;
     let admin = cluster.kube_client(Identity::Admin).await?;
 
-    let crd = install_crd(&admin, "charts/node-manager-openstack/crds/openstackinstanceclasses.yaml").await?;
-    let served: Vec<String> = crd.spec.versions.iter().filter(|v| v.served).map(|v| v.name.clone()).collect();
-    assert_eq!(crd.spec.versions.iter().find(|v| v.storage).map(|v| v.name.as_str()), Some("v1"));
-    assert_eq!(crd.spec.names.categories, Some(vec!["cloudinstanceclasses".to_owned()]));
+    let crd = install_crd(
+        &admin,
+        "charts/node-manager-openstack/crds/openstackinstanceclasses.yaml",
+    )
+    .await?;
+    let served: Vec<String> = crd
+        .spec
+        .versions
+        .iter()
+        .filter(|v| v.served)
+        .map(|v| v.name.clone())
+        .collect();
+    assert_eq!(
+        crd.spec
+            .versions
+            .iter()
+            .find(|v| v.storage)
+            .map(|v| v.name.as_str()),
+        Some("v1")
+    );
+    assert_eq!(
+        crd.spec.names.categories,
+        Some(vec!["cloudinstanceclasses".to_owned()])
+    );
     check_class(
         &admin,
         "OpenStackInstanceClass",
@@ -166,19 +232,46 @@ async fn instance_classes_and_registration_secrets() -> Result<()> {
     let served_refs: Vec<&str> = served.iter().map(String::as_str).collect();
     let rendered = helm_template(
         "charts/node-manager-openstack",
-        &["region=RegionOne", "zones={nova,az2}", "connection.authURL=https://keystone:5000/v3",
-          "connection.username=u", "connection.password=p", "connection.domainName=Default",
-          "connection.tenantName=t", "internalNetworkNames={int}", "sshPublicKey=ssh-ed25519 AAA"],
+        &[
+            "region=RegionOne",
+            "zones={nova,az2}",
+            "connection.authURL=https://keystone:5000/v3",
+            "connection.username=u",
+            "connection.password=p",
+            "connection.domainName=Default",
+            "connection.tenantName=t",
+            "internalNetworkNames={int}",
+            "sshPublicKey=ssh-ed25519 AAA",
+        ],
     )
     .map_err(anyhow::Error::msg)?;
-    let subtree = check_registration(&rendered, "openstack", "OpenStackInstanceClass", &served_refs)?;
+    let subtree = check_registration(
+        &rendered,
+        "openstack",
+        "OpenStackInstanceClass",
+        &served_refs,
+    )?;
     assert_eq!(subtree["connection"]["tenantName"], "t");
     assert_eq!(subtree["internalNetworkNames"], serde_json::json!(["int"]));
-    let err = helm_template("charts/node-manager-openstack", &["region=r"]).expect_err("no connection");
-    assert!(err.contains("connection.tenantName or connection.tenantID is required"), "{err}");
+    let err =
+        helm_template("charts/node-manager-openstack", &["region=r"]).expect_err("no connection");
+    assert!(
+        err.contains("connection.tenantName or connection.tenantID is required"),
+        "{err}"
+    );
 
-    let crd = install_crd(&admin, "charts/node-manager-aws/crds/awsinstanceclasses.yaml").await?;
-    let served: Vec<String> = crd.spec.versions.iter().filter(|v| v.served).map(|v| v.name.clone()).collect();
+    let crd = install_crd(
+        &admin,
+        "charts/node-manager-aws/crds/awsinstanceclasses.yaml",
+    )
+    .await?;
+    let served: Vec<String> = crd
+        .spec
+        .versions
+        .iter()
+        .filter(|v| v.served)
+        .map(|v| v.name.clone())
+        .collect();
     check_class(
         &admin,
         "AWSInstanceClass",
@@ -187,22 +280,42 @@ async fn instance_classes_and_registration_secrets() -> Result<()> {
             "diskType": "gp3", "diskSizeGb": 50, "additionalSecurityGroups": ["sg-0abc"],
             "additionalTags": {"team": "x"}}),
         &[
-            (serde_json::json!({"ami": "ami-01234567"}), "spec.instanceType"),
-            (serde_json::json!({"instanceType": "m5.large", "diskType": "gp9"}), "spec.diskType"),
-            (serde_json::json!({"instanceType": "m5.large", "ami": "centos"}), "spec.ami"),
-            (serde_json::json!({"instanceType": "m5.large", "iops": 5}), "spec.iops"),
+            (
+                serde_json::json!({"ami": "ami-01234567"}),
+                "spec.instanceType",
+            ),
+            (
+                serde_json::json!({"instanceType": "m5.large", "diskType": "gp9"}),
+                "spec.diskType",
+            ),
+            (
+                serde_json::json!({"instanceType": "m5.large", "ami": "centos"}),
+                "spec.ami",
+            ),
+            (
+                serde_json::json!({"instanceType": "m5.large", "iops": 5}),
+                "spec.iops",
+            ),
         ],
     )
     .await?;
     let served_refs: Vec<&str> = served.iter().map(String::as_str).collect();
     let rendered = helm_template(
         "charts/node-manager-aws",
-        &["region=eu-central-1", "zones={eu-central-1a}", "providerAccessKeyId=AKIA", "providerSecretAccessKey=s",
-          "zoneToSubnetIdMap.eu-central-1a=subnet-1"],
+        &[
+            "region=eu-central-1",
+            "zones={eu-central-1a}",
+            "providerAccessKeyId=AKIA",
+            "providerSecretAccessKey=s",
+            "zoneToSubnetIdMap.eu-central-1a=subnet-1",
+        ],
     )
     .map_err(anyhow::Error::msg)?;
     let subtree = check_registration(&rendered, "aws", "AWSInstanceClass", &served_refs)?;
-    assert_eq!(subtree["internal"]["zoneToSubnetIdMap"]["eu-central-1a"], "subnet-1");
+    assert_eq!(
+        subtree["internal"]["zoneToSubnetIdMap"]["eu-central-1a"],
+        "subnet-1"
+    );
     // The rendered Secrets are valid objects for the apiserver.
     for doc in serde_yaml::Deserializer::from_str(&rendered) {
         let value = serde_yaml::Value::deserialize(doc)?;
@@ -211,7 +324,13 @@ async fn instance_classes_and_registration_secrets() -> Result<()> {
         }
         let secret: Secret = serde_yaml::from_value(value)?;
         Api::<Secret>::namespaced(admin.clone(), "kube-system")
-            .create(&PostParams { dry_run: true, ..Default::default() }, &secret)
+            .create(
+                &PostParams {
+                    dry_run: true,
+                    ..Default::default()
+                },
+                &secret,
+            )
             .await?;
     }
     Ok(())

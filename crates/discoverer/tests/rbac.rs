@@ -7,8 +7,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
+};
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde::Deserialize as _;
 use stratus_testenv::{Identity, KubeCluster};
@@ -17,32 +21,116 @@ const NAMESPACE: &str = "d8-cloud-provider-aws";
 const SA: &str = "cloud-data-discoverer";
 
 /// `verb` on `resource` (group, namespace, name).
-type Access = (&'static str, &'static str, &'static str, Option<&'static str>, Option<&'static str>);
+type Access = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    Option<&'static str>,
+);
 
 /// Every call of `crates/discoverer/src/outputs.rs`.
 const REQUIRED: &[Access] = &[
     ("list", "", "persistentvolumes", None, None),
-    ("get", "deckhouse.io", "instancetypescatalogs", None, Some("for-cluster-autoscaler")),
-    ("create", "deckhouse.io", "instancetypescatalogs", None, None),
-    ("update", "deckhouse.io", "instancetypescatalogs", None, Some("for-cluster-autoscaler")),
-    ("get", "", "secrets", Some("kube-system"), Some("d8-provider-cluster-configuration")),
-    ("get", "", "secrets", Some("kube-system"), Some("d8-cloud-provider-discovery-data")),
+    (
+        "get",
+        "deckhouse.io",
+        "instancetypescatalogs",
+        None,
+        Some("for-cluster-autoscaler"),
+    ),
+    (
+        "create",
+        "deckhouse.io",
+        "instancetypescatalogs",
+        None,
+        None,
+    ),
+    (
+        "update",
+        "deckhouse.io",
+        "instancetypescatalogs",
+        None,
+        Some("for-cluster-autoscaler"),
+    ),
+    (
+        "get",
+        "",
+        "secrets",
+        Some("kube-system"),
+        Some("d8-provider-cluster-configuration"),
+    ),
+    (
+        "get",
+        "",
+        "secrets",
+        Some("kube-system"),
+        Some("d8-cloud-provider-discovery-data"),
+    ),
     ("create", "", "secrets", Some("kube-system"), None),
-    ("update", "", "secrets", Some("kube-system"), Some("d8-cloud-provider-discovery-data")),
-    ("get", "", "configmaps", Some("kube-system"), Some("d8-cloud-provider-conditions")),
+    (
+        "update",
+        "",
+        "secrets",
+        Some("kube-system"),
+        Some("d8-cloud-provider-discovery-data"),
+    ),
+    (
+        "get",
+        "",
+        "configmaps",
+        Some("kube-system"),
+        Some("d8-cloud-provider-conditions"),
+    ),
     ("create", "", "configmaps", Some("kube-system"), None),
-    ("update", "", "configmaps", Some("kube-system"), Some("d8-cloud-provider-conditions")),
+    (
+        "update",
+        "",
+        "configmaps",
+        Some("kube-system"),
+        Some("d8-cloud-provider-conditions"),
+    ),
 ];
 
 const FORBIDDEN: &[Access] = &[
-    ("get", "", "secrets", Some("kube-system"), Some("d8-node-manager-cloud-provider")),
+    (
+        "get",
+        "",
+        "secrets",
+        Some("kube-system"),
+        Some("d8-node-manager-cloud-provider"),
+    ),
     ("list", "", "secrets", Some("kube-system"), None),
-    ("update", "", "secrets", Some("kube-system"), Some("d8-provider-cluster-configuration")),
-    ("delete", "", "secrets", Some("kube-system"), Some("d8-cloud-provider-discovery-data")),
+    (
+        "update",
+        "",
+        "secrets",
+        Some("kube-system"),
+        Some("d8-provider-cluster-configuration"),
+    ),
+    (
+        "delete",
+        "",
+        "secrets",
+        Some("kube-system"),
+        Some("d8-cloud-provider-discovery-data"),
+    ),
     ("get", "", "persistentvolumes", None, Some("pv")),
     ("delete", "", "persistentvolumes", None, Some("pv")),
-    ("delete", "deckhouse.io", "instancetypescatalogs", None, Some("for-cluster-autoscaler")),
-    ("get", "", "secrets", Some("default"), Some("d8-cloud-provider-discovery-data")),
+    (
+        "delete",
+        "deckhouse.io",
+        "instancetypescatalogs",
+        None,
+        Some("for-cluster-autoscaler"),
+    ),
+    (
+        "get",
+        "",
+        "secrets",
+        Some("default"),
+        Some("d8-cloud-provider-discovery-data"),
+    ),
 ];
 
 fn repo_file(rel: &str) -> String {
@@ -54,7 +142,10 @@ async fn allowed(client: &kube::Client, a: &Access) -> Result<bool> {
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
             user: Some(format!("system:serviceaccount:{NAMESPACE}:{SA}")),
-            groups: Some(vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{NAMESPACE}")]),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{NAMESPACE}"),
+            ]),
             resource_attributes: Some(ResourceAttributes {
                 verb: Some(a.0.into()),
                 group: Some(a.1.into()),
@@ -87,7 +178,10 @@ async fn expect(client: &kube::Client, accesses: &[Access], want: bool, why: &st
         if wrong.is_empty() {
             return Ok(());
         }
-        anyhow::ensure!(tokio::time::Instant::now() < deadline, "{why}: expected allowed={want} for {wrong:?}");
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "{why}: expected allowed={want} for {wrong:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -101,7 +195,10 @@ async fn expect_some_denied(client: &kube::Client, why: &str) -> Result<()> {
                 return Ok(());
             }
         }
-        anyhow::ensure!(tokio::time::Instant::now() < deadline, "{why}: no required access was denied");
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "{why}: no required access was denied"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -109,15 +206,33 @@ async fn expect_some_denied(client: &kube::Client, why: &str) -> Result<()> {
 #[tokio::test]
 async fn shipped_rbac_is_least_privilege() -> Result<()> {
     let shipped = repo_file("deploy/cloud-data-discoverer/rbac.yaml");
-    assert_eq!(shipped, repo_file("charts/cloud-data-discoverer/files/rbac.yaml"), "the chart ships the same RBAC");
+    assert_eq!(
+        shipped,
+        repo_file("charts/cloud-data-discoverer/files/rbac.yaml"),
+        "the chart ships the same RBAC"
+    );
     let helm = stratus_testenv::ensure_installed()?.helm;
     let chart = stratus_testenv::repo_root().join("charts/cloud-data-discoverer");
     let lint = Command::new(&helm).arg("lint").arg(&chart).output()?;
-    assert!(lint.status.success(), "helm lint: {}", String::from_utf8_lossy(&lint.stdout));
-    let out = Command::new(&helm).args(["template", "x", "-n", NAMESPACE]).arg(&chart).output()?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        lint.status.success(),
+        "helm lint: {}",
+        String::from_utf8_lossy(&lint.stdout)
+    );
+    let out = Command::new(&helm)
+        .args(["template", "x", "-n", NAMESPACE])
+        .arg(&chart)
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rendered = String::from_utf8(out.stdout)?;
-    assert!(rendered.contains(&format!("name: {SA}\n  namespace: {NAMESPACE}")), "{rendered}");
+    assert!(
+        rendered.contains(&format!("name: {SA}\n  namespace: {NAMESPACE}")),
+        "{rendered}"
+    );
 
     let cluster = KubeCluster::start().await?;
     let admin = cluster.kube_client(Identity::Admin).await?;
@@ -132,7 +247,9 @@ async fn shipped_rbac_is_least_privilege() -> Result<()> {
     for doc in serde_yaml::Deserializer::from_str(&shipped) {
         let value = serde_yaml::Value::deserialize(doc)?;
         match value["kind"].as_str() {
-            Some("ClusterRole") => cluster_role = Some(serde_yaml::from_value::<ClusterRole>(value)?),
+            Some("ClusterRole") => {
+                cluster_role = Some(serde_yaml::from_value::<ClusterRole>(value)?)
+            }
             Some("Role") => role = Some(serde_yaml::from_value::<Role>(value)?),
             other => anyhow::bail!("unexpected kind {other:?}"),
         }
@@ -148,8 +265,15 @@ async fn shipped_rbac_is_least_privilege() -> Result<()> {
         .create(
             &PostParams::default(),
             &ClusterRoleBinding {
-                metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
-                role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "ClusterRole".into(), name: name.clone() },
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    ..Default::default()
+                },
+                role_ref: RoleRef {
+                    api_group: "rbac.authorization.k8s.io".into(),
+                    kind: "ClusterRole".into(),
+                    name: name.clone(),
+                },
                 subjects: Some(vec![subject.clone()]),
             },
         )
@@ -158,8 +282,16 @@ async fn shipped_rbac_is_least_privilege() -> Result<()> {
         .create(
             &PostParams::default(),
             &RoleBinding {
-                metadata: ObjectMeta { name: Some(name.clone()), namespace: Some("kube-system".into()), ..Default::default() },
-                role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "Role".into(), name: name.clone() },
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some("kube-system".into()),
+                    ..Default::default()
+                },
+                role_ref: RoleRef {
+                    api_group: "rbac.authorization.k8s.io".into(),
+                    kind: "Role".into(),
+                    name: name.clone(),
+                },
                 subjects: Some(vec![subject]),
             },
         )
@@ -179,12 +311,16 @@ async fn shipped_rbac_is_least_privilege() -> Result<()> {
             }
             let current = roles.get(&name).await?;
             trimmed.metadata.resource_version = current.metadata.resource_version;
-            roles.replace(&name, &PostParams::default(), &trimmed).await?;
+            roles
+                .replace(&name, &PostParams::default(), &trimmed)
+                .await?;
             expect_some_denied(&admin, &format!("ClusterRole rule {i} without {verb}")).await?;
             let current = roles.get(&name).await?;
             let mut restored = cluster_role.clone();
             restored.metadata.resource_version = current.metadata.resource_version;
-            roles.replace(&name, &PostParams::default(), &restored).await?;
+            roles
+                .replace(&name, &PostParams::default(), &restored)
+                .await?;
             expect(&admin, REQUIRED, true, "restored").await?;
         }
     }
@@ -199,12 +335,16 @@ async fn shipped_rbac_is_least_privilege() -> Result<()> {
             }
             let current = ns_roles.get(&name).await?;
             trimmed.metadata.resource_version = current.metadata.resource_version;
-            ns_roles.replace(&name, &PostParams::default(), &trimmed).await?;
+            ns_roles
+                .replace(&name, &PostParams::default(), &trimmed)
+                .await?;
             expect_some_denied(&admin, &format!("Role rule {i} without {verb}")).await?;
             let current = ns_roles.get(&name).await?;
             let mut restored = role.clone();
             restored.metadata.resource_version = current.metadata.resource_version;
-            ns_roles.replace(&name, &PostParams::default(), &restored).await?;
+            ns_roles
+                .replace(&name, &PostParams::default(), &restored)
+                .await?;
             expect(&admin, REQUIRED, true, "restored").await?;
         }
     }
