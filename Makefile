@@ -24,7 +24,7 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes env-up env-down clean-env
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer env-up env-down clean-env
 
 all: test
 
@@ -81,7 +81,7 @@ bench-faults: install
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --outage-seconds $(OUTAGE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
 ## bench: every benchmark (nodes, load balancers, faults, ECR credential provider); JSON and SVG in bench/results/
-bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-openstack-lb
+bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-openstack-lb bench-discoverer
 
 ## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
 # (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)
@@ -101,6 +101,13 @@ bench-openstack-nodes: install
 	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios --bin cloud-controller-manager --bin stratus-bench-openstack-nodes
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-openstack-nodes --nodes $(NODES) --refresh-seconds $(OS_REFRESH) --idle-periods $(OS_IDLE_PERIODS) | tee bench/results/bench-openstack-nodes.json
+
+## bench-discoverer: cloud-data-discoverer's first run against moto with DISCOVERER_VOLUMES EBS volumes: cloud requests, seconds, peak RSS (JSON, release build)
+DISCOVERER_VOLUMES ?= 1000
+bench-discoverer: install
+	$(CARGO) build -q --release -p cloud-data-discoverer -p stratus-discoverer --bin cloud-data-discoverer --example bench_discoverer
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/examples/bench_discoverer --binary $(CARGO_TARGET_DIR)/release/cloud-data-discoverer --volumes $(DISCOVERER_VOLUMES) | tee bench/results/bench-discoverer.json
 
 ## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env);
 ## CLOUD=openstack starts Keystone and the OpenStack simulators instead of moto
