@@ -90,13 +90,16 @@ mod tests {
             ok: true,
         };
         assert_eq!(conditions_action(None, &[]), WriteAction::Skip);
-        assert_eq!(conditions_action(None, &[c.clone()]), WriteAction::Create);
+        assert_eq!(
+            conditions_action(None, std::slice::from_ref(&c)),
+            WriteAction::Create
+        );
         assert_eq!(
             conditions_action(Some(&"[]".to_owned()), &[]),
             WriteAction::Skip
         );
         assert_eq!(
-            conditions_action(Some(&"[]".to_owned()), &[c.clone()]),
+            conditions_action(Some(&"[]".to_owned()), std::slice::from_ref(&c)),
             WriteAction::Replace
         );
         assert_eq!(
