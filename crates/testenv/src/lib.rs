@@ -27,6 +27,7 @@ pub mod openstack_env;
 mod process;
 pub mod proxy;
 pub mod proxy_control;
+pub mod rbac_check;
 mod repo;
 pub mod tools;
 mod util;
