@@ -15,6 +15,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod audit;
 pub mod aws_env;
 pub mod cli;
 mod cli_openstack;
@@ -27,6 +28,7 @@ pub mod openstack_env;
 mod process;
 pub mod proxy;
 pub mod proxy_control;
+pub mod rbac_required;
 mod repo;
 pub mod tools;
 mod util;
