@@ -1124,3 +1124,107 @@ async fn the_openstack_ccm_makes_every_write_the_shipped_role_grants_and_no_othe
         assert_ne!(w.code, 403, "denied by the shipped role: {w:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkills_during_a_churn_of_fifty_services_leave_one_load_balancer_each_then_nothing() {
+    const N: usize = 50;
+    const CHURN_WAIT: Duration = Duration::from_secs(180);
+    let os = setup(2).await;
+    sim(&os).set_lb_delay(Duration::from_millis(200));
+    let user_fip = sim(&os).create_floating_ip("a user's address").unwrap();
+    let mut ccm = os.ccm("service", "", &[]);
+    let names: Vec<String> = (0..N).map(|i| format!("churn-{i}")).collect();
+    let mut kills = 0;
+    for (i, name) in names.iter().enumerate() {
+        create_lb_service(&os.admin, NS, name, &[80], BTreeMap::new())
+            .await
+            .unwrap();
+        // Killed twice while the load balancers are being made.
+        if i == N / 3 || i == 2 * N / 3 {
+            os.wait_counts("some load balancers under way", |c| {
+                c.load_balancers >= i / 2
+            })
+            .await;
+            ccm.kill();
+            kills += 1;
+            ccm = os.ccm("service", "", &[]);
+        }
+    }
+    let all_have_ingress = wait_for("an ingress on every Service", CHURN_WAIT, || async {
+        for name in &names {
+            if get_service(&os.admin, NS, name)
+                .await?
+                .as_ref()
+                .and_then(ingress)
+                .is_none()
+            {
+                return Ok(None);
+            }
+        }
+        Ok(Some(()))
+    })
+    .await;
+    if let Err(e) = all_have_ingress {
+        panic!(
+            "{e}: {:?}\n--- ccm log ---\n{}",
+            sim(&os).lb_counts(),
+            ccm.log()
+        );
+    }
+    let lbs = sim(&os).load_balancers();
+    let mut lb_names: Vec<String> = lbs
+        .iter()
+        .filter_map(|l| l["name"].as_str().map(str::to_owned))
+        .collect();
+    lb_names.sort();
+    let mut want: Vec<String> = names
+        .iter()
+        .map(|n| format!("kube_service_{CLUSTER}_{NS}_{n}"))
+        .collect();
+    want.sort();
+    assert_eq!(lb_names, want, "exactly one load balancer per Service");
+    assert_eq!(
+        sim(&os).floating_ips().len(),
+        N + 1,
+        "one floating IP per Service, and the user's"
+    );
+
+    // Deleted, with one more kill half way.
+    for (i, name) in names.iter().enumerate() {
+        delete_service(&os.admin, NS, name).await.unwrap();
+        if i == N / 2 {
+            os.wait_counts("some load balancers deleted", |c| c.load_balancers < N)
+                .await;
+            ccm.kill();
+            kills += 1;
+            ccm = os.ccm("service", "", &[]);
+        }
+    }
+    let gone = wait_for("nothing left", CHURN_WAIT, || async {
+        let c = sim(&os).lb_counts();
+        Ok((c.load_balancers == 0
+            && c.listeners == 0
+            && c.pools == 0
+            && c.members == 0
+            && c.monitors == 0
+            && c.security_groups == 0
+            && c.floating_ips == 1)
+            .then_some(()))
+    })
+    .await;
+    if let Err(e) = gone {
+        panic!(
+            "{e}: {:?}\n--- ccm log ---\n{}",
+            sim(&os).lb_counts(),
+            ccm.log()
+        );
+    }
+    assert_eq!(kills, 3);
+    let left = sim(&os).floating_ips();
+    assert_eq!(
+        left[0]["id"],
+        user_fip.0.as_str(),
+        "the user's address kept"
+    );
+    assert_eq!(left[0]["description"], "a user's address");
+}

@@ -35,7 +35,7 @@ impl SimHandle {
     /// Attaches floating IP `fip` to `port` (its IPv4 address).
     pub fn attach_floating_ip(&self, fip: &str, port: &str) -> Result<(), String> {
         let mut state = self.sim.state();
-        crate::neutron::associate(&mut *state, fip, port, None).map_err(|e| e.message)
+        crate::neutron::associate(&mut state, fip, port, None).map_err(|e| e.message)
     }
 
     /// Adds subnet `name` (`cidr`, with `tags`) to network `network`; returns its id.

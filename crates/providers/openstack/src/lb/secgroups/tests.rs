@@ -82,10 +82,12 @@ fn names_are_occms() {
     ));
 }
 
+/// (provider, source ranges, health check port, expected rules)
+type Case = (&'static str, Vec<&'static str>, Option<u16>, Vec<RuleSpec>);
+
 #[test]
 fn wanted_rules_per_provider() {
-    // (provider, source ranges, health check port, expected rules)
-    let cases: Vec<(&str, Vec<&str>, Option<u16>, Vec<RuleSpec>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "amphora",
             vec![],
