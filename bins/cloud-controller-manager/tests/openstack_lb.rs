@@ -579,3 +579,652 @@ async fn pod_routes_follow_nodes_on_the_router() {
     .await
     .unwrap_or_else(|e| panic!("{e}: {:?}", routes(())));
 }
+
+/// The security group of a Service (`manage-security-groups`), by OCCM's name.
+fn group_of(os: &Os, svc: &Service) -> Option<serde_json::Value> {
+    let name = format!(
+        "lb-sg-{}-{NS}-{}",
+        svc.metadata.uid.as_deref().unwrap(),
+        svc.metadata.name.as_deref().unwrap()
+    );
+    sim(os)
+        .security_groups()
+        .into_iter()
+        .find(|g| g["name"] == name.as_str())
+}
+
+/// Ids of the ports holding security group `sg`.
+fn ports_holding(os: &Os, sg: &str) -> Vec<String> {
+    let mut out: Vec<String> = sim(os)
+        .ports()
+        .into_iter()
+        .filter(|p| {
+            p["security_groups"]
+                .as_array()
+                .is_some_and(|g| g.iter().any(|x| x == sg))
+        })
+        .filter_map(|p| p["id"].as_str().map(str::to_owned))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The ports of the servers behind `nodes`.
+fn node_ports(os: &Os, nodes: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            sim(os)
+                .ports()
+                .into_iter()
+                .find(|p| p["device_id"] == os.nodes[*n].as_str())
+                .and_then(|p| p["id"].as_str().map(str::to_owned))
+                .expect("server port")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_security_groups_open_node_ports_follow_nodes_and_go_with_the_service() {
+    let mut os = setup(2).await;
+    sim(&os).set_lb_delay(Duration::from_millis(100));
+    let _ccm = os.ccm(
+        "service",
+        "manage-security-groups = true",
+        &["--node-monitor-period=500ms"],
+    );
+    create_lb_service(&os.admin, NS, "web", &[80, 443], BTreeMap::new())
+        .await
+        .unwrap();
+    let (svc, _) = os.wait_ingress("web").await;
+    let node_ports_of_svc: Vec<u64> = svc
+        .spec
+        .as_ref()
+        .unwrap()
+        .ports
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|p| p.node_port.unwrap() as u64)
+        .collect();
+    let group = wait_for("the Service's security group", WAIT, || async {
+        Ok(group_of(&os, &svc))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        group["description"],
+        format!("Security Group for {NS}/web Service LoadBalancer in cluster {CLUSTER}")
+    );
+    let sg = group["id"].as_str().unwrap().to_owned();
+    let node_ip: std::net::IpAddr = sim(&os)
+        .ports()
+        .into_iter()
+        .find(|p| p["device_id"] == os.nodes["node-0"].as_str())
+        .unwrap()["fixed_ips"][0]["ip_address"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ingress_rules: Vec<&serde_json::Value> = group["security_group_rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["direction"] == "ingress")
+        .collect();
+    assert_eq!(ingress_rules.len(), 2, "one rule per node port: {group}");
+    for r in &ingress_rules {
+        assert_eq!(r["protocol"], "tcp");
+        assert_eq!(r["port_range_min"], r["port_range_max"]);
+        assert!(node_ports_of_svc.contains(&r["port_range_min"].as_u64().unwrap()));
+        let from = stratus_cloud::Cidr::parse(r["remote_ip_prefix"].as_str().unwrap()).unwrap();
+        assert!(from.contains_ip(node_ip), "from the member subnet: {r}");
+    }
+    assert_eq!(
+        group["security_group_rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["direction"] == "egress")
+            .count(),
+        2,
+        "Neutron's egress rules are left alone"
+    );
+    wait_for("the group on both member ports", WAIT, || async {
+        Ok((ports_holding(&os, &sg) == node_ports(&os, &["node-0", "node-1"])).then_some(()))
+    })
+    .await
+    .unwrap();
+
+    // A node joins: its port gets the group; a node leaves: its port loses it.
+    os.add_nodes(1).await;
+    wait_for("the group on the new node's port", WAIT, || async {
+        Ok(
+            (ports_holding(&os, &sg) == node_ports(&os, &["node-0", "node-1", "node-2"]))
+                .then_some(()),
+        )
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {:?}", ports_holding(&os, &sg)));
+    delete_node(&os.admin, "node-1").await.unwrap();
+    wait_for("the group off the gone node's port", WAIT, || async {
+        Ok((ports_holding(&os, &sg) == node_ports(&os, &["node-0", "node-2"])).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {:?}", ports_holding(&os, &sg)));
+
+    delete_service(&os.admin, NS, "web").await.unwrap();
+    os.wait_counts("no load balancer and no security group left", |c| {
+        c.load_balancers == 0 && c.security_groups == 0 && c.floating_ips == 0
+    })
+    .await;
+    assert!(
+        ports_holding(&os, &sg).is_empty(),
+        "no port refers to the group"
+    );
+}
+
+/// The tenant subnet the nodes' ports are on.
+fn tenant_subnet(os: &Os) -> String {
+    let network = sim(os).network_id("stratus-internal").unwrap();
+    sim(os)
+        .ports()
+        .iter()
+        .find(|p| p["network_id"] == network.as_str())
+        .and_then(|p| p["fixed_ips"][0]["subnet_id"].as_str().map(str::to_owned))
+        .expect("a port on the tenant subnet")
+}
+
+/// A node's InternalIP (its server's first fixed IP).
+fn node_address(os: &Os, node: &str) -> String {
+    sim(os)
+        .ports()
+        .into_iter()
+        .find(|p| p["device_id"] == os.nodes[node].as_str())
+        .and_then(|p| p["fixed_ips"][0]["ip_address"].as_str().map(str::to_owned))
+        .expect("server port")
+}
+
+/// Requests that changed something in Octavia or Neutron, by `service:METHOD path`.
+fn mutations(counts: &BTreeMap<String, u64>) -> Vec<(String, u64)> {
+    counts
+        .iter()
+        .filter(|(k, _)| {
+            (k.starts_with("load-balancer:") || k.starts_with("network:")) && !k.contains(":GET ")
+        })
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_made_by_occm_is_adopted_as_it_is() {
+    let os = setup(2).await;
+    sim(&os).set_lb_delay(Duration::from_millis(100));
+    // The Service exists and OCCM made its load balancer, members and floating IP, with OCCM's
+    // names, tags and description; then the cluster switches to Stratus.
+    create_lb_service(&os.admin, NS, "legacy", &[80, 443], BTreeMap::new())
+        .await
+        .unwrap();
+    let svc = get_service(&os.admin, NS, "legacy").await.unwrap().unwrap();
+    let name = format!("kube_service_{CLUSTER}_{NS}_legacy");
+    let listeners: Vec<serde_json::Value> = svc
+        .spec
+        .as_ref()
+        .unwrap()
+        .ports
+        .as_ref()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let members: Vec<serde_json::Value> = os
+                .nodes
+                .keys()
+                .map(|n| {
+                    json!({"name": n, "address": node_address(&os, n),
+                        "protocol_port": p.node_port.unwrap()})
+                })
+                .collect();
+            json!({"name": format!("listener_{i}_{name}"), "protocol": "TCP",
+                "protocol_port": p.port, "connection_limit": -1, "tags": [name],
+                "default_pool": {"name": format!("pool_{i}_{name}"), "protocol": "TCP",
+                    "lb_algorithm": "ROUND_ROBIN", "members": members}})
+        })
+        .collect();
+    let lb = sim(&os)
+        .create_load_balancer(&json!({"loadbalancer": {
+            "name": name, "provider": "amphora", "tags": [name],
+            "description": format!("Kubernetes external service {NS}/legacy from cluster {CLUSTER}"),
+            "vip_subnet_id": tenant_subnet(&os), "listeners": listeners}}))
+        .await
+        .expect("OCCM's load balancer");
+    let lb_id = lb["id"].as_str().unwrap().to_owned();
+    let (fip, address) = sim(&os)
+        .create_floating_ip(&format!(
+            "Floating IP for Kubernetes external service {NS}/legacy from cluster {CLUSTER}"
+        ))
+        .unwrap();
+    sim(&os)
+        .attach_floating_ip(&fip, lb["vip_port_id"].as_str().unwrap())
+        .unwrap();
+    wait_for("OCCM's load balancer ACTIVE", WAIT, || async {
+        Ok((sim(&os).lb_status(&lb_id).as_deref() == Some("ACTIVE")).then_some(()))
+    })
+    .await
+    .unwrap();
+    let before = sim(&os).lb_counts();
+
+    os.cloud.reset_request_counts().await.unwrap();
+    let ccm = os.ccm("service", "", &[]);
+    let (_, ingress) = os.wait_ingress("legacy").await;
+    assert_eq!(ingress, address, "OCCM's floating IP is the ingress");
+    let lbs = sim(&os).load_balancers();
+    assert_eq!(lbs.len(), 1, "no second load balancer");
+    assert_eq!(lbs[0]["id"], lb_id.as_str(), "the same load balancer");
+    assert_eq!(sim(&os).lb_counts(), before, "nothing added or removed");
+    let counts = os.cloud.request_counts().await.unwrap();
+    assert_eq!(
+        mutations(&counts),
+        vec![],
+        "adoption changes nothing in the cloud: {counts:?}\n--- ccm log ---\n{}",
+        ccm.log()
+    );
+
+    // OCCM's floating IP carries OCCM's description, so it goes with the Service.
+    delete_service(&os.admin, NS, "legacy").await.unwrap();
+    os.wait_counts("OCCM's load balancer and floating IP deleted", |c| {
+        c.load_balancers == 0 && c.listeners == 0 && c.pools == 0 && c.floating_ips == 0
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_twenty_nodes_is_one_batch_member_update_per_pool() {
+    let mut os = setup(2).await;
+    sim(&os).set_lb_delay(Duration::from_millis(100));
+    let _ccm = os.ccm("service", "", &[]);
+    create_lb_service(&os.admin, NS, "web", &[80, 443], BTreeMap::new())
+        .await
+        .unwrap();
+    os.wait_ingress("web").await;
+    os.wait_counts("2 pools of 2 members", |c| c.members == 4)
+        .await;
+
+    os.cloud.reset_request_counts().await.unwrap();
+    os.add_nodes(20).await;
+    os.wait_counts("22 members in each pool", |c| c.members == 44)
+        .await;
+    let counts = os.cloud.request_counts().await.unwrap();
+    let batches = counts
+        .get("load-balancer:PUT /lbaas/pools/{id}/members")
+        .copied()
+        .unwrap_or(0);
+    assert_eq!(batches, 2, "one batch member update per pool: {counts:?}");
+    assert_eq!(
+        mutations(&counts),
+        vec![("load-balancer:PUT /lbaas/pools/{id}/members".to_string(), 2)],
+        "no other change: {counts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_load_balancer_carries_each_services_listeners_and_outlives_its_guests() {
+    let os = setup(2).await;
+    sim(&os).set_lb_delay(Duration::from_millis(100));
+    let _ccm = os.ccm("service", "", &[]);
+    create_lb_service(&os.admin, NS, "owner", &[80], BTreeMap::new())
+        .await
+        .unwrap();
+    let (_, address) = os.wait_ingress("owner").await;
+    let owner_name = format!("kube_service_{CLUSTER}_{NS}_owner");
+    let lb = lb_named(&sim(&os).load_balancers(), &owner_name)
+        .unwrap()
+        .clone();
+    let lb_id = lb["id"].as_str().unwrap().to_owned();
+
+    // A guest joins by id: its listener on the owner's load balancer, the same address.
+    create_lb_service(
+        &os.admin,
+        NS,
+        "guest",
+        &[8080],
+        ann(&[("load-balancer-id", &lb_id)]),
+    )
+    .await
+    .unwrap();
+    let (_, guest_address) = os.wait_ingress("guest").await;
+    assert_eq!(guest_address, address, "the owner's floating IP");
+    let guest_name = format!("kube_service_{CLUSTER}_{NS}_guest");
+    let lbs = sim(&os).load_balancers();
+    assert_eq!(lbs.len(), 1, "no load balancer of its own");
+    assert_eq!(lbs[0]["tags"], json!([owner_name, guest_name]));
+    let listeners = sim(&os).listeners();
+    assert_eq!(listeners.len(), 2);
+    let guest_listener = listeners
+        .iter()
+        .find(|l| l["protocol_port"] == 8080)
+        .expect("the guest's listener");
+    assert_eq!(guest_listener["name"], format!("listener_0_{guest_name}"));
+    assert_eq!(guest_listener["tags"], json!([guest_name]));
+    assert_eq!(sim(&os).floating_ips().len(), 1);
+
+    // max-shared-lb (2) reached: a third Service is refused with a Warning, nothing changes.
+    create_lb_service(
+        &os.admin,
+        NS,
+        "third",
+        &[9090],
+        ann(&[("load-balancer-id", &lb_id)]),
+    )
+    .await
+    .unwrap();
+    wait_for("a warning about sharing", WAIT, || async {
+        let events = events_about(&os.admin, "Service", "third").await?;
+        Ok(events
+            .iter()
+            .any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("already shared with 2 Services"))
+            })
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(sim(&os).listeners().len(), 2);
+    delete_service(&os.admin, NS, "third").await.unwrap();
+
+    // The guest leaves: only its listener and pool go.
+    delete_service(&os.admin, NS, "guest").await.unwrap();
+    os.wait_counts("the guest's listener and pool gone", |c| {
+        c.load_balancers == 1 && c.listeners == 1 && c.pools == 1 && c.floating_ips == 1
+    })
+    .await;
+    wait_for("the guest's tag gone", WAIT, || async {
+        Ok((sim(&os).load_balancers()[0]["tags"] == json!([owner_name])).then_some(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(sim(&os).listeners()[0]["protocol_port"], 80);
+    let (_, still) = os.wait_ingress("owner").await;
+    assert_eq!(still, address);
+
+    delete_service(&os.admin, NS, "owner").await.unwrap();
+    os.wait_counts("nothing left", |c| {
+        c.load_balancers == 0 && c.listeners == 0 && c.pools == 0 && c.floating_ips == 0
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vip_port_and_floating_subnets_chosen_by_name_or_tags() {
+    let os = setup(1).await;
+    sim(&os).set_lb_delay(Duration::from_millis(100));
+    let public = sim(&os).network_id("public").unwrap();
+    sim(&os)
+        .add_subnet(&public, "public-b", "198.51.100.0/24", &["lb", "b"])
+        .unwrap();
+    sim(&os)
+        .add_subnet(&public, "public-c", "203.0.113.0/24", &["c"])
+        .unwrap();
+    let vip_address = sim(&os).create_port("").unwrap();
+    let vip_port = sim(&os)
+        .ports()
+        .into_iter()
+        .find(|p| p["fixed_ips"][0]["ip_address"] == vip_address.as_str())
+        .and_then(|p| p["id"].as_str().map(str::to_owned))
+        .unwrap();
+    let _ccm = os.ccm("service", "", &[]);
+
+    create_lb_service(
+        &os.admin,
+        NS,
+        "on-port",
+        &[80],
+        ann(&[("port-id", &vip_port), ("floating-subnet", "public-?")]),
+    )
+    .await
+    .unwrap();
+    create_lb_service(
+        &os.admin,
+        NS,
+        "by-tags",
+        &[80],
+        ann(&[("floating-subnet-tags", "c")]),
+    )
+    .await
+    .unwrap();
+    let (_, by_name) = os.wait_ingress("on-port").await;
+    let (_, by_tags) = os.wait_ingress("by-tags").await;
+    let lbs = sim(&os).load_balancers();
+    let lb = lb_named(&lbs, &format!("kube_service_{CLUSTER}_{NS}_on-port")).unwrap();
+    assert_eq!(lb["vip_port_id"], vip_port.as_str(), "the given VIP port");
+    assert_eq!(lb["vip_address"], vip_address.as_str());
+    // `public-?` matches public-b and public-c, not the seeded public subnet: the first match.
+    assert!(
+        by_name.starts_with("198.51.100.") || by_name.starts_with("203.0.113."),
+        "{by_name}"
+    );
+    assert!(by_tags.starts_with("203.0.113."), "tagged c: {by_tags}");
+
+    delete_service(&os.admin, NS, "on-port").await.unwrap();
+    delete_service(&os.admin, NS, "by-tags").await.unwrap();
+    os.wait_counts("load balancers and their floating IPs gone", |c| {
+        c.load_balancers == 0 && c.floating_ips == 0
+    })
+    .await;
+    let port = sim(&os).port(&vip_port).expect("the user's port is kept");
+    assert_eq!(port["device_id"], "", "and released");
+}
+
+/// A write the audit log recorded, as `(verb, group, resource)`.
+type WriteKey = (String, String, String);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openstack_ccm_makes_every_write_the_shipped_role_grants_and_no_other() {
+    use stratus_testenv::rbac_required::REQUIRED;
+    let os = setup(2).await;
+    sim(&os).set_lb_delay(Duration::from_millis(100));
+    let router = sim(&os).router_id("stratus-router").unwrap();
+    // A node the cloud-node controller initialises (patch nodes, patch nodes/status).
+    let fresh = sim(&os)
+        .create_servers(&[ServerSpec::active("fresh")])
+        .unwrap()
+        .remove(0);
+    stratus_scenarios::kube_fixture::create_uninitialized_node(
+        &os.admin,
+        "fresh",
+        &[],
+        BTreeMap::new(),
+    )
+    .await
+    .unwrap();
+    kube::Api::<Node>::all(os.admin.clone())
+        .patch(
+            "fresh",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"providerID": format!("openstack:///{fresh}")}})),
+        )
+        .await
+        .unwrap();
+    let ccm = os.ccm(
+        "cloud-node,cloud-node-lifecycle,service,route",
+        &format!("[Route]\nrouter-id = {router}"),
+        &[
+            "--cluster-cidr=10.244.0.0/16",
+            "--route-reconciliation-period=1s",
+            "--node-monitor-period=500ms",
+        ],
+    );
+    // A Warning repeated (create, then patch, events), then fixed (patch services/status).
+    create_lb_service(&os.admin, NS, "web", &[80], ann(&[("lb-method", "RANDOM")]))
+        .await
+        .unwrap();
+    // A server gone and its Node NotReady: the Node is deleted (delete nodes).
+    sim(&os).delete_server(&os.nodes["node-1"]).unwrap();
+    stratus_scenarios::service_fixture::set_ready(&os.admin, "node-1", false)
+        .await
+        .unwrap();
+
+    let user = Identity::CloudControllerManager.username();
+    let key = |w: &stratus_testenv::audit::Write| -> WriteKey {
+        (w.verb.clone(), w.group.clone(), w.resource.clone())
+    };
+    // Every write REQUIRED lists, but the service-account ones (made only with
+    // --use-service-account-credentials, which the SubjectAccessReview test covers).
+    let expected: std::collections::BTreeSet<WriteKey> = REQUIRED
+        .iter()
+        .filter(|a| {
+            ["create", "update", "patch", "delete"].contains(&a.verb)
+                && !a.resource.starts_with("serviceaccounts")
+        })
+        .map(|a| (a.verb.into(), a.group.into(), a.resource.into()))
+        .collect();
+    let fixed = std::sync::atomic::AtomicBool::new(false);
+    let seen = wait_for("every granted write made", WAIT, || async {
+        let events = events_about(&os.admin, "Service", "web").await?;
+        let repeated = events
+            .iter()
+            .any(|e| e.series.as_ref().is_some_and(|s| s.count >= 2));
+        if repeated && !fixed.load(std::sync::atomic::Ordering::Relaxed) {
+            patch_service(
+                &os.admin,
+                NS,
+                "web",
+                json!({"metadata": {"annotations": {format!("{P}lb-method"): "ROUND_ROBIN"}}}),
+            )
+            .await?;
+            fixed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let writes = stratus_testenv::audit::writes_by(&os.cluster, user)?;
+        let seen: std::collections::BTreeSet<WriteKey> = writes.iter().map(key).collect();
+        Ok(expected.is_subset(&seen).then_some(writes))
+    })
+    .await;
+    let writes = seen.unwrap_or_else(|e| {
+        let now = stratus_testenv::audit::writes_by(&os.cluster, user).unwrap();
+        panic!(
+            "{e}: expected {expected:?}, made {:?}\n--- ccm log ---\n{}",
+            now.iter().map(key).collect::<Vec<_>>(),
+            ccm.log()
+        )
+    });
+    let all_required: std::collections::BTreeSet<WriteKey> = REQUIRED
+        .iter()
+        .map(|a| (a.verb.into(), a.group.into(), a.resource.into()))
+        .collect();
+    for w in &writes {
+        assert!(
+            all_required.contains(&key(w)),
+            "a write the code list does not know: {w:?}"
+        );
+        assert_ne!(w.code, 403, "denied by the shipped role: {w:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkills_during_a_churn_of_fifty_services_leave_one_load_balancer_each_then_nothing() {
+    const N: usize = 50;
+    const CHURN_WAIT: Duration = Duration::from_secs(180);
+    let os = setup(2).await;
+    sim(&os).set_lb_delay(Duration::from_millis(200));
+    let user_fip = sim(&os).create_floating_ip("a user's address").unwrap();
+    let mut ccm = os.ccm("service", "", &[]);
+    let names: Vec<String> = (0..N).map(|i| format!("churn-{i}")).collect();
+    let mut kills = 0;
+    for (i, name) in names.iter().enumerate() {
+        create_lb_service(&os.admin, NS, name, &[80], BTreeMap::new())
+            .await
+            .unwrap();
+        // Killed twice while the load balancers are being made.
+        if i == N / 3 || i == 2 * N / 3 {
+            os.wait_counts("some load balancers under way", |c| {
+                c.load_balancers >= i / 2
+            })
+            .await;
+            ccm.kill();
+            kills += 1;
+            ccm = os.ccm("service", "", &[]);
+        }
+    }
+    let all_have_ingress = wait_for("an ingress on every Service", CHURN_WAIT, || async {
+        for name in &names {
+            if get_service(&os.admin, NS, name)
+                .await?
+                .as_ref()
+                .and_then(ingress)
+                .is_none()
+            {
+                return Ok(None);
+            }
+        }
+        Ok(Some(()))
+    })
+    .await;
+    if let Err(e) = all_have_ingress {
+        panic!(
+            "{e}: {:?}\n--- ccm log ---\n{}",
+            sim(&os).lb_counts(),
+            ccm.log()
+        );
+    }
+    let lbs = sim(&os).load_balancers();
+    let mut lb_names: Vec<String> = lbs
+        .iter()
+        .filter_map(|l| l["name"].as_str().map(str::to_owned))
+        .collect();
+    lb_names.sort();
+    let mut want: Vec<String> = names
+        .iter()
+        .map(|n| format!("kube_service_{CLUSTER}_{NS}_{n}"))
+        .collect();
+    want.sort();
+    assert_eq!(lb_names, want, "exactly one load balancer per Service");
+    assert_eq!(
+        sim(&os).floating_ips().len(),
+        N + 1,
+        "one floating IP per Service, and the user's"
+    );
+
+    // Deleted, with one more kill half way.
+    for (i, name) in names.iter().enumerate() {
+        delete_service(&os.admin, NS, name).await.unwrap();
+        if i == N / 2 {
+            os.wait_counts("some load balancers deleted", |c| c.load_balancers < N)
+                .await;
+            ccm.kill();
+            kills += 1;
+            ccm = os.ccm("service", "", &[]);
+        }
+    }
+    let gone = wait_for("nothing left", CHURN_WAIT, || async {
+        let c = sim(&os).lb_counts();
+        Ok((c.load_balancers == 0
+            && c.listeners == 0
+            && c.pools == 0
+            && c.members == 0
+            && c.monitors == 0
+            && c.security_groups == 0
+            && c.floating_ips == 1)
+            .then_some(()))
+    })
+    .await;
+    if let Err(e) = gone {
+        panic!(
+            "{e}: {:?}\n--- ccm log ---\n{}",
+            sim(&os).lb_counts(),
+            ccm.log()
+        );
+    }
+    assert_eq!(kills, 3);
+    let left = sim(&os).floating_ips();
+    assert_eq!(
+        left[0]["id"],
+        user_fip.0.as_str(),
+        "the user's address kept"
+    );
+    assert_eq!(left[0]["description"], "a user's address");
+}

@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod errors;
 mod handle;
+mod handle_adopt;
 mod handle_lb;
 pub mod microversion;
 pub mod model;

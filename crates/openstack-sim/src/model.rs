@@ -866,7 +866,18 @@ impl State {
                 self.octavia.remove_all(id);
                 if let Some(lb) = self.load_balancers.remove(id) {
                     if let Some(port) = lb["vip_port_id"].as_str() {
-                        self.delete_port(port);
+                        // Octavia deletes the VIP ports it made; a port the user gave
+                        // (`vip_port_id`) is only released.
+                        let made = self
+                            .neutron
+                            .ports
+                            .get(port)
+                            .is_some_and(|p| p["device_owner"] == "Octavia");
+                        if made {
+                            self.delete_port(port);
+                        } else if let Some(p) = self.neutron.ports.get_mut(port) {
+                            p["device_id"] = json!("");
+                        }
                     }
                 }
             }

@@ -647,7 +647,7 @@ fn router_for(state: &Model, floating_network: &str) -> Value {
 
 /// Points a floating IP at a port (its first IPv4 address, or `fixed_ip`), refusing a fixed IP
 /// that already has one on the same external network.
-fn associate(
+pub(crate) fn associate(
     state: &mut Model,
     fip_id: &str,
     port_id: &str,

@@ -151,7 +151,7 @@ async fn show(
     ))
 }
 
-async fn create(
+pub(crate) async fn create(
     State(sim): State<Arc<Sim>>,
     Extension(caller): Extension<Caller>,
     body: Bytes,
@@ -189,9 +189,41 @@ async fn create(
             ));
         }
     }
-    let (network, subnet) = if let Some(subnet) =
-        input.get("vip_subnet_id").and_then(|s| s.as_str())
-    {
+    let user_port = match input.get("vip_port_id").and_then(|p| p.as_str()) {
+        Some(id) => {
+            let port = state
+                .neutron
+                .ports
+                .get(id)
+                .filter(|p| p["project_id"] == caller.project_id.as_str())
+                .cloned()
+                .ok_or_else(|| {
+                    err(
+                        StatusCode::BAD_REQUEST,
+                        format!("Validation failure: Port {id} not found."),
+                    )
+                })?;
+            if port["device_id"].as_str().is_some_and(|d| !d.is_empty()) {
+                return Err(err(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "Port {id} is already in use by device {}.",
+                        port["device_id"]
+                    ),
+                ));
+            }
+            Some(port)
+        }
+        None => None,
+    };
+    let (network, subnet) = if let Some(port) = &user_port {
+        (
+            port["network_id"].as_str().unwrap_or_default().to_owned(),
+            port["fixed_ips"][0]["subnet_id"]
+                .as_str()
+                .map(str::to_owned),
+        )
+    } else if let Some(subnet) = input.get("vip_subnet_id").and_then(|s| s.as_str()) {
         let net = state
             .neutron
             .subnets
@@ -227,17 +259,25 @@ async fn create(
     }
     let fixed = (fixed.as_object().is_some_and(|o| !o.is_empty())).then(|| vec![fixed]);
     let project = caller.project_id.clone();
-    let port = state
-        .create_port(
-            &project,
-            &network,
-            fixed.as_deref(),
-            &format!("lb-{id}"),
-            "Octavia",
-            &format!("octavia-lb-{id}"),
-            Some(vec![]),
-        )
-        .map_err(|e| err(StatusCode::CONFLICT, format!("{e:?}")));
+    let port = match &user_port {
+        Some(p) => {
+            let pid = p["id"].as_str().unwrap_or_default().to_owned();
+            let port = state.neutron.ports.get_mut(&pid).expect("checked above");
+            port["device_id"] = json!(format!("octavia-lb-{id}"));
+            Ok(port.clone())
+        }
+        None => state
+            .create_port(
+                &project,
+                &network,
+                fixed.as_deref(),
+                &format!("lb-{id}"),
+                "Octavia",
+                &format!("octavia-lb-{id}"),
+                Some(vec![]),
+            )
+            .map_err(|e| err(StatusCode::CONFLICT, format!("{e:?}"))),
+    };
     let port = match port {
         Ok(port) => port,
         Err(e) => {

@@ -15,6 +15,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod audit;
 pub mod aws_env;
 pub mod cli;
 mod cli_openstack;
@@ -28,6 +29,7 @@ mod process;
 pub mod proxy;
 pub mod proxy_control;
 pub mod rbac_check;
+pub mod rbac_required;
 mod repo;
 pub mod tools;
 mod util;

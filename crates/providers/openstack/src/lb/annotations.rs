@@ -125,6 +125,15 @@ pub struct LbOptions {
     pub ingress_hostname_suffix: Option<String>,
     /// Labels target nodes must carry.
     pub node_selector: BTreeMap<String, String>,
+    /// A load balancer to share (`load-balancer-id`, or Deckhouse's).
+    pub lb_id: Option<String>,
+    /// A pre-made VIP port (`port-id`).
+    pub port_id: Option<String>,
+    /// Floating subnets by name pattern (`floating-subnet`: a glob, `~regexp`, `!` negates),
+    /// when no floating subnet id is set.
+    pub floating_subnet: Option<String>,
+    /// Floating subnets by tags (`floating-subnet-tags`: `a,b` any, `&a,b` all, `!` negates).
+    pub floating_subnet_tags: Option<String>,
 }
 
 fn method_name(m: LbMethod) -> &'static str {
@@ -209,35 +218,28 @@ pub fn parse(
     let member_subnet = id(&mut r, "member-subnet-id");
     let flavor = r.string("flavor-id");
     let zone = r.string("availability-zone");
-    for key in ["floating-subnet", "floating-subnet-tags"] {
-        if let Some(v) = r.raw(key) {
-            r.report(
-                key,
-                ProblemKind::NotApplicable,
-                Some(v),
-                "selecting the floating subnet by name or tags is not supported by Stratus yet; use floating-subnet-id".into(),
-            );
+    let floating_subnet_name = r.string("floating-subnet");
+    if let Some(p) = floating_subnet_name.as_deref() {
+        if let Err(e) = super::floating_subnets::NameMatcher::parse(p) {
+            r.invalid("floating-subnet", p, e);
         }
     }
-    for key in ["load-balancer-id", "port-id"] {
-        if let Some(v) = r.raw(key) {
-            r.report(
-                key,
-                ProblemKind::NotApplicable,
-                Some(v),
-                "shared load balancers and pre-made VIP ports are not supported by Stratus yet"
-                    .into(),
-            );
+    let floating_subnet_tags = r.string("floating-subnet-tags");
+    let lb_id = match id(&mut r, "load-balancer-id") {
+        Some(v) => Some(v),
+        None => {
+            let v = d.string("load-balancer-id");
+            match v {
+                Some(v) if uuid_like(&v) => Some(v),
+                Some(v) => {
+                    d.invalid("load-balancer-id", &v, "must be an OpenStack ID");
+                    None
+                }
+                None => None,
+            }
         }
-    }
-    if let Some(v) = d.raw("load-balancer-id") {
-        d.report(
-            "load-balancer-id",
-            ProblemKind::NotApplicable,
-            Some(v),
-            "shared load balancers are not supported by Stratus yet".into(),
-        );
-    }
+    };
+    let port_id = id(&mut r, "port-id");
 
     let lb_method = match r.raw("lb-method") {
         None => method_name(config.lb_method),
@@ -359,6 +361,23 @@ pub fn parse(
     };
 
     let c = class_cfg.as_ref();
+    let floating_subnet_id = pick(
+        floating_subnet,
+        c.map(|c| &c.floating_subnet_id),
+        &config.floating_subnet_id,
+    );
+    // Name pattern and tags: the annotations, else the class's, else `[LoadBalancer]`'s.
+    let floating_subnet_spec = if floating_subnet_name.is_some() || floating_subnet_tags.is_some() {
+        (floating_subnet_name, floating_subnet_tags)
+    } else {
+        match c.filter(|c| c.floating_subnet.is_some() || c.floating_subnet_tags.is_some()) {
+            Some(c) => (c.floating_subnet.clone(), c.floating_subnet_tags.clone()),
+            None => (
+                config.floating_subnet.clone(),
+                config.floating_subnet_tags.clone(),
+            ),
+        }
+    };
     let options = LbOptions {
         internal,
         lb_method,
@@ -378,11 +397,7 @@ pub fn parse(
             c.map(|c| &c.floating_network_id),
             &config.floating_network_id,
         ),
-        floating_subnet_id: pick(
-            floating_subnet,
-            c.map(|c| &c.floating_subnet_id),
-            &config.floating_subnet_id,
-        ),
+        floating_subnet_id: floating_subnet_id.clone(),
         subnet_id: pick(subnet, c.map(|c| &c.subnet_id), &config.subnet_id),
         network_id: pick(network, c.map(|c| &c.network_id), &config.network_id),
         member_subnet_id: pick(
@@ -395,10 +410,24 @@ pub fn parse(
         address: if internal { None } else { address },
         tls_container_ref: tls,
         hostname,
-        ingress_hostname_suffix: config
-            .enable_ingress_hostname
+        // As OCCM: the fake hostname is published only for PROXY-protocol load balancers
+        // (kube-proxy would otherwise bypass the load balancer and drop the PROXY header).
+        ingress_hostname_suffix: (config.enable_ingress_hostname && proxy_protocol.is_some())
             .then(|| config.ingress_hostname_suffix.clone()),
         node_selector,
+        lb_id,
+        port_id,
+        // A subnet id (annotation, class or config, in that order) wins over any pattern.
+        floating_subnet: if floating_subnet_id.is_some() {
+            None
+        } else {
+            floating_subnet_spec.0
+        },
+        floating_subnet_tags: if floating_subnet_id.is_some() {
+            None
+        } else {
+            floating_subnet_spec.1
+        },
     };
     let mut all = problems;
     for reader in [r, d] {

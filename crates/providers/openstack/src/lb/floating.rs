@@ -21,6 +21,11 @@ impl FloatingIps {
         FloatingIps { client }
     }
 
+    /// The Neutron client.
+    pub fn client(&self) -> &ServiceClient {
+        &self.client
+    }
+
     /// The floating IPs on a port.
     pub async fn on_port(&self, port: &str) -> Result<Vec<Value>, CloudError> {
         self.client
@@ -144,6 +149,31 @@ impl FloatingIps {
             .first()
             .and_then(|n| n["id"].as_str())
             .map(str::to_owned))
+    }
+
+    /// The `(id, name)` of the subnets of `network`, filtered by a tag query `(key, tags)`.
+    pub async fn subnets_of(
+        &self,
+        network: &str,
+        tags: Option<(&str, &str)>,
+    ) -> Result<Vec<(String, String)>, CloudError> {
+        let mut path = format!(
+            "/v2.0/subnets?network_id={}&fields=id&fields=name",
+            encode(network)
+        );
+        if let Some((key, value)) = tags {
+            path.push_str(&format!("&{key}={}", encode(value)));
+        }
+        let list: Vec<Value> = self.client.list("ListSubnets", &path, "subnets").await?;
+        Ok(list
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    s["id"].as_str()?.to_owned(),
+                    s["name"].as_str().unwrap_or_default().to_owned(),
+                ))
+            })
+            .collect())
     }
 
     /// Every subnet's `(id, cidr)`.

@@ -9,9 +9,16 @@
 //! only ones ever released.
 
 pub mod annotations;
+mod fip_create;
 pub mod floating;
+pub mod floating_subnets;
 pub mod names;
 pub mod octavia;
+pub mod secgroups;
+pub mod sg_neutron;
+mod sg_sync;
+pub mod shared;
+mod shared_sync;
 pub mod spec;
 pub mod watcher;
 
@@ -32,6 +39,8 @@ use crate::config::{LoadBalancerClass, LoadBalancerConfig};
 use annotations::LbOptions;
 use floating::FloatingIps;
 use octavia::{is_conflict, Octavia};
+use secgroups::{MemberPort, RuleSpec};
+use sg_neutron::SecurityGroups;
 use spec::{plan_step, LbSpec};
 use watcher::{is_pending, Watcher};
 
@@ -52,6 +61,8 @@ struct Known {
     pools: Option<Vec<String>>,
     /// The floating IP confirmed on its VIP.
     fip: Option<String>,
+    /// The security group's rules and member ports last reconciled (`manage-security-groups`).
+    sg: Option<(Vec<RuleSpec>, Vec<MemberPort>)>,
 }
 
 /// The OpenStack load-balancer capability.
@@ -60,6 +71,7 @@ pub struct OpenStackLoadBalancers {
     classes: std::collections::BTreeMap<String, LoadBalancerClass>,
     octavia: Octavia,
     fips: FloatingIps,
+    sgs: SecurityGroups,
     watcher: Arc<Watcher>,
     resync: ResyncRequests,
     known: Mutex<HashMap<String, Known>>,
@@ -96,6 +108,7 @@ impl OpenStackLoadBalancers {
             config,
             classes,
             octavia,
+            sgs: SecurityGroups::new(fips.client().clone()),
             fips,
             watcher,
             resync,
@@ -231,14 +244,7 @@ impl OpenStackLoadBalancers {
                     None => {
                         let network = self.floating_network(options).await?;
                         let fip = self
-                            .fips
-                            .create(
-                                &network,
-                                options.floating_subnet_id.as_deref(),
-                                Some(want),
-                                &port,
-                                &ours,
-                            )
+                            .create_fip(&network, options, Some(want), &port, &ours)
                             .await?;
                         (text(&fip, "id"), want.clone(), ours.clone())
                     }
@@ -246,14 +252,7 @@ impl OpenStackLoadBalancers {
                 None => {
                     let network = self.floating_network(options).await?;
                     let fip = self
-                        .fips
-                        .create(
-                            &network,
-                            options.floating_subnet_id.as_deref(),
-                            None,
-                            &port,
-                            &ours,
-                        )
+                        .create_fip(&network, options, None, &port, &ours)
                         .await?;
                     (
                         text(&fip, "id"),
@@ -351,7 +350,10 @@ impl OpenStackLoadBalancers {
         }
         let ours = names::fip_description(cluster, service);
         for fip in self.fips.on_port(&port).await? {
-            if text(&fip, "description") == ours {
+            // Ours, or made by this cluster for another Service that shared the load balancer
+            // (its owner, gone first): the load balancer goes, so does the address.
+            let description = text(&fip, "description");
+            if description == ours || names::fip_owner(cluster, &description).is_some() {
                 self.fips.delete(&text(&fip, "id")).await?;
             } else {
                 self.fips.associate(&text(&fip, "id"), None).await?;
@@ -382,11 +384,28 @@ impl LoadBalancer for OpenStackLoadBalancers {
     async fn ensure(&self, request: &LoadBalancerRequest) -> Result<Vec<Ingress>, CloudError> {
         let options = self.options(request)?;
         let spec = spec::desired(request, &options, &self.config.lb_provider).map_err(invalid)?;
-        let spec = self.with_vip(spec).await?;
+        // A pre-made VIP port (`port-id`) brings its own subnet.
+        let spec = if options.port_id.is_some() {
+            spec
+        } else {
+            self.with_vip(spec).await?
+        };
         let name = spec.name.clone();
         let key = request.service.key();
-        let Some(lb) = self.find(&name).await? else {
-            let body = spec::create_body(&spec, std::slice::from_ref(&name));
+        let found = match &options.lb_id {
+            Some(id) => Some(self.octavia.get(id).await?.ok_or_else(|| {
+                invalid(format!("load balancer {id} (load-balancer-id) not found"))
+            })?),
+            None => self.find(&name).await?,
+        };
+        let Some(lb) = found else {
+            let mut body = spec::create_body(&spec, std::slice::from_ref(&name));
+            if let (Some(port), Some(lb)) = (&options.port_id, body["loadbalancer"].as_object_mut())
+            {
+                lb.remove("vip_subnet_id");
+                lb.remove("vip_network_id");
+                lb.insert("vip_port_id".into(), serde_json::json!(port));
+            }
             let lb = match self.octavia.create(&body).await {
                 Ok(lb) => lb,
                 Err(e) if is_conflict(&e) => {
@@ -402,16 +421,37 @@ impl LoadBalancer for OpenStackLoadBalancers {
                     spec: Some(spec.clone()),
                     pools: None,
                     fip: None,
+                    sg: None,
                 }
             });
             self.watcher.watch(&id, key);
             return Err(pending(format!("load balancer {name} (PENDING_CREATE)")));
         };
         let id = text(&lb, "id");
+        let owner = shared::may_join(&lb, &name, self.config.max_shared_lb, options.internal)
+            .map_err(invalid)?;
         let status = text(&lb, "provisioning_status");
         if is_pending(&status) {
             self.watcher.watch(&id, key);
             return Err(pending(format!("load balancer {name} ({status})")));
+        }
+        if status == "ERROR" && !owner {
+            return Err(invalid(format!(
+                "shared load balancer {id} is in ERROR; only its owner may replace it"
+            )));
+        }
+        if !owner {
+            // Joining: the Service's name among the load balancer's tags first, so that a
+            // deletion finds it even if the CCM stops before the listeners are made.
+            if let Some(tags) = shared::tags_with(&lb, &name) {
+                tracing::info!(lb = %id, service = %format!("{}/{}", key.namespace, key.name), "joining a shared load balancer");
+                match self.octavia.set_tags(&id, &tags).await {
+                    Err(e) if is_conflict(&e) => {}
+                    other => other?,
+                }
+                self.watcher.watch(&id, key);
+                return Err(pending(format!("load balancer {id} (joining)")));
+            }
         }
         if status == "ERROR" {
             tracing::warn!(lb = %id, "load balancer in ERROR; deleting it to create it again");
@@ -438,9 +478,19 @@ impl LoadBalancer for OpenStackLoadBalancers {
         }
         let known = self.recall(&name).filter(|k| k.id == id);
         if known.as_ref().and_then(|k| k.spec.as_ref()) != Some(&spec) {
-            let tree = self.octavia.tree(&id).await?;
+            let full = self.octavia.tree(&id).await?;
+            let taken = shared::port_conflicts(&full, &spec, &name, owner);
+            if !taken.is_empty() {
+                return Err(invalid(format!(
+                    "listener port(s) {taken:?} of load balancer {id} belong to another Service or a user"
+                )));
+            }
+            let tree = shared::ours(full, &name, owner);
             match plan_step(&tree, &spec) {
-                Some(step) => {
+                Some(mut step) => {
+                    if let spec::Step::CreateListener(body) = &mut step {
+                        body["tags"] = serde_json::json!([name]);
+                    }
                     tracing::info!(lb = %id, step = ?step, "updating load balancer");
                     self.remember(&name, |k| {
                         k.id = id.clone();
@@ -474,8 +524,28 @@ impl LoadBalancer for OpenStackLoadBalancers {
                 }
             }
         }
+        self.sync_security_group(
+            request,
+            &options,
+            &name,
+            spec.vip_subnet_id.as_deref(),
+            spec.listeners.iter().flat_map(|l| &l.pool.members),
+        )
+        .await?;
         let address = if options.internal {
             text(&lb, "vip_address")
+        } else if !owner {
+            // A Service sharing a load balancer uses the owner's floating IP and never adds one
+            // (it could expose the owner's internal Services).
+            let on_port = self.fips.on_port(&text(&lb, "vip_port_id")).await?;
+            on_port
+                .first()
+                .map(|f| text(f, "floating_ip_address"))
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "load balancer {id} has no floating IP and only its owner Service may attach one"
+                    ))
+                })?
         } else {
             self.ensure_fip(request, &options, &lb, &name).await?
         };
@@ -503,6 +573,15 @@ impl LoadBalancer for OpenStackLoadBalancers {
             })
             .collect();
         let changed = self.push_members(&name, &known, &members).await?;
+        let vip_subnet = known.spec.as_ref().and_then(|s| s.vip_subnet_id.clone());
+        self.sync_security_group(
+            request,
+            &options,
+            &name,
+            vip_subnet.as_deref(),
+            members.iter().flatten(),
+        )
+        .await?;
         let more = self.recall(&name).and_then(|k| k.spec).is_some_and(|s| {
             s.listeners
                 .iter()
@@ -525,7 +604,12 @@ impl LoadBalancer for OpenStackLoadBalancers {
         service: &ServiceRef,
     ) -> Result<(), CloudError> {
         let name = names::lb_name(cluster_name, service);
-        let Some(lb) = self.find(&name).await? else {
+        self.remove_security_group(service).await?;
+        let found = match self.find(&name).await? {
+            Some(lb) => Some(lb),
+            None => self.octavia.find_tagged(&name).await?,
+        };
+        let Some(lb) = found else {
             self.forget(&name);
             return Ok(());
         };
@@ -539,12 +623,16 @@ impl LoadBalancer for OpenStackLoadBalancers {
             self.watcher.watch(&text(&lb, "id"), service.key());
             return Err(pending(format!("load balancer {name} ({status})")));
         }
+        if !shared::delete_whole(&lb, &name) {
+            return self.leave_shared(&name, &lb, service).await;
+        }
         self.delete_lb(cluster_name, service, &lb).await?;
         self.forget(&name);
         Ok(())
     }
 
     async fn reap(&self, cluster_name: &str, live: &[ServiceRef]) -> Result<usize, CloudError> {
+        let groups = self.reap_security_groups(cluster_name, live).await?;
         let live: BTreeSet<(String, String)> = live
             .iter()
             .map(|s| (s.namespace.clone(), s.name.clone()))
@@ -559,6 +647,7 @@ impl LoadBalancer for OpenStackLoadBalancers {
             };
             if live.contains(&(ns.clone(), svc.clone()))
                 || is_pending(&text(lb, "provisioning_status"))
+                || shared_with_others(cluster_name, lb, &live)
             {
                 continue;
             }
@@ -584,12 +673,24 @@ impl LoadBalancer for OpenStackLoadBalancers {
             tracing::info!(fip = %text(&fip, "floating_ip_address"), "releasing floating IP of a vanished Service");
             self.fips.delete(&text(&fip, "id")).await?;
         }
-        Ok(reaped)
+        Ok(reaped + groups)
     }
 
     fn resync_requests(&self) -> Option<BoxStream<'static, ServiceKey>> {
         Some(self.resync.subscribe())
     }
+}
+
+/// Whether another Service (a live one of this cluster, or any of another cluster) is tagged on
+/// load balancer `lb`: the reaper leaves it.
+fn shared_with_others(cluster: &str, lb: &Value, live: &BTreeSet<(String, String)>) -> bool {
+    let own = text(lb, "name");
+    lb["tags"].as_array().into_iter().flatten().any(|t| {
+        let t = t.as_str().unwrap_or_default();
+        t != own
+            && t.starts_with(shared::SERVICE_PREFIX)
+            && names::service_of(cluster, t).is_none_or(|s| live.contains(&s))
+    })
 }
 
 /// Whether the remembered tree differs from `desired` in members only.

@@ -44,6 +44,29 @@ impl Octavia {
         Ok(list.into_iter().next())
     }
 
+    /// The load balancer tagged with `tag` (a shared one a Service joined), if any.
+    pub async fn find_tagged(&self, tag: &str) -> Result<Option<Value>, CloudError> {
+        let path = format!("{BASE}/loadbalancers?tags={}", encode(tag));
+        let list: Vec<Value> = self
+            .client
+            .list("ListLoadBalancers", &path, "loadbalancers")
+            .await?;
+        Ok(list.into_iter().next())
+    }
+
+    /// Replaces a load balancer's tags.
+    pub async fn set_tags(&self, lb: &str, tags: &[String]) -> Result<(), CloudError> {
+        self.client
+            .send(
+                "UpdateLoadBalancer",
+                Method::PUT,
+                &format!("{BASE}/loadbalancers/{}", encode(lb)),
+                Some(&json!({"loadbalancer": {"tags": tags}})),
+            )
+            .await
+            .map(drop)
+    }
+
     /// A load balancer by id (None: gone).
     pub async fn get(&self, lb: &str) -> Result<Option<Value>, CloudError> {
         match self

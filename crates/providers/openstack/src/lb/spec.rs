@@ -309,6 +309,9 @@ pub fn create_body(spec: &LbSpec, tags: &[String]) -> Value {
             }
             let mut b = listener_body(l);
             b["default_pool"] = pool;
+            // Listeners carry the Service's name too: on a shared load balancer that is how
+            // each Service knows its own (OCCM's convention).
+            b["tags"] = json!(tags);
             b
         })
         .collect();

@@ -204,3 +204,52 @@ fn bad_values_name_their_key() {
         assert!(text.contains(key), "{pairs:?}: {text}");
     }
 }
+
+#[test]
+fn shared_load_balancers_and_floating_subnet_patterns_parse() {
+    let id = "0a1b2c3d-4e5f";
+    assert_eq!(ok(&[("load-balancer-id", id)]).lb_id.as_deref(), Some(id));
+    assert_eq!(
+        ok(&[("loadbalancer.openstack.deckhouse.io/load-balancer-id", id)])
+            .lb_id
+            .as_deref(),
+        Some(id)
+    );
+    assert!(bad(&[(
+        "loadbalancer.openstack.deckhouse.io/load-balancer-id",
+        "x y"
+    )])
+    .contains("load-balancer-id"));
+
+    let o = ok(&[
+        ("floating-subnet", "public-*"),
+        ("floating-subnet-tags", "&a,b"),
+    ]);
+    assert_eq!(o.floating_subnet.as_deref(), Some("public-*"));
+    assert_eq!(o.floating_subnet_tags.as_deref(), Some("&a,b"));
+    // A subnet id wins over any pattern.
+    let o = ok(&[
+        ("floating-subnet", "public-*"),
+        ("floating-subnet-id", "dddddddd-4444"),
+    ]);
+    assert_eq!(o.floating_subnet, None);
+    assert_eq!(o.floating_subnet_id.as_deref(), Some("dddddddd-4444"));
+    assert!(bad(&[("floating-subnet", "~(unclosed")]).contains("floating-subnet"));
+    assert_eq!(
+        ok(&[("port-id", "eeeeeeee-5555")]).port_id.as_deref(),
+        Some("eeeeeeee-5555")
+    );
+    assert!(bad(&[("port-id", "not a port")]).contains("port-id"));
+}
+
+#[test]
+fn the_ingress_hostname_is_only_for_proxy_protocol() {
+    let config = LoadBalancerConfig {
+        enable_ingress_hostname: true,
+        ..LoadBalancerConfig::default()
+    };
+    let plain = parse(&config, &classes(), &request(&[])).unwrap();
+    assert_eq!(plain.ingress_hostname_suffix, None);
+    let proxy = parse(&config, &classes(), &request(&[("proxy-protocol", "true")])).unwrap();
+    assert_eq!(proxy.ingress_hostname_suffix.as_deref(), Some("nip.io"));
+}
