@@ -167,11 +167,13 @@ pub trait NodeBackend: Send + Sync + 'static {
         volume_id: &str,
         publish_context: &BTreeMap<String, String>,
     ) -> Result<PathBuf, BackendError>;
-    /// Makes the kernel see a grown volume (a rescan); the default does nothing.
+    /// Makes the kernel see a volume grown to `required_bytes` (a rescan); the default does
+    /// nothing (NVMe and virtio devices report the new size by themselves).
     async fn rescan(
         &self,
         _volume_id: &str,
         _device: &std::path::Path,
+        _required_bytes: i64,
     ) -> Result<(), BackendError> {
         Ok(())
     }

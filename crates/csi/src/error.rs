@@ -49,6 +49,13 @@ impl BackendError {
     }
 }
 
+impl From<String> for BackendError {
+    /// An unexpected failure described by a message (a dropped batch, a task that died).
+    fn from(message: String) -> Self {
+        BackendError::Internal(message)
+    }
+}
+
 impl From<BackendError> for Status {
     fn from(err: BackendError) -> Status {
         Status::new(err.code(), err.to_string())

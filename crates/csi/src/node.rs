@@ -290,7 +290,12 @@ impl NodeService {
             Some(AccessType::Block(_))
         );
         let device = self.backend.find_device(id, &BTreeMap::new()).await?;
-        self.backend.rescan(id, &device).await?;
+        let required = req
+            .capacity_range
+            .as_ref()
+            .map(|r| r.required_bytes)
+            .unwrap_or(0);
+        self.backend.rescan(id, &device, required).await?;
         if !block {
             let mount_point = if self.mounter.mount_at(&path).await?.is_some() {
                 path.clone()

@@ -5,6 +5,7 @@
 //! lock file per tool so a long build never blocks the shared `install.lock`. The helpers below
 //! serve those on-demand builds (progress heartbeat, module source copies).
 
+pub mod csi_sanity;
 pub mod ec2_metadata_mock;
 pub mod helm;
 pub mod keystone;
