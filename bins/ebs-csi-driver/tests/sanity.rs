@@ -25,7 +25,10 @@ async fn start_driver(env: &AwsEnv, dir: &Path, node_id: &str) -> Result<(Child,
         .arg(format!("--endpoint=unix://{}", socket.display()))
         .arg(format!("--node-id={node_id}"))
         .arg(format!("--availability-zone={ZONE}"))
-        .arg(format!("--loop-devices-dir={}", dir.join("loops").display()))
+        .arg(format!(
+            "--loop-devices-dir={}",
+            dir.join("loops").display()
+        ))
         .arg("--operation-wait=5s")
         .arg("--v=4")
         .envs(env.env_vars())
@@ -72,8 +75,8 @@ fn skipped_specs(junit: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn csi_sanity_passes_against_the_ebs_driver() -> Result<()> {
-    let sanity = tokio::task::spawn_blocking(stratus_testenv::tools::csi_sanity::ensure_installed)
-        .await??;
+    let sanity =
+        tokio::task::spawn_blocking(stratus_testenv::tools::csi_sanity::ensure_installed).await??;
     let env = AwsEnv::start().await?;
     let ec2 = ec2_fixture::client(env.aws_endpoint()).await;
     let subnet = ec2_fixture::subnet(&ec2, ZONE).await?;
@@ -85,8 +88,14 @@ async fn csi_sanity_passes_against_the_ebs_driver() -> Result<()> {
     let junit = dir.path().join("junit.xml");
     let mut cmd = Command::new(&sanity);
     cmd.arg(format!("--csi.endpoint=unix://{}", socket.display()))
-        .arg(format!("--csi.stagingdir={}", dir.path().join("staging").display()))
-        .arg(format!("--csi.mountdir={}", dir.path().join("mount").display()))
+        .arg(format!(
+            "--csi.stagingdir={}",
+            dir.path().join("staging").display()
+        ))
+        .arg(format!(
+            "--csi.mountdir={}",
+            dir.path().join("mount").display()
+        ))
         .arg(format!("--csi.junitfile={}", junit.display()))
         .arg("--csi.testvolumesize=1073741824")
         .arg("--csi.testvolumeexpandsize=2147483648")
@@ -125,7 +134,9 @@ async fn csi_sanity_passes_against_the_ebs_driver() -> Result<()> {
             output.status,
             stdout
                 .lines()
-                .filter(|l| l.contains("[FAIL]") || l.contains("Expected") || l.contains("rpc error"))
+                .filter(|l| l.contains("[FAIL]")
+                    || l.contains("Expected")
+                    || l.contains("rpc error"))
                 .collect::<Vec<_>>()
                 .join("\n"),
             summary,

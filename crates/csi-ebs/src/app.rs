@@ -36,13 +36,20 @@ pub enum Mode {
 
 /// Flags of `ebs-csi-driver`.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "ebs-csi-driver", version, about = "Stratus EBS CSI driver (ebs.csi.aws.com)")]
+#[command(
+    name = "ebs-csi-driver",
+    version,
+    about = "Stratus EBS CSI driver (ebs.csi.aws.com)"
+)]
 pub struct Options {
     /// Which services to run.
     #[arg(value_enum, default_value = "all")]
     pub mode: Mode,
     /// The CSI socket.
-    #[arg(long, default_value = "unix:///var/lib/csi/sockets/pluginproxy/csi.sock")]
+    #[arg(
+        long,
+        default_value = "unix:///var/lib/csi/sockets/pluginproxy/csi.sock"
+    )]
     pub endpoint: String,
     /// Address of `/metrics` and `/healthz` (e.g. `0.0.0.0:3301`); off when empty.
     #[arg(long = "http-endpoint", default_value = "")]
@@ -109,7 +116,9 @@ pub fn parse_tags(text: &str) -> Result<BTreeMap<String, String>, String> {
     text.split(',')
         .filter(|p| !p.trim().is_empty())
         .map(|pair| match pair.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            }
             _ => Err(format!("--extra-tags: {pair:?} is not key=value")),
         })
         .collect()

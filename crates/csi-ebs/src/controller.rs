@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
-use stratus_csi::backend::{ControllerBackend, ControllerCaps, CreateVolumeRequest, Snapshot, Topology, Volume, VolumeSource};
+use stratus_csi::backend::{
+    ControllerBackend, ControllerCaps, CreateVolumeRequest, Snapshot, Topology, Volume,
+    VolumeSource,
+};
 use stratus_csi::validate::round_up_gib;
 use stratus_csi::BackendError;
 use tokio::time::Instant;
@@ -205,8 +208,14 @@ impl ControllerBackend for EbsController {
             .map_err(|_| BackendError::InvalidArgument(format!("{size_gib} GiB is too large")))?;
         let spec = volume_spec(&req.parameters, &req.metadata, size_gib)
             .map_err(|problems| BackendError::InvalidArgument(problems.join("; ")))?;
-        let existing = self.ec2.volumes_tagged(tags::VOLUME_NAME, &req.name).await?;
-        if let Some(v) = existing.iter().find(|v| v.state != "deleting" && v.state != "deleted") {
+        let existing = self
+            .ec2
+            .volumes_tagged(tags::VOLUME_NAME, &req.name)
+            .await?;
+        if let Some(v) = existing
+            .iter()
+            .find(|v| v.state != "deleting" && v.state != "deleted")
+        {
             if v.size_gib != size_gib {
                 return Err(BackendError::AlreadyExists(format!(
                     "volume {} named {} has {} GiB, not {size_gib} GiB",
@@ -221,7 +230,9 @@ impl ControllerBackend for EbsController {
             Some(VolumeSource::Snapshot(id)) => {
                 let found = self.ec2.snapshots(&[("snapshot-id", id)]).await?;
                 if found.is_empty() {
-                    return Err(BackendError::NotFound(format!("snapshot {id} does not exist")));
+                    return Err(BackendError::NotFound(format!(
+                        "snapshot {id} does not exist"
+                    )));
                 }
                 Some(id.as_str())
             }
@@ -251,7 +262,13 @@ impl ControllerBackend for EbsController {
             .ec2
             .create_volume(&spec, &zone, snapshot, &client_token(&req.name), &all_tags)
             .await?;
-        tracing::info!(volume = created.id, name = req.name, zone, size_gib, "created volume");
+        tracing::info!(
+            volume = created.id,
+            name = req.name,
+            zone,
+            size_gib,
+            "created volume"
+        );
         let v = self.wait_available(&created.id).await?;
         Ok(to_volume(&v))
     }
@@ -282,16 +299,14 @@ impl ControllerBackend for EbsController {
         node_id: &str,
         _read_only: bool,
     ) -> Result<BTreeMap<String, String>, BackendError> {
-        let v = self
-            .ec2
-            .volume(volume_id)
-            .await?
-            .ok_or_else(|| BackendError::NotFound(format!("volume {volume_id} does not exist")))?;
-        let instance = self
-            .ec2
-            .instance(node_id)
-            .await?
-            .ok_or_else(|| BackendError::NotFound(format!("instance {node_id} does not exist")))?;
+        let v =
+            self.ec2.volume(volume_id).await?.ok_or_else(|| {
+                BackendError::NotFound(format!("volume {volume_id} does not exist"))
+            })?;
+        let instance =
+            self.ec2.instance(node_id).await?.ok_or_else(|| {
+                BackendError::NotFound(format!("instance {node_id} does not exist"))
+            })?;
         let key = (volume_id.to_string(), node_id.to_string());
         let mine = v.attachments.iter().find(|a| a.instance_id == node_id);
         let device = match mine {
@@ -315,9 +330,7 @@ impl ControllerBackend for EbsController {
                     .devices
                     .allocate(node_id, &instance.devices)
                     .ok_or_else(|| {
-                        BackendError::ResourceExhausted(format!(
-                            "no free device name on {node_id}"
-                        ))
+                        BackendError::ResourceExhausted(format!("no free device name on {node_id}"))
                     })?;
                 let result = self.ec2.attach(volume_id, node_id, &device).await;
                 if let Err(e) = result {
@@ -379,25 +392,27 @@ impl ControllerBackend for EbsController {
             }
         }
         let still = |v: &VolumeInfo| {
-            v.attachments.iter().any(|a| {
-                (node_id.is_empty() || a.instance_id == node_id) && a.state != "detached"
-            })
+            v.attachments
+                .iter()
+                .any(|a| (node_id.is_empty() || a.instance_id == node_id) && a.state != "detached")
         };
         if !still(&v) {
             return Ok(());
         }
-        match self.wait_volume(volume_id, "detached", |v| Ok(!still(v))).await {
+        match self
+            .wait_volume(volume_id, "detached", |v| Ok(!still(v)))
+            .await
+        {
             Ok(_) | Err(BackendError::NotFound(_)) => Ok(()),
             Err(e) => Err(e),
         }
     }
 
     async fn expand(&self, volume_id: &str, required_bytes: i64) -> Result<i64, BackendError> {
-        let v = self
-            .ec2
-            .volume(volume_id)
-            .await?
-            .ok_or_else(|| BackendError::NotFound(format!("volume {volume_id} does not exist")))?;
+        let v =
+            self.ec2.volume(volume_id).await?.ok_or_else(|| {
+                BackendError::NotFound(format!("volume {volume_id} does not exist"))
+            })?;
         let want = i32::try_from(round_up_gib(required_bytes))
             .map_err(|_| BackendError::InvalidArgument("size too large".into()))?;
         if v.size_gib < want {
@@ -460,13 +475,26 @@ impl ControllerBackend for EbsController {
         }
         let mut all_tags = self.common_tags();
         all_tags.insert(tags::SNAPSHOT_NAME.into(), name.into());
-        let s = self.ec2.create_snapshot(source_volume_id, &all_tags).await?;
-        tracing::info!(snapshot = s.id, name, volume = source_volume_id, "created snapshot");
+        let s = self
+            .ec2
+            .create_snapshot(source_volume_id, &all_tags)
+            .await?;
+        tracing::info!(
+            snapshot = s.id,
+            name,
+            volume = source_volume_id,
+            "created snapshot"
+        );
         Ok(to_snapshot(&s))
     }
 
     async fn delete_snapshot(&self, snapshot_id: &str) -> Result<(), BackendError> {
-        if self.ec2.snapshots(&[("snapshot-id", snapshot_id)]).await?.is_empty() {
+        if self
+            .ec2
+            .snapshots(&[("snapshot-id", snapshot_id)])
+            .await?
+            .is_empty()
+        {
             return Ok(());
         }
         match self.ec2.delete_snapshot(snapshot_id).await {
@@ -486,7 +514,9 @@ impl ControllerBackend for EbsController {
 pub const DEVICE_PATH: &str = "devicePath";
 
 fn device_context(device: &str) -> BTreeMap<String, String> {
-    [(DEVICE_PATH.to_string(), device.to_string())].into_iter().collect()
+    [(DEVICE_PATH.to_string(), device.to_string())]
+        .into_iter()
+        .collect()
 }
 
 #[cfg(test)]
@@ -502,9 +532,17 @@ mod tests {
 
     #[test]
     fn zone_from_either_key() {
-        let t = |k: &str, z: &str| -> Topology { [(k.to_string(), z.to_string())].into_iter().collect() };
-        assert_eq!(requested_zone(&[t(TOPOLOGY_KEY, "a")]).as_deref(), Some("a"));
-        assert_eq!(requested_zone(&[t("other", "x"), t(WELL_KNOWN_ZONE_KEY, "b")]).as_deref(), Some("b"));
+        let t = |k: &str, z: &str| -> Topology {
+            [(k.to_string(), z.to_string())].into_iter().collect()
+        };
+        assert_eq!(
+            requested_zone(&[t(TOPOLOGY_KEY, "a")]).as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            requested_zone(&[t("other", "x"), t(WELL_KNOWN_ZONE_KEY, "b")]).as_deref(),
+            Some("b")
+        );
         assert_eq!(requested_zone(&[]), None);
     }
 }

@@ -104,9 +104,9 @@ pub fn backend_error(err: CloudError) -> BackendError {
             BackendError::Unavailable(err.to_string())
         }
         CloudError::Rejected { code, .. } => match code.as_str() {
-            "InvalidVolume.NotFound" | "InvalidSnapshot.NotFound" | "InvalidInstanceID.NotFound" => {
-                BackendError::NotFound(err.to_string())
-            }
+            "InvalidVolume.NotFound"
+            | "InvalidSnapshot.NotFound"
+            | "InvalidInstanceID.NotFound" => BackendError::NotFound(err.to_string()),
             "VolumeInUse" | "InvalidVolume.ZoneMismatch" => {
                 BackendError::FailedPrecondition(err.to_string())
             }
@@ -117,10 +117,12 @@ pub fn backend_error(err: CloudError) -> BackendError {
                 BackendError::ResourceExhausted(err.to_string())
             }
             "IdempotentParameterMismatch" => BackendError::AlreadyExists(err.to_string()),
-            "InvalidParameterValue" | "InvalidParameterCombination" | "InvalidParameter"
-            | "InvalidVolumeID.Malformed" | "InvalidSnapshotID.Malformed" | "InvalidZone.NotFound" => {
-                BackendError::InvalidArgument(err.to_string())
-            }
+            "InvalidParameterValue"
+            | "InvalidParameterCombination"
+            | "InvalidParameter"
+            | "InvalidVolumeID.Malformed"
+            | "InvalidSnapshotID.Malformed"
+            | "InvalidZone.NotFound" => BackendError::InvalidArgument(err.to_string()),
             _ => BackendError::Internal(err.to_string()),
         },
         CloudError::InvalidInput(_) => BackendError::InvalidArgument(err.to_string()),
@@ -137,7 +139,12 @@ fn filter(name: &str, values: impl IntoIterator<Item = String>) -> Filter {
 
 fn tags_of(tags: &[Tag]) -> BTreeMap<String, String> {
     tags.iter()
-        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+        .filter_map(|t| {
+            Some((
+                t.key()?.to_string(),
+                t.value().unwrap_or_default().to_string(),
+            ))
+        })
         .collect()
 }
 
@@ -146,7 +153,10 @@ fn volume_info(v: &Ec2Volume) -> Option<VolumeInfo> {
         id: v.volume_id()?.to_string(),
         size_gib: v.size().unwrap_or(0),
         zone: v.availability_zone().unwrap_or_default().to_string(),
-        state: v.state().map(|s| s.as_str().to_string()).unwrap_or_default(),
+        state: v
+            .state()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default(),
         attachments: v
             .attachments()
             .iter()
@@ -154,12 +164,18 @@ fn volume_info(v: &Ec2Volume) -> Option<VolumeInfo> {
                 Some(Attachment {
                     instance_id: a.instance_id()?.to_string(),
                     device: a.device().unwrap_or_default().to_string(),
-                    state: a.state().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                    state: a
+                        .state()
+                        .map(|s| s.as_str().to_string())
+                        .unwrap_or_default(),
                 })
             })
             .collect(),
         tags: tags_of(v.tags()),
-        snapshot_id: v.snapshot_id().filter(|s| !s.is_empty()).map(str::to_string),
+        snapshot_id: v
+            .snapshot_id()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
     })
 }
 
@@ -169,7 +185,10 @@ fn snapshot_info(s: &Ec2Snapshot) -> Option<SnapshotInfo> {
         volume_id: s.volume_id().unwrap_or_default().to_string(),
         size_gib: s.volume_size().unwrap_or(0),
         started_unix: s.start_time().map(|t| t.secs()).unwrap_or(0),
-        state: s.state().map(|x| x.as_str().to_string()).unwrap_or_default(),
+        state: s
+            .state()
+            .map(|x| x.as_str().to_string())
+            .unwrap_or_default(),
         tags: tags_of(s.tags()),
     })
 }
@@ -257,7 +276,12 @@ impl Ec2 {
 
     /// Volumes carrying tag key `key`.
     pub async fn volumes_with_tag_key(&self, key: &str) -> Result<Vec<VolumeInfo>, BackendError> {
-        describe_volumes(&self.client, &self.api, vec![filter("tag-key", [key.to_string()])]).await
+        describe_volumes(
+            &self.client,
+            &self.api,
+            vec![filter("tag-key", [key.to_string()])],
+        )
+        .await
     }
 
     /// Creates a volume.
@@ -292,7 +316,10 @@ impl Ec2 {
             id: out.volume_id().unwrap_or_default().to_string(),
             size_gib: out.size().unwrap_or(spec.size_gib),
             zone: out.availability_zone().unwrap_or(zone).to_string(),
-            state: out.state().map(|s| s.as_str().to_string()).unwrap_or_default(),
+            state: out
+                .state()
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_default(),
             attachments: Vec::new(),
             tags: tags.clone(),
             snapshot_id: snapshot.map(str::to_string),
@@ -302,14 +329,21 @@ impl Ec2 {
     /// Deletes a volume.
     pub async fn delete_volume(&self, id: &str) -> Result<(), BackendError> {
         self.api
-            .call("DeleteVolume", || self.client.delete_volume().volume_id(id).send())
+            .call("DeleteVolume", || {
+                self.client.delete_volume().volume_id(id).send()
+            })
             .await
             .map(drop)
             .map_err(backend_error)
     }
 
     /// Attaches a volume at `device`.
-    pub async fn attach(&self, volume: &str, instance: &str, device: &str) -> Result<(), BackendError> {
+    pub async fn attach(
+        &self,
+        volume: &str,
+        instance: &str,
+        device: &str,
+    ) -> Result<(), BackendError> {
         self.api
             .call("AttachVolume", || {
                 self.client
@@ -392,7 +426,10 @@ impl Ec2 {
             volume_id: volume.to_string(),
             size_gib: out.volume_size().unwrap_or(0),
             started_unix: out.start_time().map(|t| t.secs()).unwrap_or(0),
-            state: out.state().map(|s| s.as_str().to_string()).unwrap_or_default(),
+            state: out
+                .state()
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_default(),
             tags: tags.clone(),
         })
     }
@@ -400,14 +437,19 @@ impl Ec2 {
     /// Deletes a snapshot.
     pub async fn delete_snapshot(&self, id: &str) -> Result<(), BackendError> {
         self.api
-            .call("DeleteSnapshot", || self.client.delete_snapshot().snapshot_id(id).send())
+            .call("DeleteSnapshot", || {
+                self.client.delete_snapshot().snapshot_id(id).send()
+            })
             .await
             .map(drop)
             .map_err(backend_error)
     }
 
     /// Snapshots matching the filters (name, value).
-    pub async fn snapshots(&self, filters: &[(&str, &str)]) -> Result<Vec<SnapshotInfo>, BackendError> {
+    pub async fn snapshots(
+        &self,
+        filters: &[(&str, &str)],
+    ) -> Result<Vec<SnapshotInfo>, BackendError> {
         let filters: Vec<Filter> = filters
             .iter()
             .map(|(n, v)| filter(n, [v.to_string()]))
@@ -429,7 +471,10 @@ impl Ec2 {
                 .await
                 .map_err(backend_error)?;
             out.extend(page.snapshots().iter().filter_map(snapshot_info));
-            token = page.next_token().filter(|t| !t.is_empty()).map(str::to_string);
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
             if token.is_none() {
                 return Ok(out);
             }
@@ -457,7 +502,10 @@ async fn describe_volumes(
             .await
             .map_err(backend_error)?;
         out.extend(page.volumes().iter().filter_map(volume_info));
-        token = page.next_token().filter(|t| !t.is_empty()).map(str::to_string);
+        token = page
+            .next_token()
+            .filter(|t| !t.is_empty())
+            .map(str::to_string);
         if token.is_none() {
             return Ok(out);
         }
@@ -505,7 +553,10 @@ async fn describe_instances(
                 },
             );
         }
-        token = page.next_token().filter(|t| !t.is_empty()).map(str::to_string);
+        token = page
+            .next_token()
+            .filter(|t| !t.is_empty())
+            .map(str::to_string);
         if token.is_none() {
             return Ok(out);
         }

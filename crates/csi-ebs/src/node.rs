@@ -21,9 +21,18 @@ use crate::{TOPOLOGY_KEY, WELL_KNOWN_ZONE_KEY};
 #[async_trait]
 pub trait DeviceFinder: Send + Sync + 'static {
     /// The device now, `None` if it has not appeared (yet).
-    async fn locate(&self, volume_id: &str, hint: Option<&str>) -> Result<Option<PathBuf>, BackendError>;
+    async fn locate(
+        &self,
+        volume_id: &str,
+        hint: Option<&str>,
+    ) -> Result<Option<PathBuf>, BackendError>;
     /// Makes the kernel see the volume grown to `required_bytes`.
-    async fn rescan(&self, _volume_id: &str, _device: &Path, _required_bytes: i64) -> Result<(), BackendError> {
+    async fn rescan(
+        &self,
+        _volume_id: &str,
+        _device: &Path,
+        _required_bytes: i64,
+    ) -> Result<(), BackendError> {
         Ok(())
     }
 }
@@ -114,7 +123,11 @@ impl NvmeDevices {
 
 #[async_trait]
 impl DeviceFinder for NvmeDevices {
-    async fn locate(&self, volume_id: &str, hint: Option<&str>) -> Result<Option<PathBuf>, BackendError> {
+    async fn locate(
+        &self,
+        volume_id: &str,
+        hint: Option<&str>,
+    ) -> Result<Option<PathBuf>, BackendError> {
         if let Some(ns) = match_nvme(&self.controllers(), volume_id) {
             return Ok(Some(self.dev.join(ns)));
         }
@@ -199,7 +212,11 @@ async fn run(program: &str, args: &[&std::ffi::OsStr]) -> Result<String, Backend
 
 #[async_trait]
 impl DeviceFinder for LoopDevices {
-    async fn locate(&self, volume_id: &str, _hint: Option<&str>) -> Result<Option<PathBuf>, BackendError> {
+    async fn locate(
+        &self,
+        volume_id: &str,
+        _hint: Option<&str>,
+    ) -> Result<Option<PathBuf>, BackendError> {
         let _guard = self.lock.lock().await;
         let file = self.backing(volume_id);
         if let Some(dev) = Self::bound(&file).await? {
@@ -218,11 +235,20 @@ impl DeviceFinder for LoopDevices {
             f.set_len(self.size_bytes)
                 .map_err(|e| BackendError::Internal(format!("sizing {}: {e}", file.display())))?;
         }
-        let out = run("losetup", &["--find".as_ref(), "--show".as_ref(), file.as_os_str()]).await?;
+        let out = run(
+            "losetup",
+            &["--find".as_ref(), "--show".as_ref(), file.as_os_str()],
+        )
+        .await?;
         Ok(Some(PathBuf::from(out.trim())))
     }
 
-    async fn rescan(&self, volume_id: &str, device: &Path, required_bytes: i64) -> Result<(), BackendError> {
+    async fn rescan(
+        &self,
+        volume_id: &str,
+        device: &Path,
+        required_bytes: i64,
+    ) -> Result<(), BackendError> {
         let file = self.backing(volume_id);
         let f = std::fs::OpenOptions::new()
             .write(true)
@@ -309,7 +335,12 @@ impl NodeBackend for EbsNode {
         }
     }
 
-    async fn rescan(&self, volume_id: &str, device: &Path, required_bytes: i64) -> Result<(), BackendError> {
+    async fn rescan(
+        &self,
+        volume_id: &str,
+        device: &Path,
+        required_bytes: i64,
+    ) -> Result<(), BackendError> {
         self.finder.rescan(volume_id, device, required_bytes).await
     }
 }
@@ -337,7 +368,11 @@ mod tests {
         assert_eq!(match_nvme(&cs, "vol-0abc").as_deref(), Some("nvme1n1"));
         assert_eq!(match_nvme(&cs, "vol-0def").as_deref(), Some("nvme2n1"));
         assert_eq!(match_nvme(&cs, "vol-0zzz"), None);
-        assert_eq!(match_nvme(&cs, "AWS1234"), None, "instance storage is not EBS");
+        assert_eq!(
+            match_nvme(&cs, "AWS1234"),
+            None,
+            "instance storage is not EBS"
+        );
     }
 
     #[tokio::test]
@@ -355,6 +390,9 @@ mod tests {
             finder.locate("vol-0123456789", None).await.unwrap(),
             Some(PathBuf::from("/dev/nvme3n1"))
         );
-        assert_eq!(finder.locate("vol-0999", Some("/dev/xvdzz")).await.unwrap(), None);
+        assert_eq!(
+            finder.locate("vol-0999", Some("/dev/xvdzz")).await.unwrap(),
+            None
+        );
     }
 }

@@ -140,9 +140,7 @@ pub fn volume_spec(
             "encrypted" => spec.encrypted = parse_bool(key, value, &mut problems),
             "kmskeyid" => spec.kms_key_id = Some(value.clone()),
             "blockexpress" => block_express = parse_bool(key, value, &mut problems),
-            "allowautoiopspergbincrease" => {
-                auto_increase = parse_bool(key, value, &mut problems)
-            }
+            "allowautoiopspergbincrease" => auto_increase = parse_bool(key, value, &mut problems),
             // Node-side (formatting) parameters: accepted, used by the node plugin.
             "blocksize" | "inodesize" | "bytesperinode" | "numberofinodes" | "ext4bigalloc"
             | "ext4clustersize" => {}
@@ -179,10 +177,7 @@ pub fn volume_spec(
     let limits = iops_limits(&spec.volume_type, block_express);
     if let Some(per_gb) = iops_per_gb {
         match &limits {
-            None => problems.push(format!(
-                "iopsPerGB does not apply to {}",
-                spec.volume_type
-            )),
+            None => problems.push(format!("iopsPerGB does not apply to {}", spec.volume_type)),
             Some(l) => {
                 let mut iops = per_gb.saturating_mul(size_gib).min(l.max);
                 if iops < l.min {
@@ -254,27 +249,59 @@ mod tests {
     fn parameter_table() {
         let md = params(&[("pvc/name", "data"), ("pvc/namespace", "apps")]);
         let cases: Vec<(Vec<(&str, &str)>, i32, Result<Option<i32>, &str>)> = vec![
-            (vec![("type", "io1"), ("iopsPerGB", "10")], 20, Ok(Some(200))),
-            (vec![("type", "io1"), ("iopsPerGB", "10")], 5, Err("below the io1 minimum")),
             (
-                vec![("type", "io1"), ("iopsPerGB", "10"), ("allowAutoIOPSPerGBIncrease", "true")],
+                vec![("type", "io1"), ("iopsPerGB", "10")],
+                20,
+                Ok(Some(200)),
+            ),
+            (
+                vec![("type", "io1"), ("iopsPerGB", "10")],
+                5,
+                Err("below the io1 minimum"),
+            ),
+            (
+                vec![
+                    ("type", "io1"),
+                    ("iopsPerGB", "10"),
+                    ("allowAutoIOPSPerGBIncrease", "true"),
+                ],
                 5,
                 Ok(Some(100)),
             ),
-            (vec![("type", "io2"), ("iopsPerGB", "1000")], 1000, Ok(Some(64_000))),
             (
-                vec![("type", "io2"), ("iopsPerGB", "1000"), ("blockExpress", "true")],
+                vec![("type", "io2"), ("iopsPerGB", "1000")],
+                1000,
+                Ok(Some(64_000)),
+            ),
+            (
+                vec![
+                    ("type", "io2"),
+                    ("iopsPerGB", "1000"),
+                    ("blockExpress", "true"),
+                ],
                 1000,
                 Ok(Some(256_000)),
             ),
-            (vec![("type", "gp3"), ("iops", "4000"), ("throughput", "250")], 10, Ok(Some(4000))),
-            (vec![("type", "gp2"), ("throughput", "250")], 10, Err("gp3 only")),
+            (
+                vec![("type", "gp3"), ("iops", "4000"), ("throughput", "250")],
+                10,
+                Ok(Some(4000)),
+            ),
+            (
+                vec![("type", "gp2"), ("throughput", "250")],
+                10,
+                Err("gp3 only"),
+            ),
             (vec![("type", "nvme")], 10, Err("is not one of")),
             (vec![("Type", "IO1")], 10, Err("needs iops")),
             (vec![("encrypted", "yes")], 10, Err("not true or false")),
             (vec![("kmsKeyId", "arn:k")], 10, Err("needs encrypted")),
             (vec![("color", "blue")], 10, Err("unknown parameter")),
-            (vec![("type", "sc1"), ("iops", "100")], 10, Err("does not apply")),
+            (
+                vec![("type", "sc1"), ("iops", "100")],
+                10,
+                Err("does not apply"),
+            ),
         ];
         for (i, (p, size, want)) in cases.into_iter().enumerate() {
             let got = volume_spec(&params(&p), &md, size);
@@ -291,9 +318,16 @@ mod tests {
 
     #[test]
     fn tag_specifications_are_templated() {
-        let md = params(&[("pvc/name", "data"), ("pvc/namespace", "apps"), ("pv/name", "pv-1")]);
+        let md = params(&[
+            ("pvc/name", "data"),
+            ("pvc/namespace", "apps"),
+            ("pv/name", "pv-1"),
+        ]);
         let p = params(&[
-            ("tagSpecification_1", "owner={{ .PVCNamespace }}/{{ .PVCName }}"),
+            (
+                "tagSpecification_1",
+                "owner={{ .PVCNamespace }}/{{ .PVCName }}",
+            ),
             ("tagSpecification_2", "pv = {{.PVName}}"),
         ]);
         let spec = volume_spec(&p, &md, 1).unwrap();

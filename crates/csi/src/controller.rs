@@ -307,8 +307,14 @@ impl Controller for ControllerService {
         self.metrics
             .observe("ListVolumes", async {
                 let req = request.into_inner();
-                let volumes = self.backend.list_volumes().await?;
-                let (items, next_token) = page(&volumes, &req.starting_token, req.max_entries)?;
+                let mut volumes = self.backend.list_volumes().await?;
+                volumes.sort_by(|a, b| a.id.cmp(&b.id));
+                let (items, next_token) = page(
+                    &volumes,
+                    |v| v.id.as_str(),
+                    &req.starting_token,
+                    req.max_entries,
+                )?;
                 Ok(Response::new(csi::ListVolumesResponse {
                     entries: items
                         .iter()
@@ -434,7 +440,7 @@ impl Controller for ControllerService {
                 }
                 let req = request.into_inner();
                 let all = self.backend.list_snapshots().await?;
-                let filtered: Vec<_> = all
+                let mut filtered: Vec<_> = all
                     .into_iter()
                     .filter(|s| req.snapshot_id.is_empty() || s.id == req.snapshot_id)
                     .filter(|s| {
@@ -442,7 +448,13 @@ impl Controller for ControllerService {
                             || s.source_volume_id == req.source_volume_id
                     })
                     .collect();
-                let (items, next_token) = page(&filtered, &req.starting_token, req.max_entries)?;
+                filtered.sort_by(|a, b| a.id.cmp(&b.id));
+                let (items, next_token) = page(
+                    &filtered,
+                    |s| s.id.as_str(),
+                    &req.starting_token,
+                    req.max_entries,
+                )?;
                 Ok(Response::new(csi::ListSnapshotsResponse {
                     entries: items
                         .iter()

@@ -47,7 +47,11 @@ pub fn ensure_installed() -> Result<PathBuf> {
         .args(["install", "-trimpath", "-ldflags", "-s -w"])
         .arg(format!("{MODULE}/cmd/csi-sanity@{VERSION}"))
         .stdin(Stdio::null());
-    let result = run_logged(cmd, &paths.install_log, &format!("go install {MODULE}@{VERSION}"));
+    let result = run_logged(
+        cmd,
+        &paths.install_log,
+        &format!("go install {MODULE}@{VERSION}"),
+    );
     if result.is_ok() {
         fs::rename(gobin.join("csi-sanity"), &out)
             .with_context(|| format!("moving csi-sanity to {}", out.display()))?;
