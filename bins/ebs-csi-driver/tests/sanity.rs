@@ -100,6 +100,7 @@ async fn csi_sanity_passes_against_the_ebs_driver() -> Result<()> {
         .arg("--csi.testvolumesize=1073741824")
         .arg("--csi.testvolumeexpandsize=2147483648")
         .arg("--ginkgo.timeout=9m")
+        .arg("--ginkgo.no-color")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
