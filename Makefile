@@ -4,7 +4,9 @@ export STRATUS_CACHE ?= $(HOME)/.cache/stratus
 export CARGO_TARGET_DIR ?= $(STRATUS_CACHE)/target
 CARGO ?= cargo
 NODES ?= 1000
-IDLE ?= 60
+# Idle window of bench-nodes in seconds (also STRATUS_BENCH_IDLE_SECONDS); ≥ 6 minutes covers a
+# full re-list period.
+IDLE ?= $(or $(STRATUS_BENCH_IDLE_SECONDS),390)
 SERVICES ?= 100
 LB_NODES ?= 100
 CHURN ?= 20
@@ -19,8 +21,10 @@ LB_FLAGS ?=
 ECR_RUNS ?= 200
 NTH_NOTICES ?= 50
 NTH_NODES ?= 1000
+OS_REFRESH ?= 20
+OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-faults bench-ecr bench-nth env-up env-down clean-env
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer env-up env-down clean-env
 
 all: test
 
@@ -43,22 +47,32 @@ lint:
 test: install lint
 	$(CARGO) test --workspace --no-fail-fast
 
-## demo: local control plane + emulated AWS, nodes initialised and retired by the CCM
+## demo: local control plane + emulated AWS, nodes initialised and retired by the CCM;
+## CLOUD=openstack: real Keystone + the OpenStack simulators instead
 demo: install
 	$(CARGO) build -q -p cloud-controller-manager -p stratus-scenarios
-	$(CARGO_TARGET_DIR)/debug/stratus-demo
+	$(CARGO_TARGET_DIR)/debug/$(if $(filter openstack,$(CLOUD)),stratus-demo-openstack,stratus-demo)
 
-## bench-nodes: NODES uninitialised nodes (default 1000), JSON report (release build)
+## bench-nodes: NODES uninitialised nodes (default 1000) kept Ready, IDLE idle seconds after init, JSON report (release build)
 bench-nodes: install
 	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios
 	mkdir -p bench/results
-	$(CARGO_TARGET_DIR)/release/stratus-bench-nodes --nodes $(NODES) --idle-seconds $(IDLE) | tee bench/results/bench-nodes.json
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-nodes --nodes $(NODES) --idle-seconds $(IDLE) | tee bench/results/bench-nodes.json
 
 ## bench-lb: SERVICES LoadBalancer Services on LB_NODES ready nodes, then CHURN nodes join (JSON, release build)
 bench-lb: install
 	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-lb --services $(SERVICES) --nodes $(LB_NODES) --churn $(CHURN) --concurrent-service-syncs $(SERVICE_SYNCS) $(LB_FLAGS) | tee bench/results/bench-lb.json
+
+## bench-openstack-lb: OS_SERVICES Octavia load balancers on OS_NODES nodes, OS_DELAY_MS per provisioning transition, then one node joins (JSON, release build)
+OS_SERVICES ?= 100
+OS_NODES ?= 50
+OS_DELAY_MS ?= 2000
+bench-openstack-lb: install
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios --bin stratus-bench-openstack-lb --bin cloud-controller-manager
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-openstack-lb --services $(OS_SERVICES) --nodes $(OS_NODES) --transition-ms $(OS_DELAY_MS) | tee bench/results/bench-openstack-lb.json
 
 ## bench-faults: FAULT_NODES nodes join and FAULT_SERVICES ELBs are made while THROTTLE of EC2/ELB requests are throttled for THROTTLE_SECONDS, then AWS is unreachable for OUTAGE_SECONDS (JSON + SVG)
 bench-faults: install
@@ -67,7 +81,7 @@ bench-faults: install
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --outage-seconds $(OUTAGE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
 ## bench: every benchmark (nodes, load balancers, faults, ECR credential provider); JSON and SVG in bench/results/
-bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth
+bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-openstack-lb bench-discoverer
 
 ## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
 # (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)
@@ -81,6 +95,19 @@ bench-nth: install
 	$(CARGO) build -q --release -p node-termination-handler -p stratus-scenarios --bin node-termination-handler --bin stratus-bench-nth
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-nth --notices $(NTH_NOTICES) --nodes $(NTH_NODES) | tee bench/results/bench-nth.json
+
+## bench-openstack-nodes: NODES servers and uninitialised Nodes with --cloud-provider=openstack, then OS_IDLE_PERIODS idle cache refreshes of OS_REFRESH seconds (JSON, release build)
+bench-openstack-nodes: install
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios --bin cloud-controller-manager --bin stratus-bench-openstack-nodes
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-openstack-nodes --nodes $(NODES) --refresh-seconds $(OS_REFRESH) --idle-periods $(OS_IDLE_PERIODS) | tee bench/results/bench-openstack-nodes.json
+
+## bench-discoverer: cloud-data-discoverer's first run against moto with DISCOVERER_VOLUMES EBS volumes: cloud requests, seconds, peak RSS (JSON, release build)
+DISCOVERER_VOLUMES ?= 1000
+bench-discoverer: install
+	$(CARGO) build -q --release -p cloud-data-discoverer -p stratus-discoverer --bin cloud-data-discoverer --example bench_discoverer
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/examples/bench_discoverer --binary $(CARGO_TARGET_DIR)/release/cloud-data-discoverer --volumes $(DISCOVERER_VOLUMES) | tee bench/results/bench-discoverer.json
 
 ## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env);
 ## CLOUD=openstack starts Keystone and the OpenStack simulators instead of moto

@@ -290,7 +290,7 @@ async fn queue_scenarios() {
     let text = http_get(&url).await.unwrap();
     assert!(
         text.contains(
-            "stratus_aws_api_requests_total{service=\"sqs\",operation=\"ReceiveMessage\"}"
+            "stratus_cloud_api_requests_total{cloud=\"aws\",service=\"sqs\",operation=\"ReceiveMessage\"}"
         ),
         "{text}"
     );

@@ -119,8 +119,9 @@ pub struct Options {
     /// Stratus: how long a changed node set must hold still before targets are updated.
     #[arg(long = "node-churn-quiet-period", default_value = "1s", value_parser = parse_go_duration)]
     pub node_churn_quiet_period: Duration,
-    /// Stratus: how often the provider's shared instance view is listed again.
-    #[arg(long = "instance-cache-refresh-period", default_value = "1m0s", value_parser = parse_go_duration)]
+    /// Stratus: how often the provider's shared instance view is listed again in full (NotReady
+    /// nodes' instances are looked at every --node-monitor-period besides).
+    #[arg(long = "instance-cache-refresh-period", default_value = "5m0s", value_parser = parse_go_duration)]
     pub instance_cache_refresh_period: Duration,
     /// Whether the route controller keeps cloud routes for node pod CIDRs (needs --cluster-cidr).
     #[arg(long = "configure-cloud-routes", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]

@@ -125,6 +125,15 @@ impl InstancesV2 for FakeInstances {
         })
     }
 
+    /// Logged as one call whose subject is the node names, comma-separated, in the order given;
+    /// the fake answers every question from its current state, so there is nothing to refresh.
+    async fn refresh_instances(&self, nodes: &[NodeInfo]) -> Result<(), CloudError> {
+        let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        self.controls
+            .enter("instances", "refresh_instances", names.join(","))
+            .await
+    }
+
     fn is_same_instance(&self, existing: &str, found: &ProviderId) -> bool {
         existing.rsplit('/').next() == found.as_str().rsplit('/').next()
     }

@@ -42,6 +42,27 @@ pub trait InstancesV2: Send + Sync {
     async fn instance_shutdown(&self, node: &NodeInfo) -> Result<bool, CloudError>;
     /// Metadata used to initialise the node.
     async fn instance_metadata(&self, node: &NodeInfo) -> Result<InstanceMetadata, CloudError>;
+    /// Looks at the instances behind `nodes` again now, all together, so that the
+    /// `instance_exists` and `instance_shutdown` answers that follow for these nodes reflect what
+    /// the cloud says at this moment.
+    ///
+    /// Contract:
+    /// - The node-lifecycle controller calls it once per `--node-monitor-period` with every
+    ///   managed node (initialised, with a providerID) that is not Ready, then asks
+    ///   `instance_exists`/`instance_shutdown` about each of them. It never calls it with an
+    ///   empty list and never for Ready nodes: a cluster whose nodes are all Ready costs nothing
+    ///   here.
+    /// - A provider that answers instance questions from a shared, periodically listed view
+    ///   asks the cloud about all of `nodes` in as few requests as its API allows (AWS: one
+    ///   DescribeInstances by instance ID for up to 200 nodes), never one request per node.
+    /// - `Err` means the cloud could not be asked (throttled, unreachable, refused): the
+    ///   controller acts on none of these nodes in this pass. It never means an instance is gone.
+    /// - A provider that asks the cloud on every `instance_exists`/`instance_shutdown` call needs
+    ///   nothing here; the default does nothing.
+    async fn refresh_instances(&self, nodes: &[NodeInfo]) -> Result<(), CloudError> {
+        let _ = nodes;
+        Ok(())
+    }
     /// Whether the `existing` providerID of a node names the instance `found` names.
     fn is_same_instance(&self, existing: &str, found: &ProviderId) -> bool {
         existing == found.as_str()

@@ -30,7 +30,7 @@ impl Default for ProviderOptions {
             config_path: None,
             cluster_name: "kubernetes".into(),
             allow_untagged_cloud: false,
-            cache_refresh_period: Duration::from_secs(60),
+            cache_refresh_period: Duration::from_secs(300),
         }
     }
 }

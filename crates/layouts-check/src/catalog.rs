@@ -72,12 +72,21 @@ pub fn required_outputs(spec: &CloudSpec, module: &str) -> Vec<&'static str> {
     }
 }
 
-/// The repository root (two levels above this crate).
+/// The repository root: the nearest directory holding `layouts/` and `Cargo.lock` above the
+/// package cargo runs the tests of (read at run time, so that a test binary built in another
+/// checkout sharing the target directory still reads this one), else above this crate as built.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .map(Path::to_path_buf)
+    let runtime = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    runtime
+        .into_iter()
+        .chain(std::iter::once(built))
+        .find_map(|start| {
+            start
+                .ancestors()
+                .find(|dir| dir.join("layouts").is_dir() && dir.join("Cargo.lock").is_file())
+                .map(Path::to_path_buf)
+        })
         .unwrap_or_else(|| PathBuf::from("."))
 }
 

@@ -73,7 +73,7 @@ impl From<ModelError> for SimError {
 /// Drives the simulated cloud from tests. Cheap to clone.
 #[derive(Clone)]
 pub struct SimHandle {
-    sim: Arc<Sim>,
+    pub(crate) sim: Arc<Sim>,
 }
 
 impl std::fmt::Debug for SimHandle {

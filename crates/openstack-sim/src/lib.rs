@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod errors;
 mod handle;
+mod handle_lb;
 pub mod microversion;
 pub mod model;
 pub mod paging;
@@ -19,8 +20,11 @@ pub mod util;
 mod cinder;
 mod glance;
 mod neutron;
+mod neutron_routes;
 mod nova;
 mod octavia;
+pub mod octavia_model;
+mod octavia_tree;
 
 use std::convert::Infallible;
 use std::net::TcpListener as StdTcpListener;
@@ -37,6 +41,7 @@ use tokio::time::Instant;
 pub use auth::{Auth, Caller, KeystoneValidator, ServiceCredentials};
 pub use errors::{ApiError, Service};
 pub use handle::{ServerSpec, SimHandle};
+pub use handle_lb::LbCounts;
 pub use model::{Knobs, ServerStatus};
 
 /// The largest page any list answers (Nova's default `osapi_max_limit`).
@@ -178,6 +183,8 @@ pub fn router(sim: Arc<Sim>) -> Router {
         .merge(cinder::routes())
         .merge(glance::routes())
         .merge(octavia::routes())
+        .merge(octavia_tree::routes())
+        .merge(neutron_routes::routes())
         .route_layer(middleware::from_fn_with_state(sim.clone(), require_token));
     Router::new()
         .merge(nova::discovery())

@@ -268,6 +268,8 @@ pub struct State {
     pub images: BTreeMap<String, Value>,
     /// Octavia load balancers by id.
     pub load_balancers: BTreeMap<String, Value>,
+    /// Their listeners, pools, members and monitors.
+    pub octavia: crate::octavia_model::OctaviaTree,
     /// Pending transitions.
     pub timed: Vec<Timed>,
     /// Transition knobs.
@@ -333,6 +335,7 @@ impl State {
             default_volume_type: String::new(),
             images: BTreeMap::new(),
             load_balancers: BTreeMap::new(),
+            octavia: Default::default(),
             timed: Vec::new(),
             knobs: Knobs::default(),
         };
@@ -857,8 +860,10 @@ impl State {
                     });
                     lb["updated_at"] = json!(crate::util::iso_plain(now));
                 }
+                self.octavia.settle(id, status);
             }
             Change::LoadBalancerGone => {
+                self.octavia.remove_all(id);
                 if let Some(lb) = self.load_balancers.remove(id) {
                     if let Some(port) = lb["vip_port_id"].as_str() {
                         self.delete_port(port);

@@ -1,8 +1,8 @@
 //! Octavia (load-balancer v2, API versions up to 2.28): version discovery and load balancers
 //! (create PENDING_CREATE → ACTIVE with a Neutron VIP port, list with filters and paging, get,
 //! update PENDING_UPDATE → ACTIVE, delete PENDING_DELETE → gone; changes refused with 409 while
-//! a load balancer is immutable). Listeners, pools, members and monitors come with the next
-//! issue; a fully populated create is refused rather than half done.
+//! a load balancer is immutable; cascade delete). A fully populated create (listeners with
+//! default pools, members and monitors) builds the whole tree at once (`octavia_tree`).
 
 use std::sync::Arc;
 
@@ -122,7 +122,11 @@ async fn list(
         MAX_LIMIT,
     )
     .map_err(|e| err(StatusCode::BAD_REQUEST, e.to_string()))?;
-    let mut body = json!({"loadbalancers": selected[page.start..page.end]});
+    let shown: Vec<Value> = selected[page.start..page.end]
+        .iter()
+        .map(|lb| with_refs(&state, lb))
+        .collect();
+    let mut body = json!({ "loadbalancers": shown });
     if let Some(marker) = page.next_marker {
         body["loadbalancers_links"] = json!([{"rel": "next", "href": format!("{origin}/load-balancer/v2/lbaas/loadbalancers?{}",
             paging::next_query(&query, page.end - page.start, &marker))}]);
@@ -141,7 +145,10 @@ async fn show(
         .get(&id)
         .filter(|lb| owned(lb, &caller))
         .ok_or_else(|| not_found(&id))?;
-    Ok(json_answer(StatusCode::OK, json!({"loadbalancer": lb})))
+    Ok(json_answer(
+        StatusCode::OK,
+        json!({"loadbalancer": with_refs(&state, lb)}),
+    ))
 }
 
 async fn create(
@@ -159,18 +166,29 @@ async fn create(
                 "Invalid input for field/attribute loadbalancer.",
             )
         })?;
-    if ["listeners", "pools"].iter().any(|k| {
-        input
-            .get(*k)
-            .and_then(|v| v.as_array())
-            .is_some_and(|a| !a.is_empty())
-    }) {
+    let mut state = sim.state();
+    if state.octavia.take_conflict() {
         return Err(err(
-            StatusCode::BAD_REQUEST,
-            "stratus simulator: fully populated load balancer creation is not simulated yet",
+            StatusCode::CONFLICT,
+            "Quota or a concurrent change blocks creating this load balancer.",
         ));
     }
-    let mut state = sim.state();
+    if let Some(flavor) = input.get("flavor_id").and_then(|f| f.as_str()) {
+        if flavor != crate::octavia_tree::FLAVOR_ID {
+            return Err(err(
+                StatusCode::BAD_REQUEST,
+                format!("Validation failure: Invalid flavor_id {flavor}."),
+            ));
+        }
+    }
+    if let Some(zone) = input.get("availability_zone").and_then(|f| f.as_str()) {
+        if !state.zones.iter().any(|z| z == zone) {
+            return Err(err(
+                StatusCode::BAD_REQUEST,
+                format!("Validation failure: Invalid availability zone {zone}."),
+            ));
+        }
+    }
     let (network, subnet) = if let Some(subnet) =
         input.get("vip_subnet_id").and_then(|s| s.as_str())
     {
@@ -199,6 +217,7 @@ async fn create(
         return Err(err(StatusCode::BAD_REQUEST, "Validation failure: VIP must contain one of: vip_port_id, vip_network_id, vip_subnet_id."));
     };
     let id = new_id();
+    crate::octavia_tree::populate(&mut state, &id, &caller.project_id, input)?;
     let mut fixed = json!({});
     if let Some(s) = &subnet {
         fixed["subnet_id"] = json!(s);
@@ -218,7 +237,14 @@ async fn create(
             &format!("octavia-lb-{id}"),
             Some(vec![]),
         )
-        .map_err(|e| err(StatusCode::CONFLICT, format!("{e:?}")))?;
+        .map_err(|e| err(StatusCode::CONFLICT, format!("{e:?}")));
+    let port = match port {
+        Ok(port) => port,
+        Err(e) => {
+            state.octavia.remove_all(&id);
+            return Err(e);
+        }
+    };
     let vip = port["fixed_ips"][0].clone();
     let now = iso_plain(now_secs());
     let lb = json!({
@@ -234,6 +260,10 @@ async fn create(
         "availability_zone": input.get("availability_zone").cloned().unwrap_or(Value::Null),
         "tags": input.get("tags").cloned().unwrap_or(json!([])), "additional_vips": [],
     });
+    let (listeners, pools) = state.octavia.refs(&id);
+    let mut lb = lb;
+    lb["listeners"] = listeners;
+    lb["pools"] = pools;
     state.load_balancers.insert(id.clone(), lb.clone());
     let to = if state.knobs.fail { "ERROR" } else { "ACTIVE" };
     let delay = state.knobs.lb_delay;
@@ -242,6 +272,15 @@ async fn create(
         StatusCode::CREATED,
         json!({"loadbalancer": lb}),
     ))
+}
+
+/// A load balancer with its current listener and pool references.
+fn with_refs(state: &crate::model::State, lb: &Value) -> Value {
+    let mut lb = lb.clone();
+    let (listeners, pools) = state.octavia.refs(lb["id"].as_str().unwrap_or_default());
+    lb["listeners"] = listeners;
+    lb["pools"] = pools;
+    lb
 }
 
 fn immutable(lb: &Value, id: &str) -> Result<(), ApiError> {
@@ -268,6 +307,14 @@ async fn update(
         .filter(|lb| owned(lb, &caller))
         .ok_or_else(|| not_found(&id))?;
     immutable(lb, &id)?;
+    let lb_id = id.clone();
+    if state.octavia.take_conflict() {
+        return Err(err(
+            StatusCode::CONFLICT,
+            format!("Load Balancer {lb_id} is immutable and cannot be updated."),
+        ));
+    }
+    let lb = state.load_balancers.get_mut(&id).expect("checked");
     for key in [
         "name",
         "description",
@@ -291,14 +338,30 @@ async fn delete(
     State(sim): State<Arc<Sim>>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
+    Query(query): Query,
 ) -> Result<Response, ApiError> {
     let mut state = sim.state();
+    let cascade = first(&query, "cascade").is_some_and(|c| c.eq_ignore_ascii_case("true"));
+    let conflict = state.octavia.take_conflict();
+    let has_children = state.octavia.has_children(&id);
     let lb = state
         .load_balancers
         .get_mut(&id)
         .filter(|lb| owned(lb, &caller))
         .ok_or_else(|| not_found(&id))?;
     immutable(lb, &id)?;
+    if conflict {
+        return Err(err(
+            StatusCode::CONFLICT,
+            format!("Load Balancer {id} is immutable and cannot be updated."),
+        ));
+    }
+    if has_children && !cascade {
+        return Err(err(
+            StatusCode::BAD_REQUEST,
+            format!("Cannot delete Load Balancer {id} - it has children"),
+        ));
+    }
     lb["provisioning_status"] = json!("PENDING_DELETE");
     let delay = state.knobs.lb_delay;
     state.schedule(&id, Change::LoadBalancerGone, Instant::now(), delay);

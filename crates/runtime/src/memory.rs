@@ -20,3 +20,38 @@ pub fn tune_allocator() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
 }
+
+/// Gives the free pages of every malloc arena back to the system (`malloc_trim`), after a burst
+/// of short-lived allocations such as a large list answer parsed into many small objects.
+///
+/// glibc returns freed heap memory only from the top of an arena; the freed middle of a heap
+/// (parsed objects of a listing, with longer-lived objects allocated after them) stays resident,
+/// and the next burst may land in the other arena, so resident memory creeps up listing after
+/// listing. Trimming after each burst keeps it at the steady state plus one burst. Takes about a
+/// millisecond for a heap of a few tens of MiB; call it after bursts, not on a hot path.
+///
+/// No effect with other C libraries.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages to the kernel; it is thread-safe (it takes
+    // each arena's lock) and has no effect on live allocations.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releasing_free_memory_keeps_live_allocations_intact() {
+        let live: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 4096]).collect();
+        let garbage: Vec<Vec<u8>> = (0..4096).map(|_| vec![0u8; 1024]).collect();
+        drop(garbage);
+        release_free_memory();
+        for (i, v) in live.iter().enumerate() {
+            assert!(v.iter().all(|b| *b == i as u8));
+        }
+    }
+}

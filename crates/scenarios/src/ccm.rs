@@ -97,10 +97,19 @@ impl CcmProcess {
 
     /// Peak resident set size in KiB (VmHWM), while running.
     pub fn peak_rss_kib(&self) -> Option<u64> {
+        self.status_kib("VmHWM:")
+    }
+
+    /// Resident set size in KiB now (VmRSS), while running.
+    pub fn rss_kib(&self) -> Option<u64> {
+        self.status_kib("VmRSS:")
+    }
+
+    fn status_kib(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
         status
             .lines()
-            .find(|l| l.starts_with("VmHWM:"))?
+            .find(|l| l.starts_with(field))?
             .split_whitespace()
             .nth(1)?
             .parse()

@@ -1,6 +1,7 @@
 //! Fixtures shared by the integration tests, the demo and the benchmarks: EC2 instances and route
-//! tables in moto, uninitialised and ready Nodes, LoadBalancer Services and the ELBs behind them,
-//! the shipped RBAC, and a cloud-controller-manager process.
+//! tables in moto, servers in the OpenStack simulators, uninitialised and ready Nodes,
+//! LoadBalancer Services and the ELBs behind them, the shipped RBAC, and a
+//! cloud-controller-manager process.
 
 pub mod behaviour;
 pub mod ccm;
@@ -8,8 +9,10 @@ pub mod cloud_fixture;
 pub mod ec2_fixture;
 pub mod https;
 pub mod kube_fixture;
+pub mod kubelet;
 pub mod lb_fixture;
 pub mod nth_fixture;
+pub mod openstack_fixture;
 pub mod route_fixture;
 pub mod service_fixture;
 pub mod svg_chart;

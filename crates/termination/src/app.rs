@@ -29,17 +29,24 @@ use crate::webhook::Webhook;
 /// Why the handler could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
+    /// The Kubernetes client could not be configured (no kubeconfig or in-cluster config).
     #[error("kubernetes client: {0}")]
     Kube(String),
+    /// The metrics or probes server could not bind its port.
     #[error("serving {what} on port {port}: {source}")]
     Serve {
+        /// Which server: `"metrics"` or `"probes"`.
         what: &'static str,
+        /// The port it tried to bind (`--prometheus-server-port` or `--probes-server-port`).
         port: u16,
+        /// The bind error.
         #[source]
         source: std::io::Error,
     },
+    /// A setting is invalid or missing (API server URL, Events annotations, webhook, region).
     #[error("{0}")]
     Config(String),
+    /// Acquiring the leader Lease failed (queue mode).
     #[error("leader election: {0}")]
     Election(String),
 }

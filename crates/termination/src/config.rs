@@ -290,15 +290,19 @@ pub enum Mode {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("--{flag}: {message}")]
 pub struct Problem {
+    /// The flag's long name without the leading dashes, e.g. `"taint-effect"`.
     pub flag: &'static str,
+    /// What is wrong with its value.
     pub message: String,
 }
 
 /// The settings could not be used; every problem is listed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// clap's own output: a usage error, or the `--help`/`--version` text to print as is.
     #[error("{0}")]
     Parse(String),
+    /// The arguments parsed but some values are invalid; every problem is listed.
     #[error("invalid settings:\n  {}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n  "))]
     Invalid(Vec<Problem>),
 }

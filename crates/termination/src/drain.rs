@@ -28,16 +28,27 @@ const POLL_EVERY: Duration = Duration::from_millis(500);
 /// Why a drain failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DrainError {
+    /// Listing the node's pods (`spec.nodeName` field selector) failed.
     #[error("listing the pods of node {node}: {source}")]
     List {
+        /// The Node's name.
         node: String,
+        /// The API error.
         #[source]
         source: kube::Error,
     },
+    /// The plan refused the drain (kubectl drain's rules); nothing was evicted.
     #[error("cannot drain node {node}: {pods}")]
-    Refused { node: String, pods: String },
+    Refused {
+        /// The Node's name.
+        node: String,
+        /// Each refusing pod as `namespace/name` and why, joined by `; `.
+        pods: String,
+    },
+    /// The window closed with pods whose eviction never went through.
     #[error("pods not evicted before the instance's deadline: {}", describe_not_evicted(.pods))]
     Incomplete {
+        /// The pods never evicted (`namespace/name`) and why.
         pods: Vec<(String, NotEvictedReason)>,
         /// Evicted pods force-deleted at the close meanwhile.
         forced: Vec<String>,
@@ -92,6 +103,9 @@ pub struct Drainer {
 }
 
 impl Drainer {
+    /// A drainer applying `settings`; every API call waits on `throttle`, pod lists read the
+    /// apiserver's cache when `use_apiserver_cache` (`--use-apiserver-cache`), and one Event
+    /// per eviction goes to `recorder`.
     pub fn new(
         client: Client,
         throttle: Arc<Throttle>,

@@ -21,8 +21,11 @@ pub const DEFAULT_POD_GRACE: i64 = 30;
 /// What the plan needs to know about one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodView {
+    /// `metadata.namespace`.
     pub namespace: String,
+    /// `metadata.name`.
     pub name: String,
+    /// `metadata.uid`: tells a pod from a later one of the same name.
     pub uid: String,
     /// Kind of the controlling owner (`DaemonSet`, `ReplicaSet`, ...).
     pub controller_kind: Option<String>,
@@ -52,7 +55,9 @@ impl PodView {
 /// The drain settings from the flags.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DrainSettings {
+    /// `--ignore-daemon-sets` (default true): skip DaemonSet pods instead of refusing the drain.
     pub ignore_daemon_sets: bool,
+    /// `--delete-local-data` (default true): evict emptyDir pods instead of refusing the drain.
     pub delete_local_data: bool,
     /// `--pod-termination-grace-period` when not negative.
     pub grace_override: Option<i64>,
@@ -63,19 +68,25 @@ pub struct DrainSettings {
 /// Why a pod is left alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SkipReason {
+    /// A running DaemonSet pod with `--ignore-daemon-sets` (its controller would recreate it).
     DaemonSet,
+    /// A static pod's mirror: the kubelet owns it, the API cannot evict it.
     Mirror,
+    /// This handler's own pod.
     OwnPod,
 }
 
 /// Why a pod makes the drain refuse (kubectl drain's errors).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefuseReason {
+    /// A running DaemonSet pod without `--ignore-daemon-sets`.
     DaemonSet,
+    /// A running emptyDir pod without `--delete-local-data`.
     LocalStorage,
 }
 
 impl RefuseReason {
+    /// The reason as reported in the drain error, naming the flag that would allow it.
     pub fn message(self) -> &'static str {
         match self {
             RefuseReason::DaemonSet => {
@@ -91,6 +102,7 @@ impl RefuseReason {
 /// One planned eviction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Eviction {
+    /// The pod to evict.
     pub pod: PodView,
     /// Grace period to send with the eviction.
     pub grace_seconds: i64,
@@ -103,7 +115,9 @@ pub struct Eviction {
 /// The whole plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DrainPlan {
+    /// Pods left alone, and why.
     pub skipped: Vec<(PodView, SkipReason)>,
+    /// Pods that make the drain refuse, and why; the drain goes ahead only if this is empty.
     pub refused: Vec<(PodView, RefuseReason)>,
     /// In eviction order: lowest priority first, then longest grace first (they take longest).
     pub evictions: Vec<Eviction>,
@@ -235,7 +249,9 @@ impl NotEvictedReason {
 /// What to do with a pod still present when the window closes (pure).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AtClose {
+    /// Delete it with a zero grace period so that its volumes can detach.
     ForceDelete,
+    /// Leave it and report it as not evicted, for this reason.
     GiveUp(NotEvictedReason),
 }
 

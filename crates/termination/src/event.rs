@@ -8,11 +8,20 @@ use jiff::Timestamp;
 /// What kind of interruption (upstream's `*Kind` constants, shown to webhooks as `.Kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
+    /// A Spot interruption notice (IMDS `spot/instance-action`, or EventBridge's "EC2 Spot
+    /// Instance Interruption Warning"): the instance goes two minutes later.
     SpotItn,
+    /// EC2 scheduled maintenance (IMDS `events/maintenance/scheduled`, or an AWS Health
+    /// scheduled change for EC2).
     ScheduledEvent,
+    /// An EC2 rebalance recommendation: elevated interruption risk, no deadline.
     RebalanceRecommendation,
+    /// An EC2 instance state-change notification into a draining state (queue mode).
     StateChange,
+    /// An ASG termination: a terminate lifecycle hook (queue mode) or the IMDS target
+    /// lifecycle state `Terminated`.
     AsgLifecycle,
+    /// An ASG launch lifecycle hook (queue mode): completed once the node is Ready.
     AsgLaunchLifecycle,
 }
 
@@ -59,32 +68,52 @@ pub const SQS_MONITOR: &str = "SQS_MONITOR";
 /// An ASG lifecycle action to complete (and heartbeat) for this event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LifecycleAction {
+    /// The Auto Scaling group's name (`AutoScalingGroupName`).
     pub group: String,
+    /// The lifecycle hook's name (`LifecycleHookName`).
     pub hook: String,
+    /// The action's token (`LifecycleActionToken`).
     pub token: String,
+    /// The EC2 instance the action is about (`EC2InstanceId`).
     pub instance_id: String,
 }
 
 /// One interruption of one node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterruptionEvent {
+    /// Upstream's event id (e.g. `spot-itn-<sha256>`, an IMDS `instance-event-...`,
+    /// `asg-lifecycle-term-<hex>`): the key that makes an event handled once.
     pub event_id: String,
+    /// What kind of interruption.
     pub kind: Kind,
     /// `SPOT_ITN_MONITOR`, `SQS_MONITOR`, ...
     pub monitor: &'static str,
+    /// Upstream's human-readable description (Events, webhooks, logs).
     pub description: String,
     /// Scheduled events: `active`, `canceled`, `completed`.
     pub state: String,
+    /// The instance's Auto Scaling group, if known (queue mode; empty otherwise).
     pub auto_scaling_group_name: String,
+    /// The Node the event applies to (empty until resolved in queue mode).
     pub node_name: String,
+    /// The Node's labels, shown to webhooks as `.NodeLabels` (no source fills them yet).
     pub node_labels: BTreeMap<String, String>,
+    /// Names of the pods on the node before the drain (webhooks' `.Pods`; listed only when a
+    /// webhook or Events are enabled).
     pub pods: Vec<String>,
+    /// The EC2 instance id (empty in IMDS mode for Spot, rebalance and scheduled events: the
+    /// node's own instance).
     pub instance_id: String,
+    /// The Node's `aws:///<zone>/<instance-id>` provider id (queue mode).
     pub provider_id: String,
+    /// The EC2 instance type (queue mode).
     pub instance_type: String,
+    /// Whether the instance carries `--managed-tag` (always true unless
+    /// `--check-tag-before-draining`); webhooks' `.IsManaged`.
     pub is_managed: bool,
     /// When the interruption starts (drains begin `--node-termination-grace-period` earlier).
     pub start_time: Timestamp,
+    /// Scheduled events: the end of the maintenance window (`NotAfter`).
     pub end_time: Option<Timestamp>,
     /// When the instance is expected to be gone, if known: the drain is fitted to end before.
     pub deadline: Option<Timestamp>,
@@ -151,7 +180,9 @@ impl InterruptionEvent {
 /// What to do with a node for an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
+    /// Cordon (and label/taint) the node, leave its pods.
     Cordon,
+    /// Cordon the node, then evict its pods before the deadline.
     CordonAndDrain,
 }
 

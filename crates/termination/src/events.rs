@@ -14,19 +14,33 @@ use kube::Client;
 use crate::imds::NodeMetadata;
 use crate::throttle::Throttle;
 
+/// The Events' `source.component` and `reportingComponent`, as upstream.
 pub const COMPONENT: &str = "aws-node-termination-handler";
 
+// Event reasons: upstream's `observability` constants, same strings.
+/// Warning: an IMDS monitor failed (once per distinct error).
 pub const MONITOR_ERROR: &str = "MonitorError";
+/// The node was cordoned (cordon-only action).
 pub const CORDON: &str = "Cordon";
+/// Warning: cordoning failed.
 pub const CORDON_ERROR: &str = "CordonError";
+/// The node was cordoned and drained.
 pub const CORDON_AND_DRAIN: &str = "CordonAndDrain";
+/// Warning: cordoning or draining failed (names the pods not evicted).
 pub const CORDON_AND_DRAIN_ERROR: &str = "CordonAndDrainError";
+/// The node was uncordoned after a cancelled interruption or a reboot.
 pub const UNCORDON: &str = "Uncordon";
+/// Warning: uncordoning failed.
 pub const UNCORDON_ERROR: &str = "UncordonError";
+/// The pre-drain task (reboot labels, `--taint-node` taint) succeeded.
 pub const PRE_DRAIN: &str = "PreDrain";
+/// Warning: the pre-drain task failed.
 pub const PRE_DRAIN_ERROR: &str = "PreDrainError";
+/// The post-drain task (completing the ASG lifecycle action, queue mode) succeeded.
 pub const POST_DRAIN: &str = "PostDrain";
+/// Warning: the post-drain task failed.
 pub const POST_DRAIN_ERROR: &str = "PostDrainError";
+/// About a Pod: it is being evicted by a drain.
 pub const POD_EVICTION: &str = "PodEviction";
 
 /// Parses `k=v,k2=v2` (upstream: exactly one `=` per pair).
@@ -80,10 +94,14 @@ struct Inner {
 }
 
 impl Recorder {
+    /// A recorder that emits nothing (`--emit-kubernetes-events=false`).
     pub fn disabled() -> Recorder {
         Recorder { inner: None }
     }
 
+    /// A recorder creating Events through `client` (each call waits on `throttle`), with
+    /// `host` (the node name) as `source.host` and `reportingInstance`, and `annotations` on
+    /// every Event.
     pub fn new(
         client: Client,
         throttle: Arc<Throttle>,
@@ -100,6 +118,7 @@ impl Recorder {
         }
     }
 
+    /// Whether Events are emitted (callers skip work done only for Events).
     pub fn enabled(&self) -> bool {
         self.inner.is_some()
     }

@@ -20,19 +20,28 @@ use crate::webhook::Webhook;
 /// Why handling failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HandleError {
+    /// The event's Node does not exist (404 while labelling or cordoning it).
     #[error("node {0} not found in the cluster")]
     NodeNotFound(String),
+    /// Labelling the node excluded from load balancers, or cordoning it, failed.
     #[error("cordoning node {node}: {source}")]
     Cordon {
+        /// The Node's name.
         node: String,
+        /// The API error.
         #[source]
         source: kube::Error,
     },
+    /// The drain failed or left pods behind.
     #[error(transparent)]
     Drain(#[from] DrainError),
+    /// Adding the `node.kubernetes.io/out-of-service` taint (`--enable-out-of-service-taint`)
+    /// failed.
     #[error("tainting node {node} out of service: {source}")]
     OutOfService {
+        /// The Node's name.
         node: String,
+        /// The API error.
         #[source]
         source: kube::Error,
     },
@@ -41,14 +50,14 @@ pub enum HandleError {
 /// Everything needed to act on nodes.
 #[derive(Clone)]
 pub struct Handler {
-    pub opts: Arc<Options>,
-    pub nodes: NodeWriter,
-    pub drainer: Drainer,
-    pub recorder: Recorder,
-    pub metrics: Arc<Metrics>,
-    pub webhook: Option<Webhook>,
+    pub(crate) opts: Arc<Options>,
+    pub(crate) nodes: NodeWriter,
+    pub(crate) drainer: Drainer,
+    pub(crate) recorder: Recorder,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) webhook: Option<Webhook>,
     /// This instance's metadata (IMDS mode; empty in queue mode).
-    pub metadata: Arc<NodeMetadata>,
+    pub(crate) metadata: Arc<NodeMetadata>,
 }
 
 fn not_found(e: &kube::Error) -> bool {

@@ -13,13 +13,12 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-pub const SPOT_INSTANCE_ACTION_PATH: &str = "/latest/meta-data/spot/instance-action";
-pub const ASG_TARGET_LIFECYCLE_STATE_PATH: &str =
+const SPOT_INSTANCE_ACTION_PATH: &str = "/latest/meta-data/spot/instance-action";
+const ASG_TARGET_LIFECYCLE_STATE_PATH: &str =
     "/latest/meta-data/autoscaling/target-lifecycle-state";
-pub const SCHEDULED_EVENTS_PATH: &str = "/latest/meta-data/events/maintenance/scheduled";
-pub const REBALANCE_RECOMMENDATION_PATH: &str =
-    "/latest/meta-data/events/recommendations/rebalance";
-pub const IDENTITY_DOCUMENT_PATH: &str = "/latest/dynamic/instance-identity/document";
+const SCHEDULED_EVENTS_PATH: &str = "/latest/meta-data/events/maintenance/scheduled";
+const REBALANCE_RECOMMENDATION_PATH: &str = "/latest/meta-data/events/recommendations/rebalance";
+const IDENTITY_DOCUMENT_PATH: &str = "/latest/dynamic/instance-identity/document";
 const TOKEN_PATH: &str = "/latest/api/token";
 const TOKEN_TTL_HEADER: &str = "x-aws-ec2-metadata-token-ttl-seconds";
 const TOKEN_HEADER: &str = "x-aws-ec2-metadata-token";
@@ -37,12 +36,30 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// Why an IMDS read failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ImdsError {
+    /// No HTTP answer after `--metadata-tries` attempts (connect error or 2 s timeout).
     #[error("IMDS request {path} failed: {message}")]
-    Transport { path: String, message: String },
+    Transport {
+        /// The IMDS path asked for.
+        path: String,
+        /// The last attempt's error, with its causes.
+        message: String,
+    },
+    /// An unsuccessful HTTP status (a 404 is no error where absence is allowed).
     #[error("IMDS {path} answered HTTP {status}")]
-    Status { path: String, status: u16 },
+    Status {
+        /// The IMDS path asked for.
+        path: String,
+        /// The HTTP status code.
+        status: u16,
+    },
+    /// The body is not the expected JSON.
     #[error("IMDS {path}: could not decode the answer: {message}")]
-    Decode { path: String, message: String },
+    Decode {
+        /// The IMDS path asked for.
+        path: String,
+        /// The JSON error.
+        message: String,
+    },
 }
 
 impl ImdsError {
@@ -59,23 +76,32 @@ impl ImdsError {
 /// `/spot/instance-action`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct InstanceAction {
+    /// `terminate`, `stop` or `hibernate`.
     pub action: String,
+    /// When the action happens, RFC 3339 (e.g. `2026-01-01T00:00:00Z`).
     pub time: String,
 }
 
 /// One entry of `/events/maintenance/scheduled`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ScheduledEventDetail {
+    /// `NotBefore`: the window's start, e.g. `21 Jan 2019 09:00:43 GMT`.
     #[serde(rename = "NotBefore", default)]
     pub not_before: String,
+    /// `Code`: `instance-reboot`, `system-reboot`, `system-maintenance`, `instance-retirement`
+    /// or `instance-stop`.
     #[serde(rename = "Code", default)]
     pub code: String,
+    /// `Description`: AWS's text.
     #[serde(rename = "Description", default)]
     pub description: String,
+    /// `EventId`: `instance-event-<hex>`.
     #[serde(rename = "EventId", default)]
     pub event_id: String,
+    /// `NotAfter`: the window's end (same layout as `not_before`).
     #[serde(rename = "NotAfter", default)]
     pub not_after: String,
+    /// `State`: `active`, `canceled` or `completed`.
     #[serde(rename = "State", default)]
     pub state: String,
 }
@@ -83,6 +109,7 @@ pub struct ScheduledEventDetail {
 /// `/events/recommendations/rebalance`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct RebalanceRecommendation {
+    /// `noticeTime`: when the recommendation was issued, RFC 3339.
     #[serde(rename = "noticeTime")]
     pub notice_time: String,
 }
@@ -90,24 +117,34 @@ pub struct RebalanceRecommendation {
 /// Facts about this instance (webhook template fields, Event annotations).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct NodeMetadata {
+    /// The AWS account id (identity document `accountId`).
     #[serde(rename = "accountId", default)]
     pub account_id: String,
+    /// The instance id (`instanceId`, else `meta-data/instance-id`).
     #[serde(rename = "instanceId", default)]
     pub instance_id: String,
+    /// `meta-data/instance-life-cycle`: e.g. `spot` or `on-demand`.
     #[serde(skip)]
     pub instance_life_cycle: String,
+    /// The instance type (`instanceType`, else `meta-data/instance-type`).
     #[serde(rename = "instanceType", default)]
     pub instance_type: String,
+    /// `meta-data/public-hostname` (empty without a public address).
     #[serde(skip)]
     pub public_hostname: String,
+    /// `meta-data/public-ipv4` (empty without a public address).
     #[serde(skip)]
     pub public_ip: String,
+    /// `meta-data/local-hostname`.
     #[serde(skip)]
     pub local_hostname: String,
+    /// The private IPv4 address (`privateIp`, else `meta-data/local-ipv4`).
     #[serde(rename = "privateIp", default)]
     pub local_ip: String,
+    /// The availability zone (`availabilityZone`, else `meta-data/placement/availability-zone`).
     #[serde(rename = "availabilityZone", default)]
     pub availability_zone: String,
+    /// The region (identity document `region`, else the zone without its letter).
     #[serde(default)]
     pub region: String,
 }

@@ -19,7 +19,9 @@ const RESTART_CODES: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what}: {message}")]
 pub struct ParseError {
+    /// Which field could not be parsed, e.g. `"scheduled event time"`.
     pub what: &'static str,
+    /// The text found and why it is not valid.
     pub message: String,
 }
 

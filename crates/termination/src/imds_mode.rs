@@ -27,8 +27,8 @@ struct Poll {
 
 /// The IMDS-mode loop.
 pub struct ImdsMode {
-    pub handler: Handler,
-    pub imds: Arc<Imds>,
+    pub(crate) handler: Handler,
+    pub(crate) imds: Arc<Imds>,
 }
 
 impl ImdsMode {

@@ -8,9 +8,6 @@
 //! and the leader Lease in queue mode. Calls AWS: SQS, EC2 DescribeInstances (batched,
 //! cached), Auto Scaling lifecycle actions.
 
-// TODO(docs): the items merged from the nth branch still lack item docs; being written.
-#![allow(missing_docs)]
-
 pub mod app;
 pub mod config;
 pub mod drain;

@@ -12,24 +12,24 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ActionLabels {
-    pub node_action: &'static str,
-    pub node_status: &'static str,
+pub(crate) struct ActionLabels {
+    node_action: &'static str,
+    node_status: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct WhereLabels {
-    pub event_error_where: String,
+pub(crate) struct WhereLabels {
+    event_error_where: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    pub reason: &'static str,
+pub(crate) struct ReasonLabels {
+    pub(crate) reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabels {
-    pub outcome: &'static str,
+pub(crate) struct OutcomeLabels {
+    outcome: &'static str,
 }
 
 fn latency_histogram() -> Histogram {
@@ -39,14 +39,22 @@ fn latency_histogram() -> Histogram {
 /// The handler's metrics.
 #[derive(Debug)]
 pub struct Metrics {
-    pub actions: Family<ActionLabels, Counter>,
-    pub events_error: Family<WhereLabels, Counter>,
-    pub tagged_nodes: Gauge,
-    pub tagged_instances: Gauge,
-    pub notice_to_cordon: Histogram,
-    pub pods_not_evicted: Family<ReasonLabels, Counter>,
-    pub pods_force_deleted: Counter,
-    pub queue_messages: Family<OutcomeLabels, Counter>,
+    /// `actions_total{node_action,node_status}`.
+    actions: Family<ActionLabels, Counter>,
+    /// `events_error_total{event_error_where}`.
+    events_error: Family<WhereLabels, Counter>,
+    /// `nth_tagged_nodes`: Nodes whose instance carries `--managed-tag` (queue mode).
+    pub(crate) tagged_nodes: Gauge,
+    /// `nth_tagged_instances`: instances carrying `--managed-tag` (queue mode).
+    pub(crate) tagged_instances: Gauge,
+    /// `nth_notice_to_cordon_seconds`.
+    pub(crate) notice_to_cordon: Histogram,
+    /// `nth_drain_pods_not_evicted_total{reason}` (`pdb`, `error`).
+    pub(crate) pods_not_evicted: Family<ReasonLabels, Counter>,
+    /// `nth_drain_pods_force_deleted_total`.
+    pub(crate) pods_force_deleted: Counter,
+    /// `nth_queue_messages_total{outcome}`.
+    queue_messages: Family<OutcomeLabels, Counter>,
 }
 
 impl Metrics {
@@ -121,6 +129,7 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts one SQS message by outcome (`handled`, `dropped`, `retried`).
     pub fn queue_message(&self, outcome: &'static str) {
         self.queue_messages
             .get_or_create(&OutcomeLabels { outcome })

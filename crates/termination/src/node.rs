@@ -12,20 +12,33 @@ use serde_json::{json, Value};
 
 use crate::throttle::Throttle;
 
+/// Label naming what to do after a scheduled reboot (value [`UNCORDON_AFTER_REBOOT`]).
 pub const ACTION_LABEL: &str = "aws-node-termination-handler/action";
+/// Label with the time [`ACTION_LABEL`] was set, in Unix seconds.
 pub const ACTION_TIME_LABEL: &str = "aws-node-termination-handler/action-time";
+/// Label with the id of the scheduled event the node was marked for (cut to 63 characters).
 pub const EVENT_ID_LABEL: &str = "aws-node-termination-handler/event-id";
+/// [`ACTION_LABEL`]'s value: uncordon the node once it has rebooted.
 pub const UNCORDON_AFTER_REBOOT: &str = "UncordonAfterReboot";
+/// Label that takes the node out of external load balancers (`--exclude-from-load-balancers`).
 pub const EXCLUDE_FROM_LB_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 /// The value marks the label as ours, so only ours is removed.
 pub const EXCLUDE_FROM_LB_VALUE: &str = "aws-node-termination-handler";
+// Taints added with `--taint-node` (effect `--taint-effect`, value the event id).
+/// Taint for a Spot interruption notice.
 pub const SPOT_ITN_TAINT: &str = "aws-node-termination-handler/spot-itn";
+/// Taint for scheduled maintenance.
 pub const SCHEDULED_MAINTENANCE_TAINT: &str = "aws-node-termination-handler/scheduled-maintenance";
+/// Taint for an ASG termination.
 pub const ASG_LIFECYCLE_TERMINATION_TAINT: &str =
     "aws-node-termination-handler/asg-lifecycle-termination";
+/// Taint for a rebalance recommendation.
 pub const REBALANCE_RECOMMENDATION_TAINT: &str =
     "aws-node-termination-handler/rebalance-recommendation";
+/// Kubernetes' out-of-service taint (`--enable-out-of-service-taint`, effect `NoExecute`):
+/// lets volumes detach from a node that is shutting down.
 pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
+/// [`OUT_OF_SERVICE_TAINT`]'s value, as upstream.
 pub const OUT_OF_SERVICE_VALUE: &str = "nodeshutdown";
 /// Every taint this handler adds for events.
 pub const NTH_TAINTS: &[&str] = &[
@@ -91,6 +104,8 @@ pub struct NodeWriter {
 }
 
 impl NodeWriter {
+    /// A writer whose calls wait on `throttle`; with `dry_run` (`--dry-run`) patches are only
+    /// logged.
     pub fn new(client: Client, throttle: Arc<Throttle>, dry_run: bool) -> NodeWriter {
         NodeWriter {
             api: Api::all(client),
@@ -117,12 +132,14 @@ impl NodeWriter {
         self.api.get_opt(node).await
     }
 
+    /// Cordons (`unschedulable`) or uncordons `node`.
     pub async fn cordon(&self, node: &str, unschedulable: bool) -> Result<(), kube::Error> {
         let what = if unschedulable { "cordon" } else { "uncordon" };
         self.patch(node, what, Patch::Merge(cordon_patch(unschedulable)))
             .await
     }
 
+    /// Sets (Some) or removes (None) labels on `node`.
     pub async fn set_labels(
         &self,
         node: &str,
@@ -132,6 +149,7 @@ impl NodeWriter {
             .await
     }
 
+    /// Adds (or replaces) the taint `key` with `value` (cut to 63 characters) and `effect`.
     pub async fn add_taint(
         &self,
         node: &str,

@@ -8,13 +8,16 @@ use jiff::Timestamp;
 
 use crate::node::{ACTION_LABEL, ACTION_TIME_LABEL, EVENT_ID_LABEL, UNCORDON_AFTER_REBOOT};
 
+/// What to do with a node at start-up about a scheduled reboot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// No reboot action recorded on the node.
     Nothing,
     /// Recorded, but the system has not restarted since.
     NotYet,
+    /// The system restarted after the label was set: uncordon the node and drop the labels.
     Uncordon {
+        /// The scheduled event's id from the node's event-id label (empty without one).
         event_id: String,
     },
 }

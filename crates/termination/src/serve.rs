@@ -17,7 +17,9 @@ use tokio::net::TcpListener;
 /// What a listener answers.
 #[derive(Clone)]
 pub enum Endpoint {
+    /// The registry in OpenMetrics text at `/metrics`.
     Metrics(Arc<Registry>),
+    /// `{"Health":"OK"}` at this path (`--probes-server-endpoint`, default `/healthz`).
     Probe(String),
 }
 

@@ -27,6 +27,7 @@ pub struct EventStore {
 }
 
 impl EventStore {
+    /// An empty store.
     pub fn new() -> EventStore {
         EventStore::default()
     }

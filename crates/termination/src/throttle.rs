@@ -15,6 +15,8 @@ pub struct Throttle {
 }
 
 impl Throttle {
+    /// A full bucket of `burst` tokens (at least 1) refilled at `qps` per second (at least
+    /// 0.001).
     pub fn new(qps: f64, burst: u32) -> Throttle {
         let burst = f64::from(burst.max(1));
         Throttle {

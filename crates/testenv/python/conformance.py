@@ -194,6 +194,80 @@ def load_balancers(conn):
     return lb.vip_address
 
 
+@step("load balancer tree")
+def load_balancer_tree(conn):
+    lbs = conn.load_balancer
+    subnet = next(s for s in conn.network.subnets(network_id=CTX["internal"].id) if s.ip_version == 4)
+    flavor = next(iter(lbs.flavors()))
+    zone = next(iter(lbs.availability_zones()))
+
+    def active(lb_id):
+        wait("load balancer ACTIVE", lambda: lbs.get_load_balancer(lb_id).provisioning_status == "ACTIVE")
+
+    lb = lbs.create_load_balancer(name="conformance-tree", vip_subnet_id=subnet.id, flavor_id=flavor.id,
+                                  availability_zone=zone.name, tags=["conformance-tree"])
+    active(lb.id)
+    listener = lbs.create_listener(name="listener_0", loadbalancer_id=lb.id, protocol="TCP", protocol_port=80,
+                                   timeout_client_data=60000, allowed_cidrs=["10.0.0.0/8"])
+    try:
+        lbs.create_listener(loadbalancer_id=lb.id, protocol="TCP", protocol_port=81)
+        raise AssertionError("a change while PENDING_UPDATE must be refused")
+    except exceptions.ConflictException:
+        pass
+    active(lb.id)
+    pool = lbs.create_pool(name="pool_0", listener_id=listener.id, protocol="TCP", lb_algorithm="ROUND_ROBIN")
+    active(lb.id)
+    member = lbs.create_member(pool, address="10.0.0.50", protocol_port=30080, subnet_id=subnet.id, name="node-a")
+    active(lb.id)
+    monitor = lbs.create_health_monitor(pool_id=pool.id, type="TCP", delay=5, timeout=3, max_retries=1)
+    active(lb.id)
+    answer = lbs.put("/lbaas/pools/%s/members" % pool.id, json={"members": [
+        {"address": "10.0.0.50", "protocol_port": 30080, "name": "node-a"},
+        {"address": "10.0.0.51", "protocol_port": 30080, "name": "node-b"}]})
+    assert answer.status_code == 202, answer.status_code
+    active(lb.id)
+    addresses = sorted(m.address for m in lbs.members(pool))
+    assert addresses == ["10.0.0.50", "10.0.0.51"], addresses
+    assert lbs.get_health_monitor(monitor.id).pool_id == pool.id
+    assert [x.id for x in lbs.listeners(loadbalancer_id=lb.id)] == [listener.id]
+    assert lbs.get_listener(listener.id).default_pool_id == pool.id
+    assert lbs.get_load_balancer(lb.id).listeners[0]["id"] == listener.id
+    lbs.delete_member(member, pool)
+    active(lb.id)
+    assert [m.address for m in lbs.members(pool)] == ["10.0.0.51"]
+    lbs.delete_load_balancer(lb, cascade=True)
+    wait("cascade delete", lambda: lbs.find_load_balancer(lb.id) is None)
+    assert not list(lbs.pools()) and not list(lbs.listeners()), "children left"
+    return "ok"
+
+
+@step("security groups")
+def security_groups(conn):
+    group = conn.network.create_security_group(name="lb-sg-conformance", description="conformance")
+    rule = conn.network.create_security_group_rule(security_group_id=group.id, direction="ingress",
+                                                   protocol="tcp", port_range_min=30080, port_range_max=30080,
+                                                   remote_ip_prefix="0.0.0.0/0", ethertype="IPv4")
+    assert rule.id in [r.id for r in conn.network.security_group_rules(security_group_id=group.id)]
+    conn.network.delete_security_group_rule(rule)
+    conn.network.delete_security_group(group)
+    assert conn.network.find_security_group(group.id) is None
+    return "ok"
+
+
+@step("router extra routes")
+def extra_routes(conn):
+    router = conn.network.find_router("stratus-router")
+    a = {"destination": "10.244.1.0/24", "nexthop": "10.0.0.10"}
+    b = {"destination": "10.244.2.0/24", "nexthop": "10.0.0.11"}
+    conn.network.add_extra_routes_to_router(router, body={"router": {"routes": [a, b]}})
+    conn.network.add_extra_routes_to_router(router, body={"router": {"routes": [a]}})
+    routes = conn.network.get_router(router.id).routes
+    assert sorted(r["destination"] for r in routes) == ["10.244.1.0/24", "10.244.2.0/24"], routes
+    conn.network.remove_extra_routes_from_router(router, body={"router": {"routes": [a, b]}})
+    assert conn.network.get_router(router.id).routes == []
+    return "ok"
+
+
 @step("not found")
 def not_found(conn):
     try:

@@ -121,7 +121,7 @@ async fn openstacksdk_drives_the_simulators() -> Result<()> {
         .lines()
         .filter(|l| l.contains("\"ok\": true"))
         .count();
-    assert_eq!(steps, 14, "every step ran: {stdout}");
+    assert_eq!(steps, 17, "every step ran: {stdout}");
     let counts = env.request_counts().await?;
     for key in [
         "identity:POST /v3/auth/tokens",
@@ -133,6 +133,8 @@ async fn openstacksdk_drives_the_simulators() -> Result<()> {
         "block-storage:POST /volumes",
         "image:GET /images",
         "load-balancer:POST /lbaas/loadbalancers",
+        "load-balancer:PUT /lbaas/pools/{id}/members",
+        "network:PUT /routers/{id}/add_extraroutes",
     ] {
         assert!(
             counts.get(key).is_some_and(|n| *n > 0),

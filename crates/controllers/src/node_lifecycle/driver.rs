@@ -1,4 +1,5 @@
-//! kube-rs driver of the node-lifecycle controller: a periodic pass over the watched Nodes.
+//! kube-rs driver of the node-lifecycle controller: a periodic pass over the watched Nodes, one
+//! batched look at the instances of those that are not Ready, then each one's action.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,11 +9,11 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::Store;
 use kube::Client;
-use stratus_cloud::{CloudError, InstancesV2};
+use stratus_cloud::{CloudError, InstancesV2, NodeInfo};
 use stratus_kube_kit::{wait_for_store, EventPublisher};
 use tokio::time::Instant;
 
-use super::plan::{is_managed, plan_lifecycle, taint_patch, LifecycleAction};
+use super::plan::{plan_lifecycle, plan_pass, taint_patch, LifecycleAction};
 use crate::metrics::ReconcileMetrics;
 use crate::node_view::node_info;
 
@@ -52,13 +53,38 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let managed: Vec<Arc<Node>> = store
-            .state()
-            .into_iter()
-            .filter(|n| is_managed(n))
-            .collect();
-        tracing::trace!(nodes = managed.len(), "node lifecycle pass");
-        let failures = futures::stream::iter(managed)
+        let pass = plan_pass(store.state());
+        for node in pass.untaint {
+            // A Ready node runs: its leftover shutdown taint goes without asking the cloud.
+            let started = Instant::now();
+            let failure = act(
+                &node,
+                &LifecycleAction::RemoveShutdownTaint,
+                &nodes,
+                &events,
+            )
+            .await
+            .err();
+            metrics.record(started, failure);
+        }
+        if pass.check.is_empty() {
+            continue;
+        }
+        tracing::trace!(nodes = pass.check.len(), "node lifecycle pass");
+        // One batched look at every NotReady node's instance, then the per-node answers come
+        // from what it saw.
+        let infos: Vec<NodeInfo> = pass.check.iter().map(|n| node_info(n)).collect();
+        let started = Instant::now();
+        if let Err(e) = instances.refresh_instances(&infos).await {
+            // An unreachable cloud never means "instance gone": act on none of them this pass.
+            tracing::warn!(nodes = infos.len(), error = %e, "cannot look at the instances of the nodes that are not Ready");
+            for _ in &pass.check {
+                metrics.record(started, Some(e.category()));
+            }
+            continue;
+        }
+        drop(infos);
+        let failures = futures::stream::iter(pass.check)
             .map(|node| check_node(node, &nodes, instances.as_ref(), &events, &metrics))
             .buffer_unordered(config.concurrency)
             .filter(|ok| futures::future::ready(!ok))
@@ -108,11 +134,22 @@ async fn check(
         }
     };
     let action = plan_lifecycle(&node, exists, shutdown);
-    let result = match &action {
+    act(&node, &action, nodes, events).await
+}
+
+/// Carries out one action on a node; the error is the failure's category.
+async fn act(
+    node: &Node,
+    action: &LifecycleAction,
+    nodes: &Api<Node>,
+    events: &EventPublisher,
+) -> Result<(), &'static str> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let result = match action {
         LifecycleAction::Nothing => return Ok(()),
         LifecycleAction::Delete => {
             events
-                .publish(node.as_ref(), false, "DeletingNode", "DeleteNode", format!("Deleting node {name} because its instance does not exist in the cloud provider"))
+                .publish(node, false, "DeletingNode", "DeleteNode", format!("Deleting node {name} because its instance does not exist in the cloud provider"))
                 .await;
             let dp = DeleteParams {
                 preconditions: Some(Preconditions {
@@ -124,7 +161,7 @@ async fn check(
             nodes.delete(&name, &dp).await.map(|_| ())
         }
         taint => {
-            let patch = taint_patch(&node, taint).expect("taint action has a patch");
+            let patch = taint_patch(node, taint).expect("taint action has a patch");
             nodes
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await

@@ -1,5 +1,7 @@
 //! Pure decisions of the node-lifecycle controller.
 
+use std::borrow::Borrow;
+
 use k8s_openapi::api::core::v1::{Node, Taint};
 use serde_json::{json, Value};
 
@@ -23,6 +25,44 @@ pub enum LifecycleAction {
 /// initialised. Static nodes without providerID are never touched.
 pub fn is_managed(node: &Node) -> bool {
     provider_id(node).is_some() && !has_taint(node, TAINT_UNINITIALIZED)
+}
+
+/// What one lifecycle pass does before and besides asking the cloud.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassPlan<T> {
+    /// Ready nodes still carrying the shutdown taint: untainted without asking the cloud (a node
+    /// whose kubelet reports Ready runs), as upstream.
+    pub untaint: Vec<T>,
+    /// Managed nodes that are not Ready: the cloud is asked about these, all together, and each
+    /// then gets [`plan_lifecycle`].
+    pub check: Vec<T>,
+}
+
+impl<T> Default for PassPlan<T> {
+    fn default() -> Self {
+        Self {
+            untaint: Vec::new(),
+            check: Vec::new(),
+        }
+    }
+}
+
+/// Sorts the nodes of one pass: static and uninitialised nodes are left alone, Ready nodes cost
+/// no cloud call (only a leftover shutdown taint is removed), NotReady ones are checked.
+pub fn plan_pass<T: Borrow<Node>>(nodes: impl IntoIterator<Item = T>) -> PassPlan<T> {
+    let mut plan = PassPlan::default();
+    for n in nodes {
+        let node = n.borrow();
+        if !is_managed(node) {
+            continue;
+        }
+        if !is_ready(node) {
+            plan.check.push(n);
+        } else if has_taint(node, TAINT_SHUTDOWN) {
+            plan.untaint.push(n);
+        }
+    }
+    plan
 }
 
 /// The action for a managed node given what the cloud said.
@@ -128,6 +168,54 @@ mod tests {
             let n = node(pid, ready, &t);
             assert_eq!(plan_lifecycle(&n, exists, shutdown), want, "case {i}");
         }
+    }
+
+    #[test]
+    fn a_pass_checks_only_managed_nodes_that_are_not_ready() {
+        let pid = Some("aws:///z/i-1");
+        let cases: [(&str, Node, &str); 7] = [
+            ("static", node(None, Some(false), &[]), "skip"),
+            (
+                "uninitialised",
+                node(pid, Some(false), &[TAINT_UNINITIALIZED]),
+                "skip",
+            ),
+            ("ready", node(pid, Some(true), &[]), "skip"),
+            (
+                "ready and tainted",
+                node(pid, Some(true), &[TAINT_SHUTDOWN]),
+                "untaint",
+            ),
+            ("not ready", node(pid, Some(false), &[]), "check"),
+            ("no Ready condition", node(pid, None, &[]), "check"),
+            (
+                "not ready and tainted",
+                node(pid, Some(false), &[TAINT_SHUTDOWN]),
+                "check",
+            ),
+        ];
+        for (what, n, want) in cases {
+            let plan = plan_pass([&n]);
+            let got = match (plan.untaint.len(), plan.check.len()) {
+                (0, 0) => "skip",
+                (1, 0) => "untaint",
+                (0, 1) => "check",
+                other => panic!("{what}: {other:?}"),
+            };
+            assert_eq!(got, want, "{what}");
+        }
+        let all: Vec<Node> = (0..3)
+            .map(|i| node(pid, Some(i == 1), &[]))
+            .chain([node(pid, Some(true), &[])])
+            .collect();
+        let plan = plan_pass(all.iter());
+        assert_eq!((plan.check.len(), plan.untaint.len()), (2, 0));
+        let ready: Vec<Node> = (0..1000).map(|_| node(pid, Some(true), &[])).collect();
+        assert_eq!(
+            plan_pass(ready.iter()),
+            PassPlan::default(),
+            "a cluster of Ready nodes asks the cloud nothing"
+        );
     }
 
     #[test]

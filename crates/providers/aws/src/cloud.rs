@@ -25,6 +25,7 @@ use crate::lb::elb_api::ElbApi;
 use crate::lb::elbv2_api::ElbV2Api;
 use crate::lb::{AwsLoadBalancers, LbSettings};
 use crate::routes::{AwsRoutes, TableScope};
+use crate::topology::{self, Topology};
 use crate::zones::ZoneIds;
 
 /// Provider name for `--cloud-provider`.
@@ -56,10 +57,7 @@ impl Provider for AwsProvider {
             config,
             options: AwsOptions {
                 allow_untagged_cloud: options.allow_untagged_cloud,
-                cache: CacheOptions {
-                    refresh_period: options.cache_refresh_period,
-                    ..CacheOptions::default()
-                },
+                cache: CacheOptions::with_refresh_period(options.cache_refresh_period),
             },
         }))
     }
@@ -104,6 +102,9 @@ pub enum AwsInitError {
     )]
     /// No cluster ID and no --allow-untagged-cloud.
     NoClusterId,
+    #[error("SupportedTopologyInstanceTypePattern is not a valid regular expression: {0}")]
+    /// The topology pattern does not compile (the config check normally catches it first).
+    Pattern(String),
 }
 
 /// The AWS provider.
@@ -198,9 +199,19 @@ impl AwsCloud {
         let api = AwsApi::new("ec2", metrics.clone(), RetryPolicy::default());
         let ec2 = Ec2::new(aws_sdk_ec2::Client::from_conf(ec2_config.build()), api);
         let cache = InstanceCache::start(ec2.clone(), scope, options.cache);
+        let pattern = config
+            .global
+            .supported_topology_instance_type_pattern
+            .as_deref()
+            .unwrap_or(topology::DEFAULT_SUPPORTED_PATTERN);
+        // The config validator compiled it already; the default is a constant.
+        let pattern =
+            regex::Regex::new(pattern).map_err(|e| AwsInitError::Pattern(e.to_string()))?;
+        let topology = Topology::start(ec2.clone(), pattern, options.cache.batch_window);
         let instances = Arc::new(AwsInstances::new(
             cache.clone(),
             ZoneIds::new(ec2.clone()),
+            topology,
             region.clone(),
             config.global.node_ip_families.clone(),
         ));

@@ -8,9 +8,9 @@ use stratus_cloud::CloudError;
 use crate::api_call::AwsApi;
 use crate::instance::Instance;
 
-/// DescribeInstances page size: 4 calls list 1000 instances, and a page's XML (a few MB from
-/// moto) never has to be held whole next to its parsed form for more than 250 instances.
-const PAGE_SIZE: i32 = 250;
+/// DescribeInstances page size, EC2's largest: one call lists a cluster of 1000 instances, so
+/// the periodic listing of an idle cluster of that size costs one request.
+const PAGE_SIZE: i32 = 1000;
 
 /// EC2 access used by the instance cache and the zone table.
 #[derive(Debug, Clone)]
@@ -57,6 +57,41 @@ impl Ec2 {
                     .iter()
                     .flat_map(|r| r.instances())
                     .filter_map(Instance::from_sdk),
+            );
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// The network nodes of these instances (at most 100 IDs), farthest first, for those EC2
+    /// describes a topology of; across pages.
+    pub async fn instance_topology(
+        &self,
+        ids: &[&str],
+    ) -> Result<Vec<(String, Vec<String>)>, CloudError> {
+        let ids: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .api
+                .call("DescribeInstanceTopology", || {
+                    self.client
+                        .describe_instance_topology()
+                        .set_instance_ids(Some(ids.clone()))
+                        .set_next_token(token.clone())
+                        .send()
+                })
+                .await?;
+            out.extend(
+                page.instances().iter().filter_map(|t| {
+                    Some((t.instance_id()?.to_string(), t.network_nodes().to_vec()))
+                }),
             );
             token = page
                 .next_token()

@@ -1,7 +1,5 @@
 //! The slice of an EC2 instance Stratus needs, and the node addresses derived from it.
 
-use std::collections::BTreeMap;
-
 use aws_sdk_ec2::types as ec2;
 use stratus_cloud::{NodeAddress, NodeAddressType};
 
@@ -76,8 +74,6 @@ pub struct Instance {
     pub public_ip: String,
     /// Its network interfaces.
     pub interfaces: Vec<NetworkInterface>,
-    /// Its tags.
-    pub tags: BTreeMap<String, String>,
     /// Its VPC.
     pub vpc_id: String,
     /// IDs of the security groups of the instance (all interfaces), as EC2 lists them.
@@ -115,11 +111,6 @@ impl Instance {
                     .collect(),
             })
             .collect();
-        let tags = i
-            .tags()
-            .iter()
-            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
-            .collect();
         let text = |v: Option<&str>| v.unwrap_or("").to_string();
         Some(Instance {
             id,
@@ -131,7 +122,6 @@ impl Instance {
             private_ip: text(i.private_ip_address()),
             public_ip: text(i.public_ip_address()),
             interfaces,
-            tags,
             vpc_id: text(i.vpc_id()),
             security_groups: i
                 .security_groups()
@@ -223,7 +213,6 @@ mod tests {
                     ipv6: vec![],
                 },
             ],
-            tags: BTreeMap::new(),
             vpc_id: String::new(),
             security_groups: vec![],
         }

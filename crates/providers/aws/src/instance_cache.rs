@@ -116,61 +116,208 @@ pub const MAX_IP_KEYS: usize = 16;
 
 struct Entry {
     instance: Arc<Instance>,
+    /// Whether the scoped listing holds it (otherwise it was looked up and expires).
     listed: bool,
+    /// When EC2 last described it (a listing counts from the moment it was sent).
     fetched_at: Instant,
+    /// The listing that last returned it.
+    generation: u64,
 }
 
 /// Instances plus indexes by private DNS name and private IP. DNS names and IPs are unique only
 /// within a VPC, so an index key may name several instances.
+///
+/// Updates are made in place: an instance EC2 describes again unchanged keeps its `Arc` and its
+/// index entries, so a periodic listing of an idle cluster allocates nothing that outlives it
+/// (no second copy of the view, no new long-lived allocations between the listing's temporary
+/// ones).
 #[derive(Default)]
 struct Snapshot {
     by_id: HashMap<InstanceId, Entry>,
     by_dns: HashMap<String, Vec<InstanceId>>,
     by_ip: HashMap<String, Vec<InstanceId>>,
+    /// Number of listings applied so far.
+    generation: u64,
 }
 
 fn add_to_index(index: &mut HashMap<String, Vec<InstanceId>>, key: &str, id: &InstanceId) {
-    let ids = index.entry(key.to_string()).or_default();
-    if !ids.contains(id) {
-        ids.push(id.clone());
+    if let Some(ids) = index.get_mut(key) {
+        if !ids.contains(id) {
+            ids.push(id.clone());
+        }
+        return;
+    }
+    index.insert(key.to_string(), vec![id.clone()]);
+}
+
+fn remove_from_index(index: &mut HashMap<String, Vec<InstanceId>>, key: &str, id: &InstanceId) {
+    if let Some(ids) = index.get_mut(key) {
+        ids.retain(|i| i != id);
+        if ids.is_empty() {
+            index.remove(key);
+        }
+    }
+}
+
+/// The index maps of a snapshot, borrowed apart from `by_id`.
+struct Indexes<'a> {
+    by_dns: &'a mut HashMap<String, Vec<InstanceId>>,
+    by_ip: &'a mut HashMap<String, Vec<InstanceId>>,
+}
+
+impl Indexes<'_> {
+    fn add(&mut self, i: &Instance) {
+        if !i.private_dns_name.is_empty() {
+            add_to_index(self.by_dns, &i.private_dns_name, &i.id);
+        }
+        for ip in i.private_ipv4s() {
+            add_to_index(self.by_ip, ip, &i.id);
+        }
+    }
+
+    fn remove(&mut self, i: &Instance) {
+        if !i.private_dns_name.is_empty() {
+            remove_from_index(self.by_dns, &i.private_dns_name, &i.id);
+        }
+        for ip in i.private_ipv4s() {
+            remove_from_index(self.by_ip, ip, &i.id);
+        }
+    }
+
+    /// Points the indexes at `new` instead of `old` (same instance ID).
+    fn replace(&mut self, old: &Instance, new: &Instance) {
+        if old.private_dns_name != new.private_dns_name
+            || !old.private_ipv4s().eq(new.private_ipv4s())
+        {
+            self.remove(old);
+            self.add(new);
+        }
     }
 }
 
 impl Snapshot {
-    fn index(&mut self, i: &Instance) {
-        if !i.private_dns_name.is_empty() {
-            add_to_index(&mut self.by_dns, &i.private_dns_name, &i.id);
-        }
-        for ip in i.private_ipv4s() {
-            add_to_index(&mut self.by_ip, ip, &i.id);
-        }
-    }
-
-    fn insert(&mut self, instance: Instance, listed: bool) {
-        self.index(&instance);
-        self.by_id.insert(
-            instance.id.clone(),
-            Entry {
-                instance: Arc::new(instance),
-                listed,
-                fetched_at: Instant::now(),
+    fn split(&mut self) -> (&mut HashMap<InstanceId, Entry>, Indexes<'_>) {
+        (
+            &mut self.by_id,
+            Indexes {
+                by_dns: &mut self.by_dns,
+                by_ip: &mut self.by_ip,
             },
-        );
+        )
     }
 
-    /// Replaces the listed instances, keeping looked-up extras younger than `extra_ttl`.
-    fn replace_listed(&mut self, listed: Vec<Instance>, extra_ttl: Duration) {
-        let mut next = Snapshot::default();
-        for (_, e) in self.by_id.drain() {
-            if !e.listed && e.fetched_at.elapsed() < extra_ttl {
-                next.index(&e.instance);
-                next.by_id.insert(e.instance.id.clone(), e);
+    /// Puts what EC2 said about one instance at `at`; whether it is listed stays as it was
+    /// (`listed` only for a new entry).
+    fn put(&mut self, instance: Instance, listed: bool, at: Instant) {
+        let generation = self.generation;
+        let (by_id, mut indexes) = self.split();
+        match by_id.get_mut(&instance.id) {
+            Some(e) => {
+                if *e.instance != instance {
+                    indexes.replace(&e.instance, &instance);
+                    e.instance = Arc::new(instance);
+                }
+                e.fetched_at = at;
+            }
+            None => {
+                indexes.add(&instance);
+                by_id.insert(
+                    instance.id.clone(),
+                    Entry {
+                        instance: Arc::new(instance),
+                        listed,
+                        fetched_at: at,
+                        generation,
+                    },
+                );
             }
         }
-        for i in listed {
-            next.insert(i, true);
+    }
+
+    /// Applies a listing sent at `started`: it becomes the set of listed instances. Listed
+    /// instances it lacks are dropped, unless EC2 described them by ID after the listing was
+    /// sent (that answer is newer; they stay as looked-up extras); looked-up extras stay while
+    /// younger than `extra_ttl`. A by-ID answer newer than the listing also wins over the
+    /// listing's copy of the same instance.
+    fn replace_listed(
+        &mut self,
+        listed: impl IntoIterator<Item = Instance>,
+        extra_ttl: Duration,
+        started: Instant,
+        now: Instant,
+    ) {
+        self.generation += 1;
+        let generation = self.generation;
+        let (by_id, mut indexes) = self.split();
+        for instance in listed {
+            match by_id.get_mut(&instance.id) {
+                Some(e) => {
+                    e.listed = true;
+                    e.generation = generation;
+                    if e.fetched_at > started {
+                        continue;
+                    }
+                    if *e.instance != instance {
+                        indexes.replace(&e.instance, &instance);
+                        e.instance = Arc::new(instance);
+                    }
+                    e.fetched_at = started;
+                }
+                None => {
+                    indexes.add(&instance);
+                    by_id.insert(
+                        instance.id.clone(),
+                        Entry {
+                            instance: Arc::new(instance),
+                            listed: true,
+                            fetched_at: started,
+                            generation,
+                        },
+                    );
+                }
+            }
         }
-        *self = next;
+        by_id.retain(|_, e| {
+            let keep = if e.generation == generation {
+                true
+            } else if e.fetched_at > started {
+                e.listed = false;
+                true
+            } else {
+                !e.listed && now.duration_since(e.fetched_at) < extra_ttl
+            };
+            if !keep {
+                indexes.remove(&e.instance);
+            }
+            keep
+        });
+    }
+
+    /// Applies EC2's answer at `at` to a lookup of `asked` by instance ID: the instances found
+    /// replace their entries, the IDs EC2 did not return leave the view. Returns those IDs.
+    fn apply_by_id(
+        &mut self,
+        asked: &[InstanceId],
+        found: impl IntoIterator<Item = Instance>,
+        at: Instant,
+    ) -> Vec<InstanceId> {
+        let mut missing: std::collections::HashSet<&InstanceId> = asked.iter().collect();
+        for instance in found {
+            missing.remove(&instance.id);
+            self.put(instance, false, at);
+        }
+        let missing: Vec<InstanceId> = asked
+            .iter()
+            .filter(|id| missing.contains(id))
+            .cloned()
+            .collect();
+        let (by_id, mut indexes) = self.split();
+        for id in &missing {
+            if let Some(e) = by_id.remove(id) {
+                indexes.remove(&e.instance);
+            }
+        }
+        missing
     }
 
     fn fresh(&self, id: &InstanceId, extra_ttl: Duration) -> Option<Arc<Instance>> {
@@ -264,18 +411,43 @@ pub struct CacheOptions {
     pub batch_size: usize,
     /// How long callers wait for the first listing before answering "unavailable".
     pub sync_timeout: Duration,
+    /// How long an answer "no such instance" is believed before the key is asked again.
+    pub miss_ttl: Duration,
 }
 
 impl Default for CacheOptions {
     fn default() -> Self {
         Self {
-            refresh_period: Duration::from_secs(60),
+            refresh_period: DEFAULT_REFRESH_PERIOD,
             batch_window: Duration::from_millis(50),
             batch_size: 200,
             sync_timeout: Duration::from_secs(30),
+            miss_ttl: MAX_MISS_TTL,
         }
     }
 }
+
+impl CacheOptions {
+    /// Options for a listing every `refresh_period`; misses are believed for that long, but
+    /// never longer than [`MAX_MISS_TTL`] (a node whose instance EC2 did not know yet, e.g. just
+    /// after launch, is looked up again within a minute).
+    pub fn with_refresh_period(refresh_period: Duration) -> Self {
+        Self {
+            refresh_period,
+            miss_ttl: refresh_period.min(MAX_MISS_TTL),
+            ..Self::default()
+        }
+    }
+}
+
+/// Default period of the full listing (`--instance-cache-refresh-period`). Shutdown and
+/// termination of NotReady nodes are seen by the node-lifecycle controller's batched look
+/// ([`InstanceCache::refresh_ids`]) every monitor period, so the full listing only keeps
+/// addresses and Ready nodes' instances current.
+pub const DEFAULT_REFRESH_PERIOD: Duration = Duration::from_secs(300);
+
+/// Longest time a "no such instance" answer is believed.
+pub const MAX_MISS_TTL: Duration = Duration::from_secs(60);
 
 /// The shared instance view. Clone the `Arc`, not the cache.
 pub struct InstanceCache {
@@ -363,7 +535,7 @@ impl InstanceCache {
         if let Some(i) = self.get_local(&keys)? {
             return Ok(Some(i));
         }
-        let ttl = self.options.refresh_period;
+        let ttl = self.options.miss_ttl;
         let due = self
             .misses
             .lock()
@@ -425,6 +597,7 @@ impl InstanceCache {
 
     /// Lists the scoped instances now and replaces the view.
     pub async fn refresh(&self) -> Result<usize, CloudError> {
+        let started = Instant::now();
         let mut all = Vec::new();
         for filters in self.scope.listings() {
             all.extend(self.ec2.describe_instances(&filters).await?);
@@ -433,8 +606,41 @@ impl InstanceCache {
         self.snapshot
             .write()
             .expect("snapshot lock")
-            .replace_listed(all, self.options.refresh_period);
+            .replace_listed(all, self.options.refresh_period, started, Instant::now());
+        // The answer's body and its parsed form (several MiB of small objects at 1000
+        // instances) are free now; without this they stay resident, and the next listing
+        // may parse into the other arena (see `release_free_memory`).
+        stratus_runtime::memory::release_free_memory();
         Ok(n)
+    }
+
+    /// Asks EC2 about these instances now, by instance ID, in one DescribeInstances per
+    /// `batch_size` IDs, and puts the answer in the view: the instances found replace their
+    /// entries (a stopped or terminated instance is seen as such at once), and the IDs EC2 does
+    /// not know leave the view and are remembered as misses (so the questions that follow cost
+    /// no further call). Duplicate IDs are asked once.
+    pub async fn refresh_ids(&self, ids: &[InstanceId]) -> Result<(), CloudError> {
+        self.activate();
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        let unique: Vec<InstanceId> = ids.iter().filter(|id| seen.insert(*id)).cloned().collect();
+        for chunk in unique.chunks(self.options.batch_size.max(1)) {
+            let found = self
+                .ec2
+                .describe_instances(&[filter("instance-id", chunk.iter().map(|i| i.as_str()))])
+                .await?;
+            let now = Instant::now();
+            let missing = self
+                .snapshot
+                .write()
+                .expect("snapshot lock")
+                .apply_by_id(chunk, found, now);
+            let mut misses = self.misses.lock().expect("misses lock");
+            let keys: Vec<LookupKey> = chunk.iter().cloned().map(LookupKey::Id).collect();
+            misses.clear(&keys);
+            let missing: Vec<LookupKey> = missing.into_iter().map(LookupKey::Id).collect();
+            misses.record(&missing, now, self.options.miss_ttl);
+        }
+        Ok(())
     }
 
     async fn run_refresher(self: Arc<Self>) {
@@ -499,10 +705,10 @@ impl InstanceCache {
                     .await
                 {
                     Ok(found) => {
+                        let now = Instant::now();
                         let mut snap = self.snapshot.write().expect("snapshot lock");
                         for i in found {
-                            let listed = snap.by_id.get(&i.id).is_some_and(|e| e.listed);
-                            snap.insert(i, listed);
+                            snap.put(i, false, now);
                         }
                     }
                     Err(e) => {
@@ -535,7 +741,6 @@ mod proptests;
 mod tests {
     use super::*;
     use crate::instance::InstanceState;
-    use std::collections::BTreeMap;
     use stratus_cloud::{NodeAddress, NodeAddressType};
 
     fn inst(id: &str, dns: &str, ip: &str) -> Instance {
@@ -549,7 +754,6 @@ mod tests {
             private_ip: ip.into(),
             public_ip: String::new(),
             interfaces: vec![],
-            tags: BTreeMap::new(),
             vpc_id: String::new(),
             security_groups: vec![],
         }
@@ -619,8 +823,9 @@ mod tests {
     fn snapshot_indexes_and_expires_extras() {
         let ttl = Duration::from_secs(60);
         let mut s = Snapshot::default();
-        s.insert(inst("i-01", "ip-a", "10.0.0.1"), false);
-        s.replace_listed(vec![inst("i-02", "ip-b", "10.0.0.2")], ttl);
+        s.put(inst("i-01", "ip-a", "10.0.0.1"), false, Instant::now());
+        let now = Instant::now();
+        s.replace_listed(vec![inst("i-02", "ip-b", "10.0.0.2")], ttl, now, now);
         assert!(s
             .get(&LookupKey::PrivateDnsName("ip-a".into()), ttl)
             .unwrap()
@@ -633,8 +838,114 @@ mod tests {
             .get(&LookupKey::PrivateDnsName("ip-a".into()), Duration::ZERO)
             .unwrap()
             .is_none());
-        s.replace_listed(vec![], Duration::ZERO);
+        let now = Instant::now();
+        s.replace_listed(vec![], Duration::ZERO, now, now);
         assert!(s.by_id.is_empty() && s.by_dns.is_empty() && s.by_ip.is_empty());
+    }
+
+    #[test]
+    fn a_listing_updates_the_view_in_place() {
+        let ttl = Duration::from_secs(60);
+        let t0 = Instant::now();
+        let mut s = Snapshot::default();
+        s.replace_listed(
+            vec![
+                inst("i-01", "ip-a", "10.0.0.1"),
+                inst("i-02", "ip-b", "10.0.0.2"),
+                inst("i-03", "ip-c", "10.0.0.3"),
+            ],
+            ttl,
+            t0,
+            t0,
+        );
+        let a_before = s.by_id[&InstanceId::parse("i-01").unwrap()]
+            .instance
+            .clone();
+        let t1 = t0 + Duration::from_secs(300);
+        s.replace_listed(
+            vec![
+                inst("i-01", "ip-a", "10.0.0.1"),
+                inst("i-02", "ip-b", "10.0.9.9"),
+            ],
+            ttl,
+            t1,
+            t1,
+        );
+        let a_after = &s.by_id[&InstanceId::parse("i-01").unwrap()].instance;
+        assert!(
+            Arc::ptr_eq(&a_before, a_after),
+            "an unchanged instance keeps its allocation"
+        );
+        let ip = |s: &Snapshot, ip: &str| s.get(&LookupKey::PrivateIp(ip.into()), ttl).unwrap();
+        assert_eq!(ip(&s, "10.0.9.9").unwrap().id.as_str(), "i-02");
+        assert!(ip(&s, "10.0.0.2").is_none(), "the old IP is unindexed");
+        assert!(
+            ip(&s, "10.0.0.3").is_none(),
+            "an unlisted instance leaves the view"
+        );
+        assert!(!s.by_dns.contains_key("ip-c"));
+        assert_eq!((s.by_id.len(), s.by_dns.len(), s.by_ip.len()), (2, 2, 2));
+    }
+
+    #[test]
+    fn by_id_answers_replace_entries_and_drop_unknown_ids() {
+        let ttl = Duration::from_secs(60);
+        let t0 = Instant::now();
+        let mut s = Snapshot::default();
+        s.replace_listed(
+            vec![
+                inst("i-01", "ip-a", "10.0.0.1"),
+                inst("i-02", "ip-b", "10.0.0.2"),
+            ],
+            ttl,
+            t0,
+            t0,
+        );
+        let mut stopped = inst("i-01", "ip-a", "10.0.0.1");
+        stopped.state = InstanceState::Stopped;
+        let ids = [
+            InstanceId::parse("i-01").unwrap(),
+            InstanceId::parse("i-02").unwrap(),
+        ];
+        let missing = s.apply_by_id(&ids, vec![stopped], t0 + Duration::from_secs(1));
+        assert_eq!(missing, vec![ids[1].clone()]);
+        let a = &s.by_id[&ids[0]];
+        assert_eq!(a.instance.state, InstanceState::Stopped);
+        assert!(a.listed, "a by-ID answer keeps a listed instance listed");
+        assert!(!s.by_id.contains_key(&ids[1]));
+        assert!(!s.by_dns.contains_key("ip-b") && !s.by_ip.contains_key("10.0.0.2"));
+    }
+
+    #[test]
+    fn a_by_id_answer_newer_than_a_listing_wins() {
+        let ttl = Duration::from_secs(60);
+        let t0 = Instant::now();
+        let mut s = Snapshot::default();
+        s.replace_listed(vec![inst("i-01", "ip-a", "10.0.0.1")], ttl, t0, t0);
+        // A listing is sent at t1; while it runs, i-01 is seen stopped by ID and i-02 is
+        // looked up; the listing then answers with what it saw at t1.
+        let t1 = t0 + Duration::from_secs(300);
+        let mut stopped = inst("i-01", "ip-a", "10.0.0.1");
+        stopped.state = InstanceState::Stopped;
+        let ids = [
+            InstanceId::parse("i-01").unwrap(),
+            InstanceId::parse("i-02").unwrap(),
+        ];
+        let t2 = t1 + Duration::from_millis(200);
+        s.apply_by_id(&ids, vec![stopped, inst("i-02", "ip-b", "10.0.0.2")], t2);
+        let t3 = t2 + Duration::from_millis(200);
+        s.replace_listed(vec![inst("i-01", "ip-a", "10.0.0.1")], ttl, t1, t3);
+        assert_eq!(s.by_id[&ids[0]].instance.state, InstanceState::Stopped);
+        assert!(s.by_id[&ids[0]].listed);
+        assert!(
+            s.by_id.contains_key(&ids[1]) && !s.by_id[&ids[1]].listed,
+            "an instance described after the listing was sent stays, as a looked-up extra"
+        );
+        // The next listing is newer than both answers.
+        let t4 = t3 + Duration::from_secs(300);
+        s.replace_listed(vec![inst("i-01", "ip-a", "10.0.0.1")], ttl, t4, t4);
+        assert_eq!(s.by_id[&ids[0]].instance.state, InstanceState::Running);
+        assert!(!s.by_id.contains_key(&ids[1]), "the extra expired");
     }
 
     #[test]
@@ -664,13 +975,20 @@ mod tests {
         let mut s = Snapshot::default();
         let mut gone = inst("i-01", "ip-10-0-0-4.ec2.internal", "10.0.0.4");
         gone.state = InstanceState::Terminated;
+        let now = Instant::now();
         s.replace_listed(
             vec![gone, inst("i-02", "ip-10-0-0-4.ec2.internal", "10.0.0.4")],
             ttl,
+            now,
+            now,
         );
         let key = LookupKey::PrivateDnsName("ip-10-0-0-4.ec2.internal".into());
         assert_eq!(s.get(&key, ttl).unwrap().unwrap().id.as_str(), "i-02");
-        s.insert(inst("i-03", "ip-10-0-0-4.ec2.internal", "10.0.0.4"), true);
+        s.put(
+            inst("i-03", "ip-10-0-0-4.ec2.internal", "10.0.0.4"),
+            true,
+            Instant::now(),
+        );
         let err = s.get(&key, ttl).unwrap_err();
         assert!(err.to_string().contains("i-02, i-03"), "{err}");
         assert!(matches!(

@@ -8,8 +8,9 @@ use stratus_cloud::{CloudError, InstanceMetadata, InstancesV2, NodeInfo, Provide
 
 use crate::config::IpFamily;
 use crate::instance::Instance;
-use crate::instance_cache::InstanceCache;
-use crate::provider_id::AwsProviderId;
+use crate::instance_cache::{lookup_keys, InstanceCache, LookupKey};
+use crate::provider_id::{AwsProviderId, InstanceId};
+use crate::topology::{self, Topology};
 use crate::zones::ZoneIds;
 
 /// Label carrying the AWS zone ID (stable across accounts, unlike zone names).
@@ -19,6 +20,7 @@ pub const ZONE_ID_LABEL: &str = "topology.k8s.aws/zone-id";
 pub struct AwsInstances {
     cache: Arc<InstanceCache>,
     zones: ZoneIds,
+    topology: Arc<Topology>,
     region: String,
     families: Vec<IpFamily>,
 }
@@ -28,12 +30,14 @@ impl AwsInstances {
     pub fn new(
         cache: Arc<InstanceCache>,
         zones: ZoneIds,
+        topology: Arc<Topology>,
         region: String,
         families: Vec<IpFamily>,
     ) -> Self {
         Self {
             cache,
             zones,
+            topology,
             region,
             families,
         }
@@ -94,6 +98,9 @@ impl InstancesV2 for AwsInstances {
                 additional_labels.insert(ZONE_ID_LABEL.to_string(), zone_id);
             }
         }
+        if let Some(nodes) = self.topology.network_nodes(&i).await {
+            additional_labels.extend(topology::labels(&nodes));
+        }
         Ok(InstanceMetadata {
             provider_id: AwsProviderId::of(&i.zone, &i.id),
             instance_type: i.instance_type.clone(),
@@ -102,6 +109,22 @@ impl InstancesV2 for AwsInstances {
             region: self.region.clone(),
             additional_labels,
         })
+    }
+
+    /// One DescribeInstances by instance ID (per 200 nodes) for every node that names its
+    /// instance (by providerID or an `i-…` name); the answers go into the shared view.
+    async fn refresh_instances(&self, nodes: &[NodeInfo]) -> Result<(), CloudError> {
+        let ids: Vec<InstanceId> = nodes
+            .iter()
+            .filter_map(|n| match lookup_keys(n).ok()?.into_iter().next()? {
+                LookupKey::Id(id) => Some(id),
+                _ => None,
+            })
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.cache.refresh_ids(&ids).await
     }
 
     fn is_same_instance(&self, existing: &str, found: &ProviderId) -> bool {

@@ -92,11 +92,33 @@ impl ConfiguredProvider for ConfiguredOpenStack {
             self.regional_ids,
             self.config.networking.clone(),
         ));
+        let load_balancers = self.config.load_balancer.enabled.then(|| {
+            let octavia = crate::lb::octavia::Octavia::new(crate::client::ServiceClient::new(
+                clients.session.clone(),
+                crate::client::Service::LoadBalancer,
+                guard("load-balancer", &metrics),
+                Vec::new(),
+            ));
+            Arc::new(crate::lb::OpenStackLoadBalancers::new(
+                self.config.load_balancer.clone(),
+                self.config.load_balancer_classes.clone(),
+                octavia,
+                crate::lb::floating::FloatingIps::new(clients.network.clone()),
+            ))
+        });
+        let routes = self.config.router_id.clone().map(|id| {
+            Arc::new(crate::routes::OpenStackRoutes::new(
+                id,
+                crate::routes::router::Router::new(clients.network.clone()),
+            ))
+        });
         tracing::info!(auth_url = %global.auth_url, region = global.region.as_deref().unwrap_or(""), "OpenStack provider started");
         Ok(Arc::new(OpenStackCloud {
             config: self.config,
             instances,
             view,
+            load_balancers,
+            routes,
         }))
     }
 }
@@ -106,6 +128,8 @@ pub struct OpenStackCloud {
     config: OpenStackConfig,
     instances: Arc<OpenStackInstances>,
     view: Arc<ServerView>,
+    load_balancers: Option<Arc<crate::lb::OpenStackLoadBalancers>>,
+    routes: Option<Arc<crate::routes::OpenStackRoutes>>,
 }
 
 impl Cloud for OpenStackCloud {
@@ -114,21 +138,21 @@ impl Cloud for OpenStackCloud {
     }
 
     fn load_balancer(&self) -> Capability<dyn stratus_cloud::LoadBalancer> {
-        Err(Unsupported(if self.config.load_balancer.enabled {
-            "Octavia load balancers are not part of this build's OpenStack provider yet".into()
-        } else {
-            "[LoadBalancer] enabled = false in the cloud config".into()
-        }))
+        match &self.load_balancers {
+            Some(lb) => Ok(lb.clone()),
+            None => Err(Unsupported(
+                "[LoadBalancer] enabled = false in the cloud config".into(),
+            )),
+        }
     }
 
     fn routes(&self) -> Capability<dyn stratus_cloud::Routes> {
-        Err(Unsupported(match &self.config.router_id {
-            None => "routes need [Route] router-id in the cloud config".into(),
-            Some(_) => {
-                "routes on the Neutron router are not part of this build's OpenStack provider yet"
-                    .into()
-            }
-        }))
+        match &self.routes {
+            Some(r) => Ok(r.clone()),
+            None => Err(Unsupported(
+                "routes need [Route] router-id in the cloud config".into(),
+            )),
+        }
     }
 
     fn readiness_gates(&self) -> Vec<ReadinessGate> {

@@ -13,8 +13,10 @@ pub mod compute;
 pub mod config;
 pub mod instances;
 pub mod labels;
+pub mod lb;
 pub mod network;
 pub mod provider_id;
+pub mod routes;
 pub mod server_view;
 
 pub use cloud::{OpenStackCloud, OpenStackProvider};

@@ -1,7 +1,10 @@
-//! `make bench-nodes`: N uninitialised Nodes backed by N moto instances; measures how long the
+//! `make bench-nodes`: N uninitialised Nodes backed by N moto instances, kept Ready as kubelets
+//! keep them (a status report per node every report period); measures how long the
 //! cloud-controller-manager takes to initialise them all, what it costs in EC2 requests (counted
-//! at the emulator's proxy) and Kubernetes writes (counted from the apiserver audit log), its peak
-//! RSS, and the EC2 requests of a following idle period. Prints JSON.
+//! at the emulator's proxy) and Kubernetes writes (counted from the apiserver audit log), then
+//! the EC2 requests of a following idle window (≥ 6 minutes by default, so that periodic
+//! re-lists fall into it), and the CCM's peak RSS at the end of initialisation and over the
+//! whole run. Prints JSON.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,6 +17,7 @@ use kube::api::{Api, ListParams};
 use serde_json::json;
 use stratus_scenarios::ccm::{sibling_binary, write_cloud_config, CcmProcess};
 use stratus_scenarios::kube_fixture::{self, has_taint, UNINITIALIZED};
+use stratus_scenarios::kubelet::{self, Kubelets};
 use stratus_scenarios::{ec2_fixture, wait_for};
 use stratus_testenv::{Identity, TestEnv};
 
@@ -24,15 +28,21 @@ struct Args {
     /// Nodes (and instances).
     #[arg(long, default_value_t = 1000)]
     nodes: usize,
-    /// Seconds of idle time measured after initialisation.
-    #[arg(long, default_value_t = 60)]
+    /// Seconds of idle time measured after initialisation (6.5 minutes: more than one full
+    /// re-list period of the CCM's default).
+    #[arg(long, env = "STRATUS_BENCH_IDLE_SECONDS", default_value_t = 390)]
     idle_seconds: u64,
+    /// Seconds between two status reports of one node's kubelet (kubelet's
+    /// `nodeStatusReportFrequency` is 5 minutes; shorter means more Node updates for the CCM to
+    /// watch). 0: nodes report Ready once and never again.
+    #[arg(long, default_value_t = 60)]
+    status_report_seconds: u64,
     /// `--concurrent-node-syncs` of the CCM.
     #[arg(long, default_value_t = 8)]
     concurrent_node_syncs: u16,
-    /// `--instance-cache-refresh-period` of the CCM.
-    #[arg(long, default_value = "1m0s")]
-    cache_refresh: String,
+    /// `--instance-cache-refresh-period` of the CCM (its default when not given).
+    #[arg(long)]
+    cache_refresh: Option<String>,
 }
 
 #[tokio::main]
@@ -63,15 +73,28 @@ async fn main() -> anyhow::Result<()> {
         launched.iter().map(|i| i.private_dns.as_str()),
     )
     .await?;
+    // Kubelets report their nodes Ready as soon as they register (the cloud's initialisation
+    // taint does not stop them), then every report period.
+    let names: Vec<String> = launched.iter().map(|i| i.private_dns.clone()).collect();
+    kubelet::report_all_ready(&admin, &names, 16).await?;
+    let kubelets = (args.status_report_seconds > 0).then(|| {
+        Kubelets::start(
+            &admin,
+            names,
+            Duration::from_secs(args.status_report_seconds),
+        )
+    });
 
     env.reset_aws_request_counts().await?;
     let config = write_cloud_config(env.dir(), CLUSTER)?;
-    let ccm_args = vec![
+    let mut ccm_args = vec![
         "--cloud-provider=aws".to_string(),
         format!("--cloud-config={}", config.display()),
         format!("--concurrent-node-syncs={}", args.concurrent_node_syncs),
-        format!("--instance-cache-refresh-period={}", args.cache_refresh),
     ];
+    if let Some(period) = &args.cache_refresh {
+        ccm_args.push(format!("--instance-cache-refresh-period={period}"));
+    }
     eprintln!("starting the cloud-controller-manager");
     let started = Instant::now();
     let mut ccm = CcmProcess::start(
@@ -94,6 +117,7 @@ async fn main() -> anyhow::Result<()> {
     .await
     .with_context(|| ccm.log())?;
     let init_seconds = started.elapsed().as_secs_f64();
+    let init_peak_rss_kib = peak_rss_kib.max(ccm.peak_rss_kib().unwrap_or(0));
     let init_ec2 = env.aws_request_counts().await?;
     let init_writes = env.kube_writes_by(Identity::CloudControllerManager.username())?;
     anyhow::ensure!(
@@ -115,7 +139,18 @@ async fn main() -> anyhow::Result<()> {
     let idle_writes =
         env.kube_writes_by(Identity::CloudControllerManager.username())? - init_writes;
     peak_rss_kib = peak_rss_kib.max(ccm.peak_rss_kib().unwrap_or(0));
+    let end_rss_kib = ccm.rss_kib().unwrap_or(0);
+    let kubelet_stats = match kubelets {
+        Some(k) => k.stop().await,
+        None => Default::default(),
+    };
+    anyhow::ensure!(
+        ccm.try_exit().is_none(),
+        "the CCM exited during the idle window:\n{}",
+        ccm.log()
+    );
 
+    let mib = |kib: u64| (kib as f64 / 1024.0 * 10.0).round() / 10.0;
     let sum = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
     let report = json!({
         "benchmark": "bench-nodes",
@@ -127,10 +162,16 @@ async fn main() -> anyhow::Result<()> {
         "init_ec2_requests_per_100_nodes": (sum(&init_ec2) as f64 * 100.0 / total as f64 * 100.0).round() / 100.0,
         "init_kube_writes": init_writes,
         "init_kube_writes_per_node": (init_writes as f64 / total as f64 * 100.0).round() / 100.0,
-        "ccm_peak_rss_mib": (peak_rss_kib as f64 / 1024.0 * 10.0).round() / 10.0,
+        "ccm_peak_rss_mib": mib(peak_rss_kib),
+        "ccm_peak_rss_init_mib": mib(init_peak_rss_kib),
+        "ccm_rss_at_end_mib": mib(end_rss_kib),
         "idle_seconds": args.idle_seconds,
+        "status_report_seconds": args.status_report_seconds,
+        "kubelet_status_reports": kubelet_stats.reports,
+        "kubelet_status_report_failures": kubelet_stats.failures,
         "idle_ec2_requests": sum(&idle_ec2),
         "idle_ec2_requests_by_action": idle_ec2,
+        "idle_ec2_requests_per_5_minutes": (sum(&idle_ec2) as f64 * 300.0 / args.idle_seconds.max(1) as f64 * 100.0).round() / 100.0,
         "idle_kube_writes": idle_writes,
     });
     println!("{}", serde_json::to_string_pretty(&report)?);

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use crate::event::{go_hex, InterruptionEvent, Kind, LifecycleAction, SQS_MONITOR};
 
-pub const TERMINATING: &str = "autoscaling:EC2_INSTANCE_TERMINATING";
-pub const LAUNCHING: &str = "autoscaling:EC2_INSTANCE_LAUNCHING";
+const TERMINATING: &str = "autoscaling:EC2_INSTANCE_TERMINATING";
+const LAUNCHING: &str = "autoscaling:EC2_INSTANCE_LAUNCHING";
 const TEST_NOTIFICATION: &str = "autoscaling:TEST_NOTIFICATION";
 const STATES_TO_DRAIN: &[&str] = &["stopping", "stopped", "shutting-down", "terminated"];
 /// A Spot instance is interrupted two minutes after the warning.
@@ -52,13 +52,16 @@ struct LifecycleDetail {
 /// A message before its instance is looked up.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
+    /// The EC2 instance the message is about.
     pub instance_id: String,
+    /// The event, without its node yet (filled by [`decide`]).
     pub event: InterruptionEvent,
 }
 
 /// What a message body holds.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Parsed {
+    /// One candidate per affected instance (several for an AWS Health event).
     Candidates(Vec<Candidate>),
     /// Nothing to do (test notification, a state not drained, another service): delete it.
     NotActionable(String),
@@ -269,15 +272,23 @@ fn from_event_bridge(e: EventBridgeEvent, now: Timestamp) -> Result<Parsed, Pars
 /// What EC2 says about an instance.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct InstanceInfo {
+    /// `InstanceId`.
     pub instance_id: String,
+    /// `PrivateDnsName`: how the node is found without `--use-provider-id`.
     pub private_dns_name: String,
+    /// `Placement.AvailabilityZone`.
     pub availability_zone: String,
+    /// `InstanceType`.
     pub instance_type: String,
+    /// `State.Name` (`running`, `stopping`, ...); not read by [`decide`].
     pub state: String,
+    /// The instance's tags, key to value.
     pub tags: std::collections::BTreeMap<String, String>,
 }
 
 impl InstanceInfo {
+    /// The Node `spec.providerID` of this instance, `aws:///<zone>/<instance-id>` (empty
+    /// without a zone).
     pub fn provider_id(&self) -> String {
         if self.availability_zone.is_empty() {
             String::new()
@@ -290,7 +301,9 @@ impl InstanceInfo {
 /// The node found for an instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRef {
+    /// The Node's name.
     pub name: String,
+    /// Whether its `Ready` condition is `True` (an ASG launch hook waits for it).
     pub ready: bool,
 }
 
@@ -310,9 +323,15 @@ pub enum Verdict {
 /// The settings [`decide`] reads.
 #[derive(Debug, Clone)]
 pub struct DecideSettings {
+    /// `--check-tag-before-draining` (default true): drop messages about instances without
+    /// `managed_tag`.
     pub check_tag: bool,
+    /// `--managed-tag` (default `aws-node-termination-handler/managed`).
     pub managed_tag: String,
+    /// `--delete-sqs-msg-if-node-not-found` (default false): drop, instead of retrying, a
+    /// message whose instance has no node.
     pub delete_if_node_not_found: bool,
+    /// `--use-provider-id`; not read by [`decide`] (the node is looked up before it).
     pub use_provider_id: bool,
 }
 

@@ -29,11 +29,11 @@ const RECEIVERS: usize = 4;
 /// The queue-mode runner.
 #[derive(Clone)]
 pub struct QueueMode {
-    pub handler: Handler,
-    pub queue: Queue,
-    pub lifecycle: Lifecycle,
-    pub instances: Instances,
-    pub nodes: NodeIndex,
+    pub(crate) handler: Handler,
+    pub(crate) queue: Queue,
+    pub(crate) lifecycle: Lifecycle,
+    pub(crate) instances: Instances,
+    pub(crate) nodes: NodeIndex,
 }
 
 impl QueueMode {

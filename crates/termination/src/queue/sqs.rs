@@ -125,6 +125,7 @@ pub struct Lifecycle {
 }
 
 impl Lifecycle {
+    /// Lifecycle calls through `client`, each guarded by `api` (limits, retries, metrics).
     pub fn new(client: aws_sdk_autoscaling::Client, api: AwsApi) -> Lifecycle {
         Lifecycle { client, api }
     }

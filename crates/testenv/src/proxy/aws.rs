@@ -12,6 +12,9 @@
 //!   (counted like any request) with the fixed token `AWS:ecr-public-auth-token`, expiring after
 //!   the lifetime, or on 2015-01-01 like moto's private ECR when none is set. Other ECR Public
 //!   calls are forwarded to moto, which rejects them.
+//!
+//! And one for the cloud-controller-manager: moto has no EC2 `DescribeInstanceTopology`; the
+//! proxy answers it (see [`super::aws_topology`]).
 
 use std::sync::{Arc, Mutex};
 
@@ -156,6 +159,9 @@ impl Protocol for AwsProtocol {
     ) -> Response<ProxyBody> {
         if info.service == "ecr-public" && info.action == "GetAuthorizationToken" {
             return ecr_public_token(self.ecr_token_expiry());
+        }
+        if info.service == "ec2" && info.action == "DescribeInstanceTopology" {
+            return super::aws_topology::answer(&parts, &body, upstream).await;
         }
         if crate::lifecycle::INTERCEPTED.contains(&info.key().as_str()) {
             let form = std::str::from_utf8(&body).unwrap_or_default();

@@ -276,10 +276,13 @@ impl AwsLoadBalancers {
     }
 
     /// The cluster-wide backend group, found by name or made (tagged, no rules of its own).
+    /// Single flight: the lock is held across the look-up and the create, so however many
+    /// Services sync at once, the group is created once.
     async fn ensure_backend_group(&self, vpc: &str) -> Result<String, CloudError> {
-        if let Some((v, id)) = self.backend.lock().expect("backend lock").clone() {
+        let mut backend = self.backend.lock().await;
+        if let Some((v, id)) = backend.as_ref() {
             if v == vpc {
-                return Ok(id);
+                return Ok(id.clone());
             }
         }
         let name = backend_group_name(&self.cluster_id);
@@ -299,7 +302,7 @@ impl AwsLoadBalancers {
                     .await?
             }
         };
-        *self.backend.lock().expect("backend lock") = Some((vpc.to_string(), id.clone()));
+        *backend = Some((vpc.to_string(), id.clone()));
         Ok(id)
     }
 
@@ -311,6 +314,7 @@ impl AwsLoadBalancers {
         backend: &str,
         instances: &[Arc<Instance>],
     ) -> Result<(), CloudError> {
+        let _one_at_a_time = self.backend_rules.lock().await;
         let instance_groups: BTreeSet<String> = instances
             .iter()
             .flat_map(|i| i.security_groups.iter().cloned())
@@ -344,6 +348,8 @@ impl AwsLoadBalancers {
     /// Removes the backend rules from every group and deletes the backend group (when no
     /// load balancer of the cluster is left).
     pub(super) async fn delete_backend_group(&self) -> Result<bool, CloudError> {
+        // Held throughout: no sync reuses the group while it goes.
+        let mut backend = self.backend.lock().await;
         let name = backend_group_name(&self.cluster_id);
         let mut deleted = false;
         for g in self.ec2.security_groups_named(&name).await? {
@@ -362,7 +368,7 @@ impl AwsLoadBalancers {
             self.ec2.delete_security_group(&g.id).await?;
             deleted = true;
         }
-        *self.backend.lock().expect("backend lock") = None;
+        *backend = None;
         Ok(deleted)
     }
 

@@ -69,8 +69,13 @@ pub struct AwsLoadBalancers {
     subnets: SubnetCache,
     vpc: OnceLock<String>,
     known: Mutex<HashMap<String, Known>>,
-    /// The cluster's backend security group, once found or made: (VPC, group ID).
-    backend: Mutex<Option<(String, String)>>,
+    /// The cluster's backend security group, once found or made: (VPC, group ID). An async
+    /// lock held across the look-up and the create, so concurrent Service syncs make the group
+    /// once (single flight): the first finds or creates it, the others wait and reuse its answer.
+    backend: tokio::sync::Mutex<Option<(String, String)>>,
+    /// Held while the backend rules of the node groups are checked and added, so concurrent
+    /// syncs add each rule once.
+    backend_rules: tokio::sync::Mutex<()>,
 }
 
 fn invalid(e: impl std::fmt::Display) -> CloudError {
@@ -107,7 +112,8 @@ impl AwsLoadBalancers {
             settings,
             vpc: OnceLock::new(),
             known: Mutex::new(HashMap::new()),
-            backend: Mutex::new(None),
+            backend: tokio::sync::Mutex::new(None),
+            backend_rules: tokio::sync::Mutex::new(()),
         }
     }
 

@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod errors;
 pub mod http;
 pub mod keystone;
+pub mod page;
 pub mod service;
 pub mod session;
 

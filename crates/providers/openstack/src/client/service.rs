@@ -13,6 +13,7 @@ use stratus_cloud_kit::CallGuard;
 use super::catalog::Service;
 use super::errors::{check, classify, is_expired_token};
 use super::http::HttpResponse;
+use super::page::parse_page;
 use super::session::Session;
 
 /// Most pages one listing follows (a runaway `next` link must not loop forever).
@@ -117,7 +118,6 @@ impl ServiceClient {
         path: &str,
         collection: &str,
     ) -> Result<Vec<T>, CloudError> {
-        let links_key = format!("{collection}_links");
         let base = path.split('?').next().unwrap_or(path).to_string();
         let mut next = Some(path.to_string());
         let mut items = Vec::new();
@@ -125,15 +125,14 @@ impl ServiceClient {
             let Some(page_path) = next.take() else {
                 return Ok(items);
             };
-            let page: Value = self.get(operation, &page_path).await?;
-            let batch = page.get(collection).cloned().ok_or_else(|| {
-                parse_error(operation, format!("no `{collection}` in the answer"))
-            })?;
-            let batch: Vec<T> =
-                serde_json::from_value(batch).map_err(|e| parse_error(operation, e))?;
-            let empty = batch.is_empty();
-            items.extend(batch);
-            next = next_query(&page, &links_key)
+            let response = self.send(operation, Method::GET, &page_path, None).await?;
+            let page = parse_page::<T>(&response.body, collection)
+                .map_err(|e| parse_error(operation, e))?;
+            drop(response);
+            let empty = page.items.is_empty();
+            items.extend(page.items);
+            next = page
+                .next_query
                 .filter(|_| !empty)
                 .map(|q| format!("{base}?{q}"));
         }
@@ -141,36 +140,5 @@ impl ServiceClient {
             operation,
             format!("more than {MAX_PAGES} pages"),
         ))
-    }
-}
-
-/// The query of the `next` link of a page, if any.
-pub fn next_query(page: &Value, links_key: &str) -> Option<String> {
-    page.get(links_key)?
-        .as_array()?
-        .iter()
-        .find(|l| l.get("rel").and_then(Value::as_str) == Some("next"))?
-        .get("href")?
-        .as_str()?
-        .split_once('?')
-        .map(|(_, q)| q.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn next_links_give_their_query() {
-        let page = json!({"servers": [], "servers_links": [
-            {"rel": "previous", "href": "http://x/v2.1/servers/detail?marker=a"},
-            {"rel": "next", "href": "http://nova.internal:8774/v2.1/servers/detail?limit=2&marker=b"},
-        ]});
-        assert_eq!(
-            next_query(&page, "servers_links").as_deref(),
-            Some("limit=2&marker=b")
-        );
-        assert_eq!(next_query(&json!({"servers": []}), "servers_links"), None);
     }
 }

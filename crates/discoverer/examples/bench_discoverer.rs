@@ -1,0 +1,165 @@
+//! `make bench-discoverer`: the shipped binary against moto with VOLUMES EBS volumes (half this
+//! cluster's, half of them without a PersistentVolume) and moto's whole instance-type catalog;
+//! prints JSON: instance types, volumes, cloud requests of the first run, its seconds, the
+//! process's peak RSS.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use aws_sdk_ec2::config::{Credentials, Region};
+use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+use k8s_openapi::api::core::v1::PersistentVolume;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use stratus_testenv::{Identity, TestEnv};
+
+fn arg(name: &str, default: &str) -> String {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+        .unwrap_or_else(|| default.to_owned())
+}
+
+fn peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|kb| kb * 1024)
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let binary = arg("--binary", "target/release/cloud-data-discoverer");
+    let volumes: usize = arg("--volumes", "1000").parse()?;
+    let env = TestEnv::start().await?;
+    let admin = env.kube_client(Identity::Admin).await?;
+    let crd: CustomResourceDefinition = serde_yaml::from_str(&std::fs::read_to_string(
+        stratus_testenv::repo_root()
+            .join("deploy/cloud-data-discoverer/instancetypescatalogs.crd.yaml"),
+    )?)?;
+    Api::<CustomResourceDefinition>::all(admin.clone())
+        .create(&PostParams::default(), &crd)
+        .await?;
+
+    let ec2 = aws_sdk_ec2::Client::from_conf(
+        aws_sdk_ec2::Config::builder()
+            .behavior_version_latest()
+            .region(Region::new("us-east-1"))
+            .endpoint_url(env.moto_endpoint())
+            .credentials_provider(Credentials::new("testing", "testing", None, None, "bench"))
+            .build(),
+    );
+    let pvs = Api::<PersistentVolume>::all(admin.clone());
+    for i in 0..volumes {
+        let cluster = if i % 2 == 0 { "bench" } else { "other" };
+        ec2.create_volume()
+            .availability_zone("us-east-1a")
+            .size(1)
+            .tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::Volume)
+                    .tags(
+                        Tag::builder()
+                            .key("ebs.csi.aws.com/cluster")
+                            .value("true")
+                            .build(),
+                    )
+                    .tags(
+                        Tag::builder()
+                            .key(format!("kubernetes.io/cluster/{cluster}"))
+                            .value("owned")
+                            .build(),
+                    )
+                    .tags(
+                        Tag::builder()
+                            .key("CSIVolumeName")
+                            .value(format!("pvc-{i}"))
+                            .build(),
+                    )
+                    .build(),
+            )
+            .send()
+            .await?;
+        if i % 4 == 0 {
+            let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("pvc-{i}")},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                         "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": format!("pvc-{i}")}}
+            }))?;
+            pvs.create(&PostParams::default(), &pv).await?;
+        }
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    env.reset_aws_request_counts().await?;
+    let started = tokio::time::Instant::now();
+    let mut child = Command::new(&binary)
+        .args([
+            "--cloud-provider=aws",
+            "--discovery-period=1h",
+            "--cluster-id=bench",
+        ])
+        .arg(format!("--listen-address=127.0.0.1:{port}"))
+        .envs(env.env_vars(Identity::Admin))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {binary}"))?;
+    let pid = child.id();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let deadline = started + Duration::from_secs(120);
+    let text = loop {
+        let done = Command::new("curl")
+            .args(["-sf", &url])
+            .output()
+            .ok()
+            .and_then(|o| {
+                let t = String::from_utf8_lossy(&o.stdout).into_owned();
+                t.contains("cloud_data_discovery_update_resource_error 0")
+                    .then_some(t)
+            });
+        if let Some(t) = done {
+            break t;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the first run did not finish in 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let rss = peak_rss(pid);
+    let counts = env.aws_request_counts().await?;
+    let _ = child.kill();
+    let _ = child.wait();
+    let orphans = text
+        .lines()
+        .filter(|l| l.starts_with("cloud_data_discovery_orphaned_disk_info{"))
+        .count();
+    let types = counts
+        .get("ec2:DescribeInstanceTypes")
+        .copied()
+        .unwrap_or(0);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::json!({
+            "benchmark": "cloud-data-discoverer (aws, moto)",
+            "binary": binary,
+            "volumes": volumes,
+            "this_cluster_volumes": volumes.div_ceil(2),
+            "orphaned_disks_reported": orphans,
+            "cloud_requests_first_run": counts,
+            "describe_instance_types_pages": types,
+            "first_run_seconds_incl_startup": seconds,
+            "peak_rss_bytes": rss,
+            "peak_rss_mib": rss.map(|b| b as f64 / 1048576.0),
+        }))?
+    );
+    Ok(())
+}

@@ -1,0 +1,162 @@
+//! The AWS backend: instance types from `DescribeInstanceTypes` (paged, 100 a page; cpu = default
+//! vCPUs, memory = MiB, root disk 0, as Deckhouse), no discovery Secret, and the EBS volumes the
+//! CSI driver made for this cluster: tag `ebs.csi.aws.com/cluster=true` **and** the cluster tag
+//! `kubernetes.io/cluster/<id>` (filtered by EC2), the name from tag `CSIVolumeName`. Without a
+//! cluster id no disk is reported: a disk of another cluster in the account is never an orphan.
+
+use async_trait::async_trait;
+use aws_sdk_ec2::types::Filter;
+use stratus_aws::api_call::AwsApi;
+use stratus_cloud::CloudError;
+
+use crate::discoverer::{Discoverer, DiscoveryError};
+use crate::types::{CloudCondition, DiskMeta, InstanceType};
+
+/// The tag the EBS CSI driver puts on every volume it creates.
+pub const CSI_CLUSTER_TAG: &str = "ebs.csi.aws.com/cluster";
+/// The tag holding the PersistentVolume's name.
+pub const CSI_VOLUME_NAME_TAG: &str = "CSIVolumeName";
+/// Prefix of the cluster ownership tag (`--k8s-tag-cluster-id` of the CSI driver).
+pub const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
+
+const PAGE_SIZE: i32 = 100;
+
+/// Asks EC2.
+pub struct AwsDiscoverer {
+    ec2: aws_sdk_ec2::Client,
+    api: AwsApi,
+    cluster_id: Option<String>,
+}
+
+impl AwsDiscoverer {
+    /// A backend on `ec2`, calling through `api`; `cluster_id` selects this cluster's disks.
+    pub fn new(ec2: aws_sdk_ec2::Client, api: AwsApi, cluster_id: Option<String>) -> Self {
+        if cluster_id.is_none() {
+            tracing::warn!("no cluster id: orphaned EBS volumes are not looked for");
+        }
+        AwsDiscoverer {
+            ec2,
+            api,
+            cluster_id,
+        }
+    }
+}
+
+fn from_cloud(operation: &'static str, e: CloudError) -> DiscoveryError {
+    match e {
+        CloudError::Unauthorized { message, .. } => {
+            DiscoveryError::Credentials { operation, message }
+        }
+        other => DiscoveryError::Cloud {
+            operation,
+            message: other.to_string(),
+        },
+    }
+}
+
+/// Instance-type entry of one EC2 answer (None when it lacks vCPUs or memory).
+pub fn instance_type(info: &aws_sdk_ec2::types::InstanceTypeInfo) -> Option<InstanceType> {
+    let name = info.instance_type()?.as_str().to_owned();
+    let cpu = info.v_cpu_info()?.default_v_cpus()?;
+    let mib = info.memory_info()?.size_in_mib()?;
+    Some(InstanceType {
+        name,
+        cpu: cpu.to_string(),
+        memory: format!("{mib}Mi"),
+        root_disk: "0".to_owned(),
+    })
+}
+
+#[async_trait]
+impl Discoverer for AwsDiscoverer {
+    fn cloud(&self) -> &'static str {
+        "aws"
+    }
+
+    async fn instance_types(&self) -> Result<Option<Vec<InstanceType>>, DiscoveryError> {
+        const OP: &str = "DescribeInstanceTypes";
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .api
+                .call(OP, || {
+                    self.ec2
+                        .describe_instance_types()
+                        .max_results(PAGE_SIZE)
+                        .set_next_token(token.clone())
+                        .send()
+                })
+                .await
+                .map_err(|e| from_cloud(OP, e))?;
+            out.extend(page.instance_types().iter().filter_map(instance_type));
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned);
+            if token.is_none() {
+                return Ok(Some(out));
+            }
+        }
+    }
+
+    async fn discovery_data(&self, _stored: &[u8]) -> Result<Option<Vec<u8>>, DiscoveryError> {
+        Ok(None)
+    }
+
+    async fn disks_meta(&self) -> Result<Vec<DiskMeta>, DiscoveryError> {
+        const OP: &str = "DescribeVolumes";
+        let Some(cluster) = &self.cluster_id else {
+            return Ok(Vec::new());
+        };
+        let filters = vec![
+            Filter::builder()
+                .name(format!("tag:{CSI_CLUSTER_TAG}"))
+                .values("true")
+                .build(),
+            Filter::builder()
+                .name("tag-key")
+                .values(format!("{CLUSTER_TAG_PREFIX}{cluster}"))
+                .build(),
+        ];
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .api
+                .call(OP, || {
+                    self.ec2
+                        .describe_volumes()
+                        .set_filters(Some(filters.clone()))
+                        .max_results(500)
+                        .set_next_token(token.clone())
+                        .send()
+                })
+                .await
+                .map_err(|e| from_cloud(OP, e))?;
+            out.extend(page.volumes().iter().filter_map(|v| {
+                let name = v
+                    .tags()
+                    .iter()
+                    .find(|t| t.key() == Some(CSI_VOLUME_NAME_TAG))
+                    .and_then(|t| t.value())
+                    .unwrap_or_default();
+                Some(DiskMeta {
+                    id: v.volume_id()?.to_owned(),
+                    name: name.to_owned(),
+                })
+            }));
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned);
+            if token.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    async fn check_cloud_conditions(&self) -> Result<Vec<CloudCondition>, DiscoveryError> {
+        Ok(Vec::new())
+    }
+}

@@ -1,0 +1,406 @@
+//! The AWS discoverer against moto and a real kube-apiserver, under the shipped RBAC
+//! (`deploy/cloud-data-discoverer/rbac.yaml` bound to the test's ServiceAccount identity): the
+//! catalog equals EC2's instance types (paged), orphaned EBS volumes are this cluster's only
+//! (two clusters' disks in one account), a second run writes nothing, 503s are retried and
+//! turn `/healthz` 503 until a good run, and the shipped RBAC is least privilege.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use aws_sdk_ec2::config::{Credentials, Region};
+use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+use k8s_openapi::api::core::v1::PersistentVolume;
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, PostParams};
+use kube::core::GroupVersionKind;
+use prometheus_client::registry::Registry;
+use serde::Deserialize as _;
+use stratus_aws::api_call::AwsApi;
+use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
+use stratus_discoverer::aws::AwsDiscoverer;
+use stratus_discoverer::metrics::Metrics;
+use stratus_discoverer::outputs::Outputs;
+use stratus_discoverer::plan::catalog;
+use stratus_discoverer::reconciler::{Health, Reconciler, RetrySettings};
+use stratus_discoverer::{Discoverer, InstanceType};
+use stratus_runtime::backoff::Backoff;
+use stratus_testenv::proxy::{Fault, FaultKind};
+use stratus_testenv::{Identity, TestEnv};
+
+const ME: Identity = Identity::CloudControllerManager;
+const CLUSTER: &str = "cluster-a";
+const OTHER: &str = "cluster-b";
+
+fn repo_file(rel: &str) -> String {
+    let path = stratus_testenv::repo_root().join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn ec2(endpoint: &str) -> aws_sdk_ec2::Client {
+    let config = aws_sdk_ec2::Config::builder()
+        .behavior_version_latest()
+        .region(Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(Credentials::new("testing", "testing", None, None, "test"))
+        // The call guard owns retries, as in the binary.
+        .retry_config(aws_sdk_ec2::config::retry::RetryConfig::disabled())
+        .build();
+    aws_sdk_ec2::Client::from_conf(config)
+}
+
+/// Polls `check` every 100 ms until it yields `Some`, failing after `timeout` with `what`.
+async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let last = match check().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => String::new(),
+            Err(e) => format!(" (last error: {e:#})"),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!("timed out after {timeout:?} waiting for {what}{last}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn catalog_api(client: kube::Client) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("deckhouse.io", "v1alpha1", "InstanceTypesCatalog"),
+        "instancetypescatalogs",
+    );
+    Api::all_with(client, &ar)
+}
+
+/// Installs the catalog CRD and the shipped RBAC bound to [`ME`].
+async fn install(env: &TestEnv) -> Result<()> {
+    let admin = env.kube_client(Identity::Admin).await?;
+    let crd: CustomResourceDefinition = serde_yaml::from_str(&repo_file(
+        "deploy/cloud-data-discoverer/instancetypescatalogs.crd.yaml",
+    ))?;
+    Api::<CustomResourceDefinition>::all(admin.clone())
+        .create(&PostParams::default(), &crd)
+        .await?;
+    let subject = Subject {
+        kind: "ServiceAccount".into(),
+        name: "cloud-controller-manager".into(),
+        namespace: Some("kube-system".into()),
+        ..Default::default()
+    };
+    for doc in
+        serde_yaml::Deserializer::from_str(&repo_file("deploy/cloud-data-discoverer/rbac.yaml"))
+    {
+        let value = serde_yaml::Value::deserialize(doc)?;
+        match value["kind"].as_str() {
+            Some("ClusterRole") => {
+                let role: ClusterRole = serde_yaml::from_value(value)?;
+                let name = role.metadata.name.clone().context("role name")?;
+                Api::<ClusterRole>::all(admin.clone())
+                    .create(&PostParams::default(), &role)
+                    .await?;
+                let binding = ClusterRoleBinding {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        ..Default::default()
+                    },
+                    role_ref: RoleRef {
+                        api_group: "rbac.authorization.k8s.io".into(),
+                        kind: "ClusterRole".into(),
+                        name,
+                    },
+                    subjects: Some(vec![subject.clone()]),
+                };
+                Api::<ClusterRoleBinding>::all(admin.clone())
+                    .create(&PostParams::default(), &binding)
+                    .await?;
+            }
+            Some("Role") => {
+                let role: Role = serde_yaml::from_value(value)?;
+                let name = role.metadata.name.clone().context("role name")?;
+                let ns = role.metadata.namespace.clone().context("role namespace")?;
+                Api::<Role>::namespaced(admin.clone(), &ns)
+                    .create(&PostParams::default(), &role)
+                    .await?;
+                let binding = RoleBinding {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        namespace: Some(ns.clone()),
+                        ..Default::default()
+                    },
+                    role_ref: RoleRef {
+                        api_group: "rbac.authorization.k8s.io".into(),
+                        kind: "Role".into(),
+                        name,
+                    },
+                    subjects: Some(vec![subject.clone()]),
+                };
+                Api::<RoleBinding>::namespaced(admin.clone(), &ns)
+                    .create(&PostParams::default(), &binding)
+                    .await?;
+            }
+            other => anyhow::bail!("unexpected kind {other:?} in rbac.yaml"),
+        }
+    }
+    let crds = Api::<CustomResourceDefinition>::all(admin);
+    wait_for(
+        "the InstanceTypesCatalog CRD to be established",
+        Duration::from_secs(30),
+        || {
+            let crds = crds.clone();
+            async move {
+                let crd = crds.get("instancetypescatalogs.deckhouse.io").await?;
+                let established = crd.status.and_then(|s| s.conditions).is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+                Ok(established.then_some(()))
+            }
+        },
+    )
+    .await
+}
+
+/// A CSI volume tagged for `cluster` named `pv`.
+async fn volume(
+    ec2: &aws_sdk_ec2::Client,
+    cluster: Option<&str>,
+    csi: bool,
+    pv: &str,
+) -> Result<String> {
+    let mut spec = TagSpecification::builder().resource_type(ResourceType::Volume);
+    if csi {
+        spec = spec.tags(
+            Tag::builder()
+                .key("ebs.csi.aws.com/cluster")
+                .value("true")
+                .build(),
+        );
+    }
+    if let Some(c) = cluster {
+        spec = spec.tags(
+            Tag::builder()
+                .key(format!("kubernetes.io/cluster/{c}"))
+                .value("owned")
+                .build(),
+        );
+    }
+    spec = spec.tags(Tag::builder().key("CSIVolumeName").value(pv).build());
+    let v = ec2
+        .create_volume()
+        .availability_zone("us-east-1a")
+        .size(1)
+        .tag_specifications(spec.build())
+        .send()
+        .await?;
+    v.volume_id().map(str::to_owned).context("volume id")
+}
+
+async fn pv(client: &kube::Client, name: &str) -> Result<()> {
+    let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": name}}
+    }))?;
+    Api::<PersistentVolume>::all(client.clone())
+        .create(&PostParams::default(), &pv)
+        .await?;
+    Ok(())
+}
+
+fn metrics_text(registry: &Registry) -> String {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).expect("encode");
+    text
+}
+
+#[tokio::test]
+async fn aws_discoverer_on_moto_under_shipped_rbac() -> Result<()> {
+    let env = TestEnv::start().await?;
+    install(&env).await?;
+    let admin = env.kube_client(Identity::Admin).await?;
+    let setup = ec2(env.moto_endpoint());
+
+    // Two clusters' disks in one account, plus a disk the CSI driver did not make.
+    let used = volume(&setup, Some(CLUSTER), true, "pvc-used").await?;
+    let orphan = volume(&setup, Some(CLUSTER), true, "pvc-orphan").await?;
+    let _theirs = volume(&setup, Some(OTHER), true, "pvc-theirs").await?;
+    let _not_csi = volume(&setup, Some(CLUSTER), false, "pvc-manual").await?;
+    pv(&admin, "pvc-used").await?;
+    let _ = used;
+
+    // What EC2 says, read directly (uncounted): the expected catalog.
+    // moto answers DescribeInstanceTypes in one page whatever MaxResults says, so the pages
+    // the discoverer requests must equal the pages EC2 (moto) gives at 100 a page.
+    let mut expected = Vec::new();
+    let mut token = None;
+    let mut ec2_pages = 0usize;
+    loop {
+        let page = setup
+            .describe_instance_types()
+            .max_results(100)
+            .set_next_token(token)
+            .send()
+            .await?;
+        ec2_pages += 1;
+        expected.extend(
+            page.instance_types()
+                .iter()
+                .filter_map(stratus_discoverer::aws::instance_type),
+        );
+        token = page.next_token().map(str::to_owned);
+        if token.is_none() {
+            break;
+        }
+    }
+    let expected: Vec<InstanceType> = catalog(expected);
+    assert!(
+        expected.len() > 100,
+        "moto offers {} types: paging is not exercised",
+        expected.len()
+    );
+
+    let mut registry = Registry::default();
+    let api_metrics = Arc::new(ApiMetrics::register(&mut registry));
+    let retry = RetryPolicy {
+        max_attempts: 2,
+        backoff: Backoff::new(Duration::from_millis(10), Duration::from_millis(50)),
+    };
+    let discoverer: Arc<dyn Discoverer> = Arc::new(AwsDiscoverer::new(
+        ec2(env.aws_endpoint()),
+        AwsApi::new("ec2", api_metrics, retry),
+        Some(CLUSTER.into()),
+    ));
+    let metrics = Arc::new(Metrics::register(&mut registry));
+    let health = Health::default();
+    let me = env.kube_client(ME).await?;
+    let reconciler = Reconciler::new(
+        discoverer,
+        Outputs::new(me),
+        metrics,
+        health.clone(),
+        RetrySettings {
+            attempts: 3,
+            backoff: Backoff::new(Duration::from_millis(20), Duration::from_millis(100)),
+        },
+    );
+
+    // First run: the catalog and the orphan metric.
+    env.reset_aws_request_counts().await?;
+    let report = reconciler.run_once().await;
+    assert!(report.failed_steps.is_empty(), "{report:?}");
+    assert_eq!(report.orphaned_disks, 1, "{report:?}");
+    assert_eq!(
+        report.writes, 1,
+        "only the catalog is written for AWS: {report:?}"
+    );
+    assert!(health.is_ok());
+    let counts = env.aws_request_counts().await?;
+    let pages = counts
+        .get("ec2:DescribeInstanceTypes")
+        .copied()
+        .unwrap_or(0);
+    assert_eq!(
+        pages as usize, ec2_pages,
+        "one request per page EC2 gives: {counts:?}"
+    );
+    assert_eq!(counts.get("ec2:DescribeVolumes"), Some(&1), "{counts:?}");
+
+    let stored = catalog_api(admin.clone())
+        .get("for-cluster-autoscaler")
+        .await?;
+    assert_eq!(
+        stored.data["instanceTypes"],
+        serde_json::to_value(&expected)?
+    );
+    let text = metrics_text(&registry);
+    assert!(
+        text.contains(&format!(
+            "cloud_data_discovery_orphaned_disk_info{{id=\"{orphan}\",name=\"pvc-orphan\"}} 1"
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains("pvc-theirs"),
+        "another cluster's disk is never an orphan:\n{text}"
+    );
+    assert!(
+        !text.contains("pvc-manual") && !text.contains("pvc-used"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cloud_data_discovery_cloud_request_error{type=\"instance_types\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cloud_data_discovery_update_resource_error 0"),
+        "{text}"
+    );
+
+    // Second run, nothing changed: zero Kubernetes writes.
+    let writes = env.kube_writes_by(ME.username())?;
+    let report = reconciler.run_once().await;
+    assert_eq!(report.writes, 0, "{report:?}");
+    assert_eq!(
+        env.kube_writes_by(ME.username())?,
+        writes,
+        "a run with nothing changed wrote to Kubernetes"
+    );
+
+    // The orphan gets its PV: the metric is gone after the next run.
+    pv(&admin, "pvc-orphan").await?;
+    let report = reconciler.run_once().await;
+    assert_eq!(report.orphaned_disks, 0);
+    assert!(
+        !metrics_text(&registry).contains("orphaned_disk_info{"),
+        "series reset every run"
+    );
+
+    // EC2 answers 503: retried, then /healthz 503 and the error gauge; recovery after.
+    env.set_aws_faults(&[Fault {
+        service: Some("ec2".into()),
+        action: Some("DescribeInstanceTypes".into()),
+        kind: FaultKind::ServerError { status: 503 },
+        rate: 1.0,
+    }])
+    .await?;
+    env.reset_aws_request_counts().await?;
+    let report = reconciler.run_once().await;
+    assert_eq!(report.failed_steps, vec!["instance_types"], "{report:?}");
+    assert!(!health.is_ok());
+    let counts = env.aws_request_counts().await?;
+    assert_eq!(
+        counts.get("ec2:DescribeInstanceTypes"),
+        Some(&6),
+        "3 run attempts x 2 guarded calls: {counts:?}"
+    );
+    let answer = stratus_discoverer::http::answer(&registry, &health, "/healthz");
+    assert_eq!(answer.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+    assert!(metrics_text(&registry)
+        .contains("cloud_data_discovery_cloud_request_error{type=\"instance_types\"} 1"));
+    let unchanged = catalog_api(admin.clone())
+        .get("for-cluster-autoscaler")
+        .await?;
+    assert_eq!(
+        unchanged.data["instanceTypes"],
+        serde_json::to_value(&expected)?,
+        "a failed run keeps the last catalog"
+    );
+
+    env.set_aws_faults(&[]).await?;
+    let report = reconciler.run_once().await;
+    assert!(report.failed_steps.is_empty(), "{report:?}");
+    assert!(health.is_ok());
+    assert_eq!(
+        stratus_discoverer::http::answer(&registry, &health, "/healthz").status(),
+        http::StatusCode::OK
+    );
+    Ok(())
+}
