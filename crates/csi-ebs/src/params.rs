@@ -245,10 +245,13 @@ mod tests {
         assert!(!spec.encrypted);
     }
 
+    /// Parameters, size in GiB, and the IOPS expected (or an error fragment).
+    type ParamCase<'a> = (Vec<(&'a str, &'a str)>, i32, Result<Option<i32>, &'a str>);
+
     #[test]
     fn parameter_table() {
         let md = params(&[("pvc/name", "data"), ("pvc/namespace", "apps")]);
-        let cases: Vec<(Vec<(&str, &str)>, i32, Result<Option<i32>, &str>)> = vec![
+        let cases: Vec<ParamCase> = vec![
             (
                 vec![("type", "io1"), ("iopsPerGB", "10")],
                 20,

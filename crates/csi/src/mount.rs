@@ -65,6 +65,12 @@ pub trait Mounter: Send + Sync + 'static {
     async fn resize_fs(&self, device: &Path, mount_point: &Path) -> Result<(), BackendError>;
     /// Size of a block device in bytes.
     async fn device_size(&self, device: &Path) -> Result<i64, BackendError>;
+    /// Size in bytes of the `fs_type` file system on an unmounted device, `None` when this
+    /// mounter cannot tell for that type (xfs: its tools read it only when mounted).
+    async fn fs_size(&self, device: &Path, fs_type: &str) -> Result<Option<i64>, BackendError>;
+    /// Grows the file system on an unmounted device to fill it (ext2/3/4: `e2fsck -f -p`, then
+    /// `resize2fs`). No mount is needed, so it works where the kernel refuses online resizes.
+    async fn grow_offline(&self, device: &Path, fs_type: &str) -> Result<(), BackendError>;
     /// Space and inodes of the file system mounted at `path`.
     fn stats(&self, path: &Path) -> Result<FsStats, BackendError>;
 }
@@ -106,6 +112,24 @@ pub fn mkfs_command(fs_type: &str) -> Result<(String, Vec<&'static str>), Backen
             "cannot format {other:?}: ext4, ext3 or xfs"
         ))),
     }
+}
+
+/// The slack below which a device is not worth growing into (upstream's resize threshold).
+pub const GROW_THRESHOLD_BYTES: i64 = 1 << 20;
+
+/// Whether a file system of `fs_bytes` on a device of `device_bytes` should be grown.
+pub fn needs_grow(fs_bytes: i64, device_bytes: i64) -> bool {
+    device_bytes - fs_bytes > GROW_THRESHOLD_BYTES
+}
+
+/// The file-system size in bytes from `dumpe2fs -h` output (block count × block size).
+pub fn parse_dumpe2fs(text: &str) -> Option<i64> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
+    Some(field("Block count:")? * field("Block size:")?)
 }
 
 /// Parses `/proc/self/mountinfo` (octal escapes in paths decoded).
@@ -248,6 +272,44 @@ impl Mounter for SystemMounter {
             .map_err(|e| BackendError::Internal(format!("blockdev answered {out:?}: {e}")))
     }
 
+    async fn fs_size(&self, device: &Path, fs_type: &str) -> Result<Option<i64>, BackendError> {
+        if !matches!(fs_type, "ext4" | "ext3" | "ext2") {
+            return Ok(None);
+        }
+        let out = run("dumpe2fs", &["-h".as_ref(), device.as_os_str()]).await?;
+        parse_dumpe2fs(&out).map(Some).ok_or_else(|| {
+            BackendError::Internal(format!(
+                "dumpe2fs -h {} shows no block count and size",
+                device.display()
+            ))
+        })
+    }
+
+    async fn grow_offline(&self, device: &Path, fs_type: &str) -> Result<(), BackendError> {
+        if !matches!(fs_type, "ext4" | "ext3" | "ext2") {
+            return Err(BackendError::InvalidArgument(format!(
+                "cannot grow an unmounted {fs_type} file system"
+            )));
+        }
+        // resize2fs insists on a freshly checked file system; -p repairs only what is safe and
+        // exits 1 when it fixed something (still fine to resize).
+        let check = Command::new("e2fsck")
+            .args(["-f", "-p"])
+            .arg(device)
+            .output()
+            .await
+            .map_err(|e| BackendError::Internal(format!("running e2fsck: {e}")))?;
+        if !matches!(check.status.code(), Some(0 | 1)) {
+            return Err(BackendError::Internal(format!(
+                "e2fsck -f -p {} failed ({}): {}",
+                device.display(),
+                check.status,
+                String::from_utf8_lossy(&check.stdout).trim()
+            )));
+        }
+        run("resize2fs", &[device.as_os_str()]).await.map(|_| ())
+    }
+
     fn stats(&self, path: &Path) -> Result<FsStats, BackendError> {
         let s = rustix::fs::statvfs(path).map_err(|e| match e {
             rustix::io::Errno::NOENT => {
@@ -282,6 +344,28 @@ mod tests {
         assert_eq!(entries[1].fs_type, "ext4");
         assert_eq!(entries[1].source, "/dev/loop1");
         assert_eq!(entries[1].dev, "7:1");
+    }
+
+    #[test]
+    fn grow_decisions() {
+        let gib = 1i64 << 30;
+        for (fs, dev, want) in [
+            (gib, gib, false),
+            (gib, gib + GROW_THRESHOLD_BYTES, false),
+            (gib, gib + GROW_THRESHOLD_BYTES + 1, true),
+            (gib, 2 * gib, true),
+            (2 * gib, gib, false),
+        ] {
+            assert_eq!(needs_grow(fs, dev), want, "fs {fs} on device {dev}");
+        }
+    }
+
+    #[test]
+    fn dumpe2fs_sizes() {
+        let text = "Filesystem volume name:   <none>\nBlock count:              262144\n\
+                    Reserved block count:     0\nBlock size:               4096\n";
+        assert_eq!(parse_dumpe2fs(text), Some(1 << 30));
+        assert_eq!(parse_dumpe2fs("Block size: 4096\n"), None);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The CSI Node service: stage (find the device, format if empty, mount), publish (bind mount,
+//! The CSI Node service: stage (find the device, format if empty, grow an existing file system
+//! smaller than its device, mount), publish (bind mount,
 //! read-only, raw block), unstage/unpublish, expand (rescan + grow the file system), volume
 //! stats and node info. Every step is idempotent: a retried call finds the mount it made.
 
@@ -17,7 +18,7 @@ use crate::controller::CONTEXT_FS_TYPE;
 use crate::error::BackendError;
 use crate::locks::OperationLocks;
 use crate::metrics::CsiMetrics;
-use crate::mount::Mounter;
+use crate::mount::{needs_grow, Mounter};
 use crate::validate;
 
 /// Serves the Node RPCs.
@@ -115,10 +116,11 @@ impl NodeService {
                 )))
             };
         }
-        match self.mounter.fs_type(&device).await? {
+        let fs_type = match self.mounter.fs_type(&device).await? {
             None => {
                 tracing::info!(volume = id, device = %device.display(), fs_type, "formatting");
                 self.mounter.format(&device, &fs_type).await?;
+                fs_type
             }
             Some(found) if found != fs_type && !mount.fs_type.is_empty() => {
                 return Err(Status::failed_precondition(format!(
@@ -126,9 +128,11 @@ impl NodeService {
                     device.display()
                 )))
             }
-            Some(_) => {}
-        }
-        let fs_type = self.mounter.fs_type(&device).await?.unwrap_or(fs_type);
+            Some(found) => {
+                self.grow_if_smaller(id, &device, &found).await?;
+                found
+            }
+        };
         self.mounter
             .mount(
                 &device,
@@ -136,6 +140,29 @@ impl NodeService {
                 Some(&fs_type),
                 &stage_options(&mount.mount_flags),
             )
+            .await
+            .map_err(to_status)
+    }
+
+    /// Grows an existing file system that is smaller than its device (the volume was expanded
+    /// while unstaged, or an online resize was refused) before it is mounted.
+    async fn grow_if_smaller(&self, id: &str, device: &Path, fs_type: &str) -> Result<(), Status> {
+        let Some(fs_bytes) = self.mounter.fs_size(device, fs_type).await? else {
+            return Ok(());
+        };
+        let device_bytes = self.mounter.device_size(device).await?;
+        if !needs_grow(fs_bytes, device_bytes) {
+            return Ok(());
+        }
+        tracing::info!(
+            volume = id,
+            device = %device.display(),
+            fs_bytes,
+            device_bytes,
+            "growing the file system before mounting"
+        );
+        self.mounter
+            .grow_offline(device, fs_type)
             .await
             .map_err(to_status)
     }

@@ -6,9 +6,11 @@
 //! serve those on-demand builds (progress heartbeat, module source copies).
 
 pub mod csi_sanity;
+pub mod csi_sidecars;
 pub mod ec2_metadata_mock;
 pub mod helm;
 pub mod keystone;
+pub mod kube_controller_manager;
 pub mod kubernetes;
 pub mod moto;
 pub mod opentofu;
