@@ -4,9 +4,11 @@
 //! `replace` directives, so each is built inside a copy of its module; built once under one lock,
 //! cached in `$STRATUS_CACHE/bin` with a stamp each.
 //!
-//! external-provisioner v6.4.0 requires `sig-storage-lib-external-provisioner/v13` v13.1.0, which
-//! the Go module proxy reachable here does not serve; it is built against v13.0.0 (the version
-//! v6.3.0 shipped with), the one difference from the upstream release binary.
+//! external-provisioner is pinned at v6.3.0, not v6.4.0: v6.4.0 requires
+//! `sigs.k8s.io/sig-storage-lib-external-provisioner/v13` v13.1.0, which the Go module proxy
+//! reachable here does not serve, and does not build against v13.0.0 (it uses
+//! `controller.VolumeInUseError`, new in v13.1.0). v6.3.0 uses the same client-go (v0.36.1).
+//! `replaces` stays for such cases.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -45,11 +47,8 @@ impl Sidecar {
 pub const PROVISIONER: Sidecar = Sidecar {
     name: "csi-provisioner",
     module: "github.com/kubernetes-csi/external-provisioner/v6",
-    version: "v6.4.0",
-    replaces: &[(
-        "sigs.k8s.io/sig-storage-lib-external-provisioner/v13",
-        "v13.0.0",
-    )],
+    version: "v6.3.0",
+    replaces: &[],
 };
 
 /// external-attacher.
