@@ -5,9 +5,12 @@
 //! lock file per tool so a long build never blocks the shared `install.lock`. The helpers below
 //! serve those on-demand builds (progress heartbeat, module source copies).
 
+pub mod csi_sanity;
+pub mod csi_sidecars;
 pub mod ec2_metadata_mock;
 pub mod helm;
 pub mod keystone;
+pub mod kube_controller_manager;
 pub mod kubernetes;
 pub mod moto;
 pub mod opentofu;

@@ -1,0 +1,264 @@
+//! Volume expansion where this machine's kernel allows it: a volume is created on moto,
+//! attached, staged (formatted ext4) and written, unstaged, expanded through
+//! ControllerExpandVolume; its device grows as an EBS device does after ModifyVolume (the loop
+//! device stand-in, through the driver's own rescan seam), and the next NodeStageVolume grows
+//! the file system offline before mounting it. The new size is read from the real file system
+//! (`stat -f` on the mount, `dumpe2fs` on the device), the data written before survives, and
+//! the kubelet's follow-up NodeExpandVolume succeeds. Online resizes (resize2fs on a mounted
+//! ext4) are refused by some sandboxed kernels and are not needed on this path.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+use common::{connect, driver_log, loops_dir, start_driver, ZONE};
+use stratus_csi_ebs::{DeviceFinder, LoopDevices};
+use stratus_csi_spec::v1 as csi;
+use stratus_csi_spec::v1::controller_client::ControllerClient;
+use stratus_csi_spec::v1::node_client::NodeClient;
+use stratus_csi_spec::v1::volume_capability::access_mode::Mode;
+use stratus_csi_spec::v1::volume_capability::{AccessMode, AccessType, MountVolume};
+use stratus_scenarios::ec2_fixture;
+use stratus_testenv::AwsEnv;
+use tokio::process::Command;
+
+const GIB: i64 = 1 << 30;
+/// The whole test must finish within this.
+const DEADLINE: Duration = Duration::from_secs(180);
+
+fn ext4_capability() -> csi::VolumeCapability {
+    csi::VolumeCapability {
+        access_mode: Some(AccessMode {
+            mode: Mode::SingleNodeWriter as i32,
+        }),
+        access_type: Some(AccessType::Mount(MountVolume {
+            fs_type: "ext4".into(),
+            ..Default::default()
+        })),
+    }
+}
+
+async fn output(program: &str, args: &[&std::ffi::OsStr]) -> Result<String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .await
+        .with_context(|| format!("running {program}"))?;
+    if !out.status.success() {
+        bail!(
+            "{program} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Total bytes of the file system mounted at `path`, as statfs reports it.
+async fn mounted_fs_bytes(path: &Path) -> Result<i64> {
+    let out = output(
+        "stat",
+        &[
+            "-f".as_ref(),
+            "-c".as_ref(),
+            "%b %S".as_ref(),
+            path.as_os_str(),
+        ],
+    )
+    .await?;
+    let mut it = out.split_whitespace().map(str::parse::<i64>);
+    match (it.next(), it.next()) {
+        (Some(Ok(blocks)), Some(Ok(size))) => Ok(blocks * size),
+        _ => bail!("stat -f answered {out:?}"),
+    }
+}
+
+/// Bytes of the ext4 file system on `device` (block count × block size from its superblock).
+async fn superblock_bytes(device: &Path) -> Result<i64> {
+    let out = output("dumpe2fs", &["-h".as_ref(), device.as_os_str()]).await?;
+    stratus_csi::mount::parse_dumpe2fs(&out).context("dumpe2fs shows no size")
+}
+
+/// The loop device bound to the volume's backing file.
+async fn loop_device(loops: &Path, volume_id: &str) -> Result<std::path::PathBuf> {
+    let file = loops.join(format!("{volume_id}.img"));
+    let out = output("losetup", &["-j".as_ref(), file.as_os_str()]).await?;
+    let dev = out.split(':').next().unwrap_or("").trim();
+    ensure!(!dev.is_empty(), "no loop device for {}", file.display());
+    Ok(dev.into())
+}
+
+async fn expand_offline(env: &AwsEnv, dir: &Path) -> Result<()> {
+    let ec2 = ec2_fixture::client(env.aws_endpoint()).await;
+    let subnet = ec2_fixture::subnet(&ec2, ZONE).await?;
+    let node_id = ec2_fixture::launch(&ec2, &subnet, ZONE, 1, None, "m5.large").await?[0]
+        .id
+        .clone();
+    let (_driver, socket) = start_driver(env, dir, &node_id).await?;
+    let channel = connect(&socket).await?;
+    let mut controller = ControllerClient::new(channel.clone());
+    let mut node = NodeClient::new(channel);
+    let cap = ext4_capability();
+
+    let volume = controller
+        .create_volume(csi::CreateVolumeRequest {
+            name: "grow-offline".into(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: GIB,
+                limit_bytes: 0,
+            }),
+            volume_capabilities: vec![cap.clone()],
+            accessibility_requirements: Some(csi::TopologyRequirement {
+                requisite: vec![csi::Topology {
+                    segments: [(stratus_csi_ebs::TOPOLOGY_KEY.to_string(), ZONE.to_string())]
+                        .into(),
+                }],
+                preferred: vec![],
+            }),
+            ..Default::default()
+        })
+        .await?
+        .into_inner()
+        .volume
+        .context("CreateVolume answered no volume")?;
+    let id = volume.volume_id.clone();
+    let publish = controller
+        .controller_publish_volume(csi::ControllerPublishVolumeRequest {
+            volume_id: id.clone(),
+            node_id: node_id.clone(),
+            volume_capability: Some(cap.clone()),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    let staging = dir.join("staging");
+    let stage = csi::NodeStageVolumeRequest {
+        volume_id: id.clone(),
+        publish_context: publish.publish_context.clone(),
+        staging_target_path: staging.display().to_string(),
+        volume_capability: Some(cap.clone()),
+        volume_context: volume.volume_context.clone(),
+        ..Default::default()
+    };
+    node.node_stage_volume(stage.clone()).await?;
+    let before = mounted_fs_bytes(&staging).await?;
+    ensure!(
+        before <= GIB,
+        "a 1 GiB volume carries a {before}-byte file system"
+    );
+    std::fs::write(staging.join("kept.txt"), "written before the expansion")?;
+    node.node_unstage_volume(csi::NodeUnstageVolumeRequest {
+        volume_id: id.clone(),
+        staging_target_path: staging.display().to_string(),
+    })
+    .await?;
+
+    let expanded = controller
+        .controller_expand_volume(csi::ControllerExpandVolumeRequest {
+            volume_id: id.clone(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: 2 * GIB,
+                limit_bytes: 0,
+            }),
+            volume_capability: Some(cap.clone()),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    ensure!(
+        expanded.capacity_bytes >= 2 * GIB && expanded.node_expansion_required,
+        "ControllerExpandVolume answered {expanded:?}"
+    );
+    // The cloud grew the volume; the device shows the new size (EBS: after ModifyVolume).
+    let loops = loops_dir(dir);
+    let device = loop_device(&loops, &id).await?;
+    LoopDevices::new(loops.clone(), 0)
+        .rescan(&id, &device, expanded.capacity_bytes)
+        .await?;
+    ensure!(
+        superblock_bytes(&device).await? <= GIB,
+        "the file system grew before it was staged again"
+    );
+
+    node.node_stage_volume(stage.clone()).await?;
+    let after = mounted_fs_bytes(&staging).await?;
+    let on_disk = superblock_bytes(&device).await?;
+    ensure!(
+        after > GIB + GIB / 2 && on_disk > GIB + GIB / 2,
+        "after the device grew to 2 GiB and the volume was staged again the file system is \
+         {after} bytes (statfs), {on_disk} bytes (superblock); before {before}"
+    );
+    ensure!(
+        std::fs::read_to_string(staging.join("kept.txt"))? == "written before the expansion",
+        "the data written before the expansion is gone"
+    );
+    // What the kubelet does next: NodeExpandVolume on the staged volume, nothing left to grow.
+    let grown = node
+        .node_expand_volume(csi::NodeExpandVolumeRequest {
+            volume_id: id.clone(),
+            volume_path: staging.display().to_string(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: 2 * GIB,
+                limit_bytes: 0,
+            }),
+            staging_target_path: staging.display().to_string(),
+            volume_capability: Some(cap.clone()),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    ensure!(
+        grown.capacity_bytes >= 2 * GIB,
+        "NodeExpandVolume answered {grown:?}"
+    );
+    ensure!(
+        mounted_fs_bytes(&staging).await? == after,
+        "NodeExpandVolume changed a file system that already filled its device"
+    );
+    eprintln!("file system: {before} bytes before, {after} bytes after the offline growth");
+
+    node.node_unstage_volume(csi::NodeUnstageVolumeRequest {
+        volume_id: id.clone(),
+        staging_target_path: staging.display().to_string(),
+    })
+    .await?;
+    controller
+        .controller_unpublish_volume(csi::ControllerUnpublishVolumeRequest {
+            volume_id: id.clone(),
+            node_id,
+            ..Default::default()
+        })
+        .await?;
+    controller
+        .delete_volume(csi::DeleteVolumeRequest {
+            volume_id: id,
+            ..Default::default()
+        })
+        .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staging_grows_the_file_system_of_an_expanded_volume_offline() -> Result<()> {
+    let env = AwsEnv::start().await?;
+    let dir = tempfile::tempdir()?;
+    let result = tokio::time::timeout(DEADLINE, expand_offline(&env, dir.path()))
+        .await
+        .context("the expansion test did not finish within its deadline")
+        .and_then(|r| r);
+    // Leave no mounts or loop devices behind, whatever happened.
+    let _ = Command::new("umount")
+        .arg(dir.path().join("staging"))
+        .output()
+        .await;
+    LoopDevices::new(loops_dir(dir.path()), 0)
+        .release_all()
+        .await?;
+    result.map_err(|e| {
+        let log = driver_log(dir.path());
+        let tail: Vec<&str> = log.lines().rev().take(60).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        e.context(format!("driver log tail:\n{}", tail.join("\n")))
+    })
+}

@@ -1,0 +1,508 @@
+//! The real Kubernetes flow of the EBS driver: the upstream sidecars (external-provisioner v6.3.0
+//! and external-attacher v4.13.0, built by the test environment; see `tools/csi_sidecars.rs` for
+//! why not provisioner v6.4.0) and kube-controller-manager's
+//! persistent-volume binder against the real kube-apiserver, the driver's controller on moto.
+//! The sidecars authenticate as the chart's ServiceAccount with the chart's RBAC applied and run
+//! with the chart's arguments. A PVC gets a PV backed by a new volume in moto; a
+//! VolumeAttachment attaches it to the node's instance; deleting both leaves zero volumes.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use aws_sdk_ec2::types::{Filter, VolumeAttachmentState, VolumeState};
+use common::ZONE;
+use k8s_openapi::api::core::v1::{
+    Node, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    VolumeResourceRequirements,
+};
+use k8s_openapi::api::storage::v1::{
+    CSINode, CSINodeDriver, CSINodeSpec, StorageClass, VolumeAttachment, VolumeAttachmentSource,
+    VolumeAttachmentSpec,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::Client;
+use serde::Deserialize;
+use stratus_scenarios::ec2_fixture;
+use stratus_scenarios::kube_fixture::{apply_rbac_manifest, repo_root};
+use stratus_scenarios::nth_fixture::service_account_token;
+use stratus_scenarios::wait::wait_for;
+use stratus_testenv::tools::csi_sidecars::{self, Sidecars};
+use stratus_testenv::tools::kube_controller_manager;
+use stratus_testenv::{Identity, TestEnv};
+use tokio::process::{Child, Command};
+
+const DRIVER: &str = "ebs.csi.aws.com";
+const NAMESPACE: &str = "kube-system";
+const CONTROLLER_SA: &str = "ebs-csi-controller-sa";
+const NODE: &str = "ip-10-0-1-10.ec2.internal";
+/// How long each step of the flow may take.
+const STEP: Duration = Duration::from_secs(60);
+/// How long the whole flow may take.
+const FLOW_DEADLINE: Duration = Duration::from_secs(240);
+
+/// The chart rendered by the real helm: its RBAC documents (as one manifest) and the arguments
+/// of each sidecar container of the controller Deployment.
+struct RenderedChart {
+    rbac: String,
+    args: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct Doc {
+    kind: String,
+    spec: Option<DeploymentSpec>,
+}
+
+#[derive(Deserialize)]
+struct DeploymentSpec {
+    template: PodTemplate,
+}
+
+#[derive(Deserialize)]
+struct PodTemplate {
+    spec: PodSpec,
+}
+
+#[derive(Deserialize)]
+struct PodSpec {
+    containers: Vec<Container>,
+}
+
+#[derive(Deserialize)]
+struct Container {
+    name: String,
+    #[serde(default)]
+    args: Vec<String>,
+}
+
+fn render_chart() -> Result<RenderedChart> {
+    let helm = stratus_testenv::ensure_installed()?.helm;
+    let chart = repo_root().join("charts/aws-ebs-csi-driver");
+    let out = std::process::Command::new(helm)
+        .args(["template", "ebs", "--namespace", NAMESPACE])
+        .arg(&chart)
+        .output()
+        .context("running helm template")?;
+    if !out.status.success() {
+        bail!(
+            "helm template failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8(out.stdout)?;
+    let mut rbac = Vec::new();
+    let mut args = BTreeMap::new();
+    for part in text.split("\n---") {
+        let Ok(doc) = serde_yaml::from_str::<Doc>(part) else {
+            continue;
+        };
+        match doc.kind.as_str() {
+            "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" => {
+                rbac.push(part.trim().to_string());
+            }
+            "Deployment" => {
+                for c in doc
+                    .spec
+                    .context("a Deployment without spec")?
+                    .template
+                    .spec
+                    .containers
+                {
+                    args.insert(c.name, c.args);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(RenderedChart {
+        rbac: rbac.join("\n---\n"),
+        args,
+    })
+}
+
+/// A sidecar's arguments from the chart, run outside a pod: the socket, the ServiceAccount's
+/// kubeconfig and the lease namespace a pod would take from its own namespace.
+fn sidecar_args(
+    chart: &RenderedChart,
+    name: &str,
+    socket: &Path,
+    kubeconfig: &Path,
+) -> Result<Vec<String>> {
+    let args = chart
+        .args
+        .get(name)
+        .with_context(|| format!("the chart has no {name} container"))?;
+    let mut out: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("$(ADDRESS)", &socket.display().to_string()))
+        .collect();
+    out.push(format!("--kubeconfig={}", kubeconfig.display()));
+    out.push(format!("--leader-election-namespace={NAMESPACE}"));
+    Ok(out)
+}
+
+fn spawn(program: &Path, args: &[String], log: &Path, envs: &[(String, String)]) -> Result<Child> {
+    let log_file = std::fs::File::create(log)?;
+    Command::new(program)
+        .args(args)
+        .envs(envs.iter().cloned())
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", program.display()))
+}
+
+fn kubeconfig_with_token(path: &Path, server: &str, token: &str) -> Result<()> {
+    std::fs::write(
+        path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n"
+        ),
+    )?;
+    Ok(())
+}
+
+/// The tails of every log in `dir`, for a failure message.
+fn log_tails(dir: &Path) -> String {
+    let mut out = String::new();
+    for name in ["driver.log", "provisioner.log", "attacher.log", "kcm.log"] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(25).collect();
+        out.push_str(&format!("--- {name}\n"));
+        for line in tail.into_iter().rev() {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+async fn node_objects(admin: &Client, instance_id: &str) -> Result<()> {
+    let zone_labels: BTreeMap<String, String> = [
+        (stratus_csi_ebs::TOPOLOGY_KEY.to_string(), ZONE.to_string()),
+        (
+            stratus_csi_ebs::WELL_KNOWN_ZONE_KEY.to_string(),
+            ZONE.to_string(),
+        ),
+    ]
+    .into();
+    Api::<Node>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &Node {
+                metadata: ObjectMeta {
+                    name: Some(NODE.into()),
+                    labels: Some(zone_labels),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await?;
+    // What the node plugin's registrar makes the kubelet write.
+    Api::<CSINode>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &CSINode {
+                metadata: ObjectMeta {
+                    name: Some(NODE.into()),
+                    ..Default::default()
+                },
+                spec: CSINodeSpec {
+                    drivers: vec![CSINodeDriver {
+                        name: DRIVER.into(),
+                        node_id: instance_id.into(),
+                        topology_keys: Some(vec![
+                            stratus_csi_ebs::TOPOLOGY_KEY.into(),
+                            stratus_csi_ebs::WELL_KNOWN_ZONE_KEY.into(),
+                        ]),
+                        ..Default::default()
+                    }],
+                },
+            },
+        )
+        .await?;
+    Ok(())
+}
+
+async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Result<()> {
+    let chart = tokio::task::spawn_blocking(render_chart).await??;
+    let admin = env.kube_client(Identity::Admin).await?;
+    let rbac_file = dir.join("rbac.yaml");
+    std::fs::write(&rbac_file, &chart.rbac)?;
+    let applied = apply_rbac_manifest(&admin, &rbac_file).await?;
+    anyhow::ensure!(
+        applied >= 5,
+        "the chart rendered only {applied} RBAC objects"
+    );
+    let token = service_account_token(&admin, NAMESPACE, CONTROLLER_SA).await?;
+    let sa_kubeconfig = dir.join("kubeconfig-controller-sa.yaml");
+    kubeconfig_with_token(&sa_kubeconfig, env.apiserver_url(), &token)?;
+
+    let ec2 = ec2_fixture::client(env.moto_endpoint()).await;
+    let subnet = ec2_fixture::subnet(&ec2, ZONE).await?;
+    let instance_id = ec2_fixture::launch(&ec2, &subnet, ZONE, 1, None, "m5.large").await?[0]
+        .id
+        .clone();
+    node_objects(&admin, &instance_id).await?;
+
+    let socket = dir.join("csi.sock");
+    let _driver = spawn(
+        Path::new(env!("CARGO_BIN_EXE_ebs-csi-driver")),
+        &[
+            "controller".into(),
+            format!("--endpoint=unix://{}", socket.display()),
+            "--operation-wait=5s".into(),
+            "--v=4".into(),
+        ],
+        &dir.join("driver.log"),
+        &env.aws().env_vars(),
+    )?;
+    wait_for("the driver's socket", STEP, || async {
+        Ok(socket.exists().then_some(()))
+    })
+    .await?;
+    let _kcm = spawn(
+        kcm,
+        &[
+            format!("--kubeconfig={}", env.kubeconfig(Identity::Admin).display()),
+            // The binder, and the protection controllers that lift the finalizers the
+            // apiserver's admission puts on every PVC and PV.
+            "--controllers=persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller".into(),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            "--v=2".into(),
+        ],
+        &dir.join("kcm.log"),
+        &[],
+    )?;
+    let _provisioner = spawn(
+        &sidecars.provisioner,
+        &sidecar_args(&chart, "csi-provisioner", &socket, &sa_kubeconfig)?,
+        &dir.join("provisioner.log"),
+        &[],
+    )?;
+    let _attacher = spawn(
+        &sidecars.attacher,
+        &sidecar_args(&chart, "csi-attacher", &socket, &sa_kubeconfig)?,
+        &dir.join("attacher.log"),
+        &[],
+    )?;
+
+    // PVC → PV with a volume in moto.
+    Api::<StorageClass>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &StorageClass {
+                metadata: ObjectMeta {
+                    name: Some("ebs-gp3".into()),
+                    ..Default::default()
+                },
+                provisioner: DRIVER.into(),
+                parameters: Some([("type".to_string(), "gp3".to_string())].into()),
+                reclaim_policy: Some("Delete".into()),
+                volume_binding_mode: Some("Immediate".into()),
+                allow_volume_expansion: Some(true),
+                ..Default::default()
+            },
+        )
+        .await?;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(admin.clone(), "default");
+    pvcs.create(
+        &PostParams::default(),
+        &PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some("data".into()),
+                ..Default::default()
+            },
+            spec: Some(PersistentVolumeClaimSpec {
+                access_modes: Some(vec!["ReadWriteOnce".into()]),
+                storage_class_name: Some("ebs-gp3".into()),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some([("storage".to_string(), Quantity("2Gi".into()))].into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let pv_name = wait_for("the PVC to be bound to a provisioned PV", STEP, || async {
+        let pvc = pvcs.get("data").await?;
+        let bound = pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+        Ok(bound
+            .then(|| pvc.spec.and_then(|s| s.volume_name))
+            .flatten())
+    })
+    .await?;
+    let pvs = Api::<PersistentVolume>::all(admin.clone());
+    let pv = pvs.get(&pv_name).await?;
+    let csi = pv
+        .spec
+        .as_ref()
+        .and_then(|s| s.csi.as_ref())
+        .context("the PV has no CSI source")?;
+    anyhow::ensure!(csi.driver == DRIVER, "PV driver {}", csi.driver);
+    let volume_id = csi.volume_handle.clone();
+    let described = ec2
+        .describe_volumes()
+        .volume_ids(&volume_id)
+        .send()
+        .await
+        .with_context(|| format!("describing {volume_id}"))?;
+    let volume = described
+        .volumes()
+        .first()
+        .with_context(|| format!("{volume_id} is not in moto"))?;
+    let tags: BTreeMap<&str, &str> = volume
+        .tags()
+        .iter()
+        .filter_map(|t| Some((t.key()?, t.value()?)))
+        .collect();
+    anyhow::ensure!(
+        volume.size() == Some(2)
+            && volume.availability_zone() == Some(ZONE)
+            && tags.get("CSIVolumeName") == Some(&pv_name.as_str())
+            && tags.get("kubernetes.io/created-for/pvc/name") == Some(&"data"),
+        "the volume in moto is not what the PVC asked for: {volume:?}"
+    );
+
+    // VolumeAttachment → attached in moto.
+    let vas = Api::<VolumeAttachment>::all(admin.clone());
+    vas.create(
+        &PostParams::default(),
+        &VolumeAttachment {
+            metadata: ObjectMeta {
+                name: Some("csi-data".into()),
+                ..Default::default()
+            },
+            spec: VolumeAttachmentSpec {
+                attacher: DRIVER.into(),
+                node_name: NODE.into(),
+                source: VolumeAttachmentSource {
+                    persistent_volume_name: Some(pv_name.clone()),
+                    ..Default::default()
+                },
+            },
+            ..Default::default()
+        },
+    )
+    .await?;
+    let device = wait_for("the VolumeAttachment to be attached", STEP, || async {
+        let va = vas.get("csi-data").await?;
+        let status = va.status.unwrap_or_default();
+        Ok(status.attached.then(|| {
+            status
+                .attachment_metadata
+                .unwrap_or_default()
+                .get("devicePath")
+                .cloned()
+                .unwrap_or_default()
+        }))
+    })
+    .await?;
+    anyhow::ensure!(device.starts_with("/dev/xvd"), "devicePath {device:?}");
+    let attachment = volume_attachment(&ec2, &volume_id).await?;
+    anyhow::ensure!(
+        attachment
+            == Some((
+                instance_id.clone(),
+                VolumeAttachmentState::Attached,
+                device.clone()
+            )),
+        "moto shows {attachment:?} for {volume_id}"
+    );
+
+    // Deletion: detach, then the claim, then nothing is left.
+    vas.delete("csi-data", &DeleteParams::default()).await?;
+    wait_for(
+        "the VolumeAttachment to be detached and gone",
+        STEP,
+        || async { Ok(vas.get_opt("csi-data").await?.is_none().then_some(())) },
+    )
+    .await?;
+    anyhow::ensure!(
+        volume_attachment(&ec2, &volume_id).await?.is_none(),
+        "{volume_id} is still attached after its VolumeAttachment is gone"
+    );
+    pvcs.delete("data", &DeleteParams::default()).await?;
+    wait_for("the PV to be deleted", STEP, || async {
+        Ok(pvs.get_opt(&pv_name).await?.is_none().then_some(()))
+    })
+    .await?;
+    // Every volume but the instance's root volume (which moto made at launch).
+    let left = ec2.describe_volumes().send().await?;
+    let left: Vec<_> = left
+        .volumes()
+        .iter()
+        .filter(|v| v.state() != Some(&VolumeState::Deleted))
+        .filter(|v| {
+            !v.attachments().iter().any(|a| {
+                a.instance_id() == Some(instance_id.as_str()) && a.device() != Some(device.as_str())
+            })
+        })
+        .map(|v| (v.volume_id().unwrap_or_default(), v.tags().len()))
+        .collect();
+    anyhow::ensure!(
+        left.is_empty(),
+        "volumes left in moto (id, tag count): {left:?}"
+    );
+    Ok(())
+}
+
+/// The volume's attachment in moto: instance, state, device.
+async fn volume_attachment(
+    ec2: &aws_sdk_ec2::Client,
+    volume_id: &str,
+) -> Result<Option<(String, VolumeAttachmentState, String)>> {
+    let out = ec2
+        .describe_volumes()
+        .filters(
+            Filter::builder()
+                .name("volume-id")
+                .values(volume_id)
+                .build(),
+        )
+        .send()
+        .await?;
+    Ok(out
+        .volumes()
+        .first()
+        .and_then(|v| v.attachments().first())
+        .map(|a| {
+            (
+                a.instance_id().unwrap_or_default().to_string(),
+                a.state()
+                    .cloned()
+                    .unwrap_or(VolumeAttachmentState::Detached),
+                a.device().unwrap_or_default().to_string(),
+            )
+        }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pvc_to_attached_volume_and_back_with_the_upstream_sidecars() -> Result<()> {
+    // Built once per machine (minutes the first time), outside the flow's deadline.
+    let sidecars = tokio::task::spawn_blocking(csi_sidecars::ensure_installed).await??;
+    let kcm = tokio::task::spawn_blocking(kube_controller_manager::ensure_installed).await??;
+    let env = TestEnv::start().await?;
+    let dir = tempfile::tempdir()?;
+    let dir_path: PathBuf = dir.path().to_path_buf();
+    tokio::time::timeout(FLOW_DEADLINE, flow(&env, &dir_path, &sidecars, &kcm))
+        .await
+        .with_context(|| {
+            format!(
+                "the sidecar flow did not finish within {FLOW_DEADLINE:?}\n{}",
+                log_tails(&dir_path)
+            )
+        })?
+        .map_err(|e| e.context(log_tails(&dir_path)))
+}

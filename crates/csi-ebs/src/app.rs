@@ -1,0 +1,259 @@
+//! The `ebs-csi-driver` process: upstream-compatible flags (mode `controller`/`node`/`all`,
+//! `--endpoint`, `--http-endpoint`, `--extra-tags`, `--k8s-tag-cluster-id`,
+//! `--volume-attach-limit`, `--reserved-volume-attachments`) plus the node's identity when
+//! IMDS is not used, and the wiring of EC2, metrics and the CSI server.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use prometheus_client::registry::Registry;
+use stratus_aws::api_call::AwsApi;
+use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
+use stratus_csi::metrics::CsiMetrics;
+use stratus_csi::mount::SystemMounter;
+use stratus_csi::{DriverInfo, Endpoint, Services};
+
+use crate::controller::{EbsController, EbsOptions};
+use crate::ec2::Ec2;
+use crate::node::{DeviceFinder, EbsNode, LoopDevices, NvmeDevices};
+use crate::DRIVER_NAME;
+
+/// Which CSI services this process serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// The Controller service (Deployment with the sidecars).
+    Controller,
+    /// The Node service (DaemonSet with the registrar).
+    Node,
+    /// Both.
+    All,
+}
+
+/// Flags of `ebs-csi-driver`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "ebs-csi-driver",
+    version,
+    about = "Stratus EBS CSI driver (ebs.csi.aws.com)"
+)]
+pub struct Options {
+    /// Which services to run.
+    #[arg(value_enum, default_value = "all")]
+    pub mode: Mode,
+    /// The CSI socket.
+    #[arg(
+        long,
+        default_value = "unix:///var/lib/csi/sockets/pluginproxy/csi.sock"
+    )]
+    pub endpoint: String,
+    /// Address of `/metrics` and `/healthz` (e.g. `0.0.0.0:3301`); off when empty.
+    #[arg(long = "http-endpoint", default_value = "")]
+    pub http_endpoint: String,
+    /// Tags on every volume and snapshot: `key1=value1,key2=value2`.
+    #[arg(long = "extra-tags", default_value = "")]
+    pub extra_tags: String,
+    /// Cluster ID: adds `kubernetes.io/cluster/<id>=owned` and `KubernetesCluster=<id>`.
+    #[arg(long = "k8s-tag-cluster-id")]
+    pub cluster_id: Option<String>,
+    /// Volumes the node may attach; -1 for the default (25).
+    #[arg(long = "volume-attach-limit", default_value_t = -1, allow_hyphen_values = true)]
+    pub volume_attach_limit: i64,
+    /// Attachments reserved for non-CSI volumes (root, ENIs); -1 for one (the root volume).
+    #[arg(long = "reserved-volume-attachments", default_value_t = -1, allow_hyphen_values = true)]
+    pub reserved_volume_attachments: i64,
+    /// The node's instance ID (read from IMDS when not given).
+    #[arg(long = "node-id", env = "CSI_NODE_ID")]
+    pub node_id: Option<String>,
+    /// The node's availability zone (read from IMDS when not given).
+    #[arg(long = "availability-zone", env = "CSI_NODE_ZONE")]
+    pub availability_zone: Option<String>,
+    /// Zone of volumes created without topology (else the region's first zone).
+    #[arg(long = "default-zone")]
+    pub default_zone: Option<String>,
+    /// How long one call waits for a volume to be available, attached or detached.
+    #[arg(long = "operation-wait", default_value = "10s", value_parser = parse_duration)]
+    pub operation_wait: Duration,
+    /// Test environments only: back each volume by a loop device with its file in this
+    /// directory instead of discovering NVMe devices.
+    #[arg(long = "loop-devices-dir")]
+    pub loop_devices_dir: Option<PathBuf>,
+    /// Initial size of loop devices, bytes.
+    #[arg(long = "loop-device-size", default_value_t = 1 << 30)]
+    pub loop_device_size: u64,
+    /// Logging flags.
+    #[command(flatten)]
+    pub logging: stratus_runtime::logging::LoggingArgs,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    stratus_runtime::duration::parse_go_duration(s)
+}
+
+/// A problem with the flags or the start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// A flag value is wrong.
+    #[error("invalid flag: {0}")]
+    Flag(String),
+    /// Node metadata could not be read.
+    #[error("node metadata: {0}")]
+    Metadata(String),
+    /// Serving failed.
+    #[error(transparent)]
+    Serve(#[from] stratus_csi::server::ServeError),
+    /// The HTTP endpoint failed.
+    #[error("http endpoint: {0}")]
+    Http(std::io::Error),
+}
+
+/// Parses `k=v,k2=v2`.
+pub fn parse_tags(text: &str) -> Result<BTreeMap<String, String>, String> {
+    text.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            }
+            _ => Err(format!("--extra-tags: {pair:?} is not key=value")),
+        })
+        .collect()
+}
+
+/// The attach limit NodeGetInfo reports.
+pub fn attach_limit(limit: i64, reserved: i64) -> i64 {
+    let reserved = if reserved < 0 { 1 } else { reserved };
+    if limit > 0 {
+        limit
+    } else {
+        (26 - reserved).max(1)
+    }
+}
+
+async fn imds(path: &str) -> Result<String, AppError> {
+    let client = aws_config::imds::Client::builder().build();
+    client
+        .get(path)
+        .await
+        .map(|s| s.as_ref().to_string())
+        .map_err(|e| AppError::Metadata(format!("{path}: {e}")))
+}
+
+/// Runs the driver until `shutdown` completes.
+pub async fn run(
+    opts: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), AppError> {
+    let endpoint: Endpoint = opts
+        .endpoint
+        .parse()
+        .map_err(|e: stratus_csi::server::ServeError| AppError::Flag(e.to_string()))?;
+    let extra_tags = parse_tags(&opts.extra_tags).map_err(AppError::Flag)?;
+    let http: Option<SocketAddr> = if opts.http_endpoint.is_empty() {
+        None
+    } else {
+        Some(opts.http_endpoint.parse().map_err(|e| {
+            AppError::Flag(format!("--http-endpoint {:?}: {e}", opts.http_endpoint))
+        })?)
+    };
+    let mut registry = Registry::with_prefix("stratus");
+    let csi_metrics = Arc::new(CsiMetrics::register(&mut registry));
+    let api_metrics = Arc::new(ApiMetrics::register(&mut registry));
+    let mut services = Services::default();
+    if matches!(opts.mode, Mode::Controller | Mode::All) {
+        let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .load()
+            .await;
+        let client = aws_sdk_ec2::Client::new(&conf);
+        let api = AwsApi::new("ec2", api_metrics.clone(), RetryPolicy::default());
+        let ec2 = Ec2::new(client, api, Duration::from_millis(200));
+        let controller = EbsController::new(
+            ec2,
+            EbsOptions {
+                cluster_id: opts.cluster_id.clone(),
+                extra_tags,
+                default_zone: opts.default_zone.clone(),
+                operation_wait: opts.operation_wait,
+                ..EbsOptions::default()
+            },
+        );
+        services.controller = Some(Arc::new(controller));
+    }
+    if matches!(opts.mode, Mode::Node | Mode::All) {
+        let node_id = match &opts.node_id {
+            Some(id) => id.clone(),
+            None => imds("/latest/meta-data/instance-id").await?,
+        };
+        let zone = match &opts.availability_zone {
+            Some(z) => z.clone(),
+            None => imds("/latest/meta-data/placement/availability-zone").await?,
+        };
+        let finder: Arc<dyn DeviceFinder> = match &opts.loop_devices_dir {
+            Some(dir) => Arc::new(LoopDevices::new(dir.clone(), opts.loop_device_size)),
+            None => Arc::new(NvmeDevices::default()),
+        };
+        let node = EbsNode::new(
+            node_id,
+            zone,
+            attach_limit(opts.volume_attach_limit, opts.reserved_volume_attachments),
+            finder,
+            Duration::from_secs(30),
+        );
+        services.node = Some((Arc::new(node), Arc::new(SystemMounter)));
+    }
+    let ready = Arc::new(AtomicBool::new(false));
+    let registry = Arc::new(Mutex::new(registry));
+    if let Some(addr) = http {
+        let bound = stratus_csi::http::spawn(addr, registry.clone(), ready.clone())
+            .await
+            .map_err(AppError::Http)?;
+        tracing::info!(address = %bound, "serving /metrics and /healthz");
+    }
+    ready.store(true, Ordering::Relaxed);
+    stratus_csi::serve(
+        &endpoint,
+        DriverInfo {
+            name: DRIVER_NAME.into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        services,
+        csi_metrics,
+        ready,
+        shutdown,
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_like_upstream() {
+        let o = Options::try_parse_from([
+            "ebs-csi-driver",
+            "controller",
+            "--endpoint=unix:///csi/csi.sock",
+            "--extra-tags=team=storage,env=dev",
+            "--k8s-tag-cluster-id=c1",
+        ])
+        .unwrap();
+        assert_eq!(o.mode, Mode::Controller);
+        assert_eq!(parse_tags(&o.extra_tags).unwrap()["env"], "dev");
+        assert!(parse_tags("novalue").is_err());
+        assert_eq!(Options::try_parse_from(["x"]).unwrap().mode, Mode::All);
+        assert!(Options::try_parse_from(["x", "sideways"]).is_err());
+    }
+
+    #[test]
+    fn attach_limits() {
+        assert_eq!(attach_limit(-1, -1), 25);
+        assert_eq!(attach_limit(10, -1), 10);
+        assert_eq!(attach_limit(-1, 3), 23);
+    }
+}

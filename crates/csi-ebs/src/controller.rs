@@ -1,0 +1,548 @@
+//! The EBS controller backend: CreateVolume idempotent by the `CSIVolumeName` tag (plus a
+//! ClientToken derived from the name), attach/detach with per-node device names and bounded
+//! waits, expansion by ModifyVolume with batched modification polling, snapshots. Every wait
+//! has a deadline; when it passes the call answers Pending (gRPC Aborted) so the sidecar
+//! retries and the next call picks the operation up where the cloud is.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+use stratus_csi::backend::{
+    ControllerBackend, ControllerCaps, CreateVolumeRequest, Snapshot, Topology, Volume,
+    VolumeSource,
+};
+use stratus_csi::validate::round_up_gib;
+use stratus_csi::BackendError;
+use tokio::time::Instant;
+
+use crate::devices::InFlight;
+use crate::ec2::{Ec2, SnapshotInfo, VolumeInfo};
+use crate::params::volume_spec;
+use crate::{tags, TOPOLOGY_KEY, WELL_KNOWN_ZONE_KEY};
+
+const GIB: i64 = 1 << 30;
+
+/// Settings of the EBS controller (flags of the binary).
+#[derive(Debug, Clone)]
+pub struct EbsOptions {
+    /// `--k8s-tag-cluster-id`: adds `kubernetes.io/cluster/<id>=owned` and `KubernetesCluster`.
+    pub cluster_id: Option<String>,
+    /// `--extra-tags`: tags on every volume and snapshot.
+    pub extra_tags: BTreeMap<String, String>,
+    /// Zone for volumes created without topology (else the region's first zone).
+    pub default_zone: Option<String>,
+    /// How long one call waits for a volume to become available, attached or detached.
+    pub operation_wait: Duration,
+    /// How long a volume may stay `attaching` before the driver detaches it and fails.
+    pub stuck_attaching: Duration,
+    /// Poll interval of the waits.
+    pub poll: Duration,
+}
+
+impl Default for EbsOptions {
+    fn default() -> Self {
+        Self {
+            cluster_id: None,
+            extra_tags: BTreeMap::new(),
+            default_zone: None,
+            operation_wait: Duration::from_secs(10),
+            stuck_attaching: Duration::from_secs(90),
+            poll: Duration::from_millis(250),
+        }
+    }
+}
+
+/// The EBS controller backend.
+pub struct EbsController {
+    ec2: Ec2,
+    options: EbsOptions,
+    devices: InFlight,
+    attaching_since: Mutex<HashMap<(String, String), Instant>>,
+}
+
+/// The ClientToken of a CreateVolume: a digest of the name (EC2 allows 64 characters).
+pub fn client_token(name: &str) -> String {
+    let digest = Sha256::digest(name.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The zone a request asks for: the first topology with a zone key.
+pub fn requested_zone(topologies: &[Topology]) -> Option<String> {
+    topologies.iter().find_map(|t| {
+        t.get(TOPOLOGY_KEY)
+            .or_else(|| t.get(WELL_KNOWN_ZONE_KEY))
+            .cloned()
+    })
+}
+
+fn topology(zone: &str) -> Topology {
+    [
+        (TOPOLOGY_KEY.to_string(), zone.to_string()),
+        (WELL_KNOWN_ZONE_KEY.to_string(), zone.to_string()),
+    ]
+    .into_iter()
+    .collect()
+}
+
+fn to_volume(v: &VolumeInfo) -> Volume {
+    Volume {
+        id: v.id.clone(),
+        capacity_bytes: i64::from(v.size_gib) * GIB,
+        topology: (!v.zone.is_empty()).then(|| topology(&v.zone)),
+        source: v.snapshot_id.clone().map(VolumeSource::Snapshot),
+        attached_to: v
+            .attachments
+            .iter()
+            .filter(|a| a.state == "attached")
+            .map(|a| a.instance_id.clone())
+            .collect(),
+        context: BTreeMap::new(),
+    }
+}
+
+fn to_snapshot(s: &SnapshotInfo) -> Snapshot {
+    Snapshot {
+        id: s.id.clone(),
+        source_volume_id: s.volume_id.clone(),
+        size_bytes: i64::from(s.size_gib) * GIB,
+        created_unix: s.started_unix,
+        ready: s.state == "completed",
+    }
+}
+
+impl EbsController {
+    /// A controller over the EC2 seam.
+    pub fn new(ec2: Ec2, options: EbsOptions) -> EbsController {
+        EbsController {
+            ec2,
+            options,
+            devices: InFlight::default(),
+            attaching_since: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn common_tags(&self) -> BTreeMap<String, String> {
+        let mut t = self.options.extra_tags.clone();
+        t.insert(tags::MANAGED.into(), "true".into());
+        if let Some(id) = &self.options.cluster_id {
+            t.insert(format!("{}{id}", tags::CLUSTER_PREFIX), "owned".into());
+            t.insert(tags::KUBERNETES_CLUSTER.into(), id.clone());
+        }
+        t
+    }
+
+    async fn default_zone(&self) -> Result<String, BackendError> {
+        if let Some(z) = &self.options.default_zone {
+            return Ok(z.clone());
+        }
+        self.ec2
+            .zones()
+            .await?
+            .into_iter()
+            .min()
+            .ok_or_else(|| BackendError::Internal("the region has no availability zones".into()))
+    }
+
+    /// Polls the volume until `done` holds, the deadline passes (Pending) or it is gone.
+    async fn wait_volume(
+        &self,
+        id: &str,
+        what: &str,
+        done: impl Fn(&VolumeInfo) -> Result<bool, BackendError>,
+    ) -> Result<VolumeInfo, BackendError> {
+        let deadline = Instant::now() + self.options.operation_wait;
+        loop {
+            let v = self
+                .ec2
+                .volume(id)
+                .await?
+                .ok_or_else(|| BackendError::NotFound(format!("volume {id} does not exist")))?;
+            if done(&v)? {
+                return Ok(v);
+            }
+            if Instant::now() >= deadline {
+                return Err(BackendError::Pending(format!(
+                    "volume {id} is not {what} after {:?} (state {})",
+                    self.options.operation_wait, v.state
+                )));
+            }
+            tokio::time::sleep(self.options.poll).await;
+        }
+    }
+
+    async fn wait_available(&self, id: &str) -> Result<VolumeInfo, BackendError> {
+        self.wait_volume(id, "available", |v| match v.state.as_str() {
+            "available" | "in-use" => Ok(true),
+            "error" => Err(BackendError::Internal(format!(
+                "volume {id} failed to create (state error)"
+            ))),
+            _ => Ok(false),
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl ControllerBackend for EbsController {
+    fn caps(&self) -> ControllerCaps {
+        ControllerCaps {
+            snapshots: true,
+            clone: false,
+            capacity: false,
+            multi_attach: false,
+        }
+    }
+
+    async fn create_volume(&self, req: &CreateVolumeRequest) -> Result<Volume, BackendError> {
+        let size_gib = round_up_gib(req.required_bytes);
+        if req.limit_bytes > 0 && size_gib * GIB > req.limit_bytes {
+            return Err(BackendError::InvalidArgument(format!(
+                "EBS sizes volumes in GiB: {size_gib} GiB exceeds limit_bytes {}",
+                req.limit_bytes
+            )));
+        }
+        let size_gib = i32::try_from(size_gib)
+            .map_err(|_| BackendError::InvalidArgument(format!("{size_gib} GiB is too large")))?;
+        let spec = volume_spec(&req.parameters, &req.metadata, size_gib)
+            .map_err(|problems| BackendError::InvalidArgument(problems.join("; ")))?;
+        let existing = self
+            .ec2
+            .volumes_tagged(tags::VOLUME_NAME, &req.name)
+            .await?;
+        if let Some(v) = existing
+            .iter()
+            .find(|v| v.state != "deleting" && v.state != "deleted")
+        {
+            if v.size_gib != size_gib {
+                return Err(BackendError::AlreadyExists(format!(
+                    "volume {} named {} has {} GiB, not {size_gib} GiB",
+                    v.id, req.name, v.size_gib
+                )));
+            }
+            let v = self.wait_available(&v.id).await?;
+            return Ok(to_volume(&v));
+        }
+        let snapshot = match &req.source {
+            None => None,
+            Some(VolumeSource::Snapshot(id)) => {
+                let found = self.ec2.snapshots(&[("snapshot-id", id)]).await?;
+                if found.is_empty() {
+                    return Err(BackendError::NotFound(format!(
+                        "snapshot {id} does not exist"
+                    )));
+                }
+                Some(id.as_str())
+            }
+            Some(VolumeSource::Volume(_)) => {
+                return Err(BackendError::InvalidArgument(
+                    "EBS volumes cannot be cloned by this driver".into(),
+                ))
+            }
+        };
+        let zone = match requested_zone(&req.topologies) {
+            Some(z) => z,
+            None => self.default_zone().await?,
+        };
+        let mut all_tags = self.common_tags();
+        all_tags.extend(spec.tags.clone());
+        all_tags.insert(tags::VOLUME_NAME.into(), req.name.clone());
+        for (meta, key) in [
+            ("pvc/name", tags::PVC_NAME),
+            ("pvc/namespace", tags::PVC_NAMESPACE),
+            ("pv/name", tags::PV_NAME),
+        ] {
+            if let Some(v) = req.metadata.get(meta) {
+                all_tags.insert(key.into(), v.clone());
+            }
+        }
+        let created = self
+            .ec2
+            .create_volume(&spec, &zone, snapshot, &client_token(&req.name), &all_tags)
+            .await?;
+        tracing::info!(
+            volume = created.id,
+            name = req.name,
+            zone,
+            size_gib,
+            "created volume"
+        );
+        let v = self.wait_available(&created.id).await?;
+        Ok(to_volume(&v))
+    }
+
+    async fn delete_volume(&self, volume_id: &str) -> Result<(), BackendError> {
+        if self.ec2.volume(volume_id).await?.is_none() {
+            return Ok(());
+        }
+        match self.ec2.delete_volume(volume_id).await {
+            Ok(()) | Err(BackendError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn get_volume(&self, volume_id: &str) -> Result<Option<Volume>, BackendError> {
+        Ok(self.ec2.volume(volume_id).await?.as_ref().map(to_volume))
+    }
+
+    async fn list_volumes(&self) -> Result<Vec<Volume>, BackendError> {
+        let mut all = self.ec2.volumes_with_tag_key(tags::MANAGED).await?;
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(all.iter().map(to_volume).collect())
+    }
+
+    async fn publish(
+        &self,
+        volume_id: &str,
+        node_id: &str,
+        _read_only: bool,
+    ) -> Result<BTreeMap<String, String>, BackendError> {
+        let v =
+            self.ec2.volume(volume_id).await?.ok_or_else(|| {
+                BackendError::NotFound(format!("volume {volume_id} does not exist"))
+            })?;
+        let instance =
+            self.ec2.instance(node_id).await?.ok_or_else(|| {
+                BackendError::NotFound(format!("instance {node_id} does not exist"))
+            })?;
+        let key = (volume_id.to_string(), node_id.to_string());
+        let mine = v.attachments.iter().find(|a| a.instance_id == node_id);
+        let device = match mine {
+            Some(a) if a.state == "attached" => {
+                self.attaching_since.lock().expect("attaching").remove(&key);
+                return Ok(device_context(&a.device));
+            }
+            Some(a) if a.state == "attaching" => a.device.clone(),
+            _ => {
+                if let Some(other) = v
+                    .attachments
+                    .iter()
+                    .find(|a| a.instance_id != node_id && a.state != "detached")
+                {
+                    return Err(BackendError::FailedPrecondition(format!(
+                        "volume {volume_id} is attached to {} ({})",
+                        other.instance_id, other.state
+                    )));
+                }
+                let device = self
+                    .devices
+                    .allocate(node_id, &instance.devices)
+                    .ok_or_else(|| {
+                        BackendError::ResourceExhausted(format!("no free device name on {node_id}"))
+                    })?;
+                let result = self.ec2.attach(volume_id, node_id, &device).await;
+                if let Err(e) = result {
+                    self.devices.release(node_id, &device);
+                    return Err(e);
+                }
+                tracing::info!(volume = volume_id, node = node_id, device, "attaching");
+                device
+            }
+        };
+        let since = *self
+            .attaching_since
+            .lock()
+            .expect("attaching")
+            .entry(key.clone())
+            .or_insert_with(Instant::now);
+        let waited = self
+            .wait_volume(volume_id, "attached", |v| {
+                Ok(v.attachments
+                    .iter()
+                    .any(|a| a.instance_id == node_id && a.state == "attached"))
+            })
+            .await;
+        match waited {
+            Ok(_) => {
+                self.devices.release(node_id, &device);
+                self.attaching_since.lock().expect("attaching").remove(&key);
+                Ok(device_context(&device))
+            }
+            Err(BackendError::Pending(msg)) if since.elapsed() >= self.options.stuck_attaching => {
+                // Stuck: give the attachment back so a later attempt starts clean.
+                self.attaching_since.lock().expect("attaching").remove(&key);
+                self.devices.release(node_id, &device);
+                let _ = self.ec2.detach(volume_id, node_id).await;
+                Err(BackendError::Unavailable(format!(
+                    "volume {volume_id} stuck attaching to {node_id} for {:?}; detached it to retry: {msg}",
+                    self.options.stuck_attaching
+                )))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn unpublish(&self, volume_id: &str, node_id: &str) -> Result<(), BackendError> {
+        let Some(v) = self.ec2.volume(volume_id).await? else {
+            return Ok(());
+        };
+        let targets: Vec<String> = v
+            .attachments
+            .iter()
+            .filter(|a| node_id.is_empty() || a.instance_id == node_id)
+            .filter(|a| a.state == "attached" || a.state == "attaching")
+            .map(|a| a.instance_id.clone())
+            .collect();
+        for instance in &targets {
+            match self.ec2.detach(volume_id, instance).await {
+                Ok(()) | Err(BackendError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let still = |v: &VolumeInfo| {
+            v.attachments
+                .iter()
+                .any(|a| (node_id.is_empty() || a.instance_id == node_id) && a.state != "detached")
+        };
+        if !still(&v) {
+            return Ok(());
+        }
+        match self
+            .wait_volume(volume_id, "detached", |v| Ok(!still(v)))
+            .await
+        {
+            Ok(_) | Err(BackendError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn expand(&self, volume_id: &str, required_bytes: i64) -> Result<i64, BackendError> {
+        let v =
+            self.ec2.volume(volume_id).await?.ok_or_else(|| {
+                BackendError::NotFound(format!("volume {volume_id} does not exist"))
+            })?;
+        let want = i32::try_from(round_up_gib(required_bytes))
+            .map_err(|_| BackendError::InvalidArgument("size too large".into()))?;
+        if v.size_gib < want {
+            match self.ec2.modify_size(volume_id, want).await {
+                Ok(()) => {}
+                // A modification under way: poll it below.
+                Err(BackendError::Pending(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let deadline = Instant::now() + self.options.operation_wait;
+        loop {
+            if let Some(m) = self.ec2.modification(volume_id).await? {
+                match m.state.as_str() {
+                    "optimizing" | "completed" if m.target_size_gib >= want => {
+                        return Ok(i64::from(m.target_size_gib) * GIB)
+                    }
+                    "failed" => {
+                        return Err(BackendError::Internal(format!(
+                            "modification of volume {volume_id} failed"
+                        )))
+                    }
+                    _ => {}
+                }
+            }
+            let current = self.ec2.volume(volume_id).await?;
+            if let Some(v) = current.filter(|v| v.size_gib >= want) {
+                return Ok(i64::from(v.size_gib) * GIB);
+            }
+            if Instant::now() >= deadline {
+                return Err(BackendError::Pending(format!(
+                    "volume {volume_id} is still being modified to {want} GiB"
+                )));
+            }
+            tokio::time::sleep(self.options.poll).await;
+        }
+    }
+
+    async fn create_snapshot(
+        &self,
+        name: &str,
+        source_volume_id: &str,
+        _parameters: &BTreeMap<String, String>,
+    ) -> Result<Snapshot, BackendError> {
+        let tag_filter = format!("tag:{}", tags::SNAPSHOT_NAME);
+        let existing = self.ec2.snapshots(&[(&tag_filter, name)]).await?;
+        if let Some(s) = existing.first() {
+            if s.volume_id != source_volume_id {
+                return Err(BackendError::AlreadyExists(format!(
+                    "snapshot {} named {name} is of volume {}, not {source_volume_id}",
+                    s.id, s.volume_id
+                )));
+            }
+            return Ok(to_snapshot(s));
+        }
+        if self.ec2.volume(source_volume_id).await?.is_none() {
+            return Err(BackendError::NotFound(format!(
+                "volume {source_volume_id} does not exist"
+            )));
+        }
+        let mut all_tags = self.common_tags();
+        all_tags.insert(tags::SNAPSHOT_NAME.into(), name.into());
+        let s = self
+            .ec2
+            .create_snapshot(source_volume_id, &all_tags)
+            .await?;
+        tracing::info!(
+            snapshot = s.id,
+            name,
+            volume = source_volume_id,
+            "created snapshot"
+        );
+        Ok(to_snapshot(&s))
+    }
+
+    async fn delete_snapshot(&self, snapshot_id: &str) -> Result<(), BackendError> {
+        if self
+            .ec2
+            .snapshots(&[("snapshot-id", snapshot_id)])
+            .await?
+            .is_empty()
+        {
+            return Ok(());
+        }
+        match self.ec2.delete_snapshot(snapshot_id).await {
+            Ok(()) | Err(BackendError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn list_snapshots(&self) -> Result<Vec<Snapshot>, BackendError> {
+        let mut all = self.ec2.snapshots(&[("tag-key", tags::MANAGED)]).await?;
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(all.iter().map(to_snapshot).collect())
+    }
+}
+
+/// The publish context key naming the device (upstream's `devicePath`).
+pub const DEVICE_PATH: &str = "devicePath";
+
+fn device_context(device: &str) -> BTreeMap<String, String> {
+    [(DEVICE_PATH.to_string(), device.to_string())]
+        .into_iter()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_stable_and_short_enough() {
+        assert_eq!(client_token("pvc-1"), client_token("pvc-1"));
+        assert_ne!(client_token("pvc-1"), client_token("pvc-2"));
+        assert_eq!(client_token("x").len(), 64);
+    }
+
+    #[test]
+    fn zone_from_either_key() {
+        let t = |k: &str, z: &str| -> Topology {
+            [(k.to_string(), z.to_string())].into_iter().collect()
+        };
+        assert_eq!(
+            requested_zone(&[t(TOPOLOGY_KEY, "a")]).as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            requested_zone(&[t("other", "x"), t(WELL_KNOWN_ZONE_KEY, "b")]).as_deref(),
+            Some("b")
+        );
+        assert_eq!(requested_zone(&[]), None);
+    }
+}

@@ -1,0 +1,598 @@
+//! The narrow EC2 seam of the EBS driver: the calls it makes, through the shared AWS call guard
+//! (rate limiter, retries, metrics), paging inside, and single-ID describes of volumes,
+//! instances and modifications coalesced by the core's batcher (filters, not ID lists, so one
+//! missing ID does not fail the whole batch).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_ec2::types::{
+    Filter, ResourceType, Snapshot as Ec2Snapshot, Tag, TagSpecification, Volume as Ec2Volume,
+    VolumeType,
+};
+use aws_sdk_ec2::Client;
+use stratus_aws::api_call::AwsApi;
+use stratus_cloud::CloudError;
+use stratus_csi::batch::{Batcher, FetchFn};
+use stratus_csi::BackendError;
+
+use crate::params::VolumeSpec;
+
+/// Page size of describes (EC2's maximum for volumes and snapshots with filters).
+const PAGE: i32 = 500;
+/// IDs per batched describe.
+const BATCH: usize = 500;
+
+/// A volume as the driver needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeInfo {
+    /// `vol-…`.
+    pub id: String,
+    /// Size in GiB.
+    pub size_gib: i32,
+    /// The availability zone.
+    pub zone: String,
+    /// `creating`, `available`, `in-use`, `deleting`, `error`.
+    pub state: String,
+    /// Attachments: (instance, device, state).
+    pub attachments: Vec<Attachment>,
+    /// Its tags.
+    pub tags: BTreeMap<String, String>,
+    /// The snapshot it was created from.
+    pub snapshot_id: Option<String>,
+}
+
+/// One attachment of a volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// The instance.
+    pub instance_id: String,
+    /// The device name.
+    pub device: String,
+    /// `attaching`, `attached`, `detaching`, `detached`.
+    pub state: String,
+}
+
+/// An instance as the attacher needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceInfo {
+    /// Device names of its block device mappings.
+    pub devices: BTreeSet<String>,
+}
+
+/// A snapshot as the driver needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// `snap-…`.
+    pub id: String,
+    /// The volume it was taken of.
+    pub volume_id: String,
+    /// Size in GiB.
+    pub size_gib: i32,
+    /// Start time, seconds since the epoch.
+    pub started_unix: i64,
+    /// `pending`, `completed`, `error`.
+    pub state: String,
+    /// Its tags.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// A volume modification's progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModificationInfo {
+    /// `modifying`, `optimizing`, `completed`, `failed`.
+    pub state: String,
+    /// The size asked for, GiB.
+    pub target_size_gib: i32,
+}
+
+/// What the EBS backend asks EC2.
+#[derive(Clone)]
+pub struct Ec2 {
+    client: Client,
+    api: AwsApi,
+    volumes: Batcher<String, VolumeInfo, BackendError>,
+    instances: Batcher<String, InstanceInfo, BackendError>,
+    modifications: Batcher<String, ModificationInfo, BackendError>,
+}
+
+/// Maps a failed EC2 call to the CSI error the sidecars handle right.
+pub fn backend_error(err: CloudError) -> BackendError {
+    match &err {
+        CloudError::Throttled { .. } | CloudError::Unavailable { .. } => {
+            BackendError::Unavailable(err.to_string())
+        }
+        CloudError::Rejected { code, .. } => match code.as_str() {
+            "InvalidVolume.NotFound"
+            | "InvalidSnapshot.NotFound"
+            | "InvalidInstanceID.NotFound" => BackendError::NotFound(err.to_string()),
+            "VolumeInUse" | "InvalidVolume.ZoneMismatch" => {
+                BackendError::FailedPrecondition(err.to_string())
+            }
+            "IncorrectState" | "IncorrectModificationState" => {
+                BackendError::Pending(err.to_string())
+            }
+            "VolumeLimitExceeded" | "AttachmentLimitExceeded" | "SnapshotLimitExceeded" => {
+                BackendError::ResourceExhausted(err.to_string())
+            }
+            "IdempotentParameterMismatch" => BackendError::AlreadyExists(err.to_string()),
+            "InvalidParameterValue"
+            | "InvalidParameterCombination"
+            | "InvalidParameter"
+            | "InvalidVolumeID.Malformed"
+            | "InvalidSnapshotID.Malformed"
+            | "InvalidZone.NotFound" => BackendError::InvalidArgument(err.to_string()),
+            _ => BackendError::Internal(err.to_string()),
+        },
+        CloudError::InvalidInput(_) => BackendError::InvalidArgument(err.to_string()),
+        _ => BackendError::Internal(err.to_string()),
+    }
+}
+
+fn filter(name: &str, values: impl IntoIterator<Item = String>) -> Filter {
+    Filter::builder()
+        .name(name)
+        .set_values(Some(values.into_iter().collect()))
+        .build()
+}
+
+fn tags_of(tags: &[Tag]) -> BTreeMap<String, String> {
+    tags.iter()
+        .filter_map(|t| {
+            Some((
+                t.key()?.to_string(),
+                t.value().unwrap_or_default().to_string(),
+            ))
+        })
+        .collect()
+}
+
+fn volume_info(v: &Ec2Volume) -> Option<VolumeInfo> {
+    Some(VolumeInfo {
+        id: v.volume_id()?.to_string(),
+        size_gib: v.size().unwrap_or(0),
+        zone: v.availability_zone().unwrap_or_default().to_string(),
+        state: v
+            .state()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default(),
+        attachments: v
+            .attachments()
+            .iter()
+            .filter_map(|a| {
+                Some(Attachment {
+                    instance_id: a.instance_id()?.to_string(),
+                    device: a.device().unwrap_or_default().to_string(),
+                    state: a
+                        .state()
+                        .map(|s| s.as_str().to_string())
+                        .unwrap_or_default(),
+                })
+            })
+            .collect(),
+        tags: tags_of(v.tags()),
+        snapshot_id: v
+            .snapshot_id()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+    })
+}
+
+fn snapshot_info(s: &Ec2Snapshot) -> Option<SnapshotInfo> {
+    Some(SnapshotInfo {
+        id: s.snapshot_id()?.to_string(),
+        volume_id: s.volume_id().unwrap_or_default().to_string(),
+        size_gib: s.volume_size().unwrap_or(0),
+        started_unix: s.start_time().map(|t| t.secs()).unwrap_or(0),
+        state: s
+            .state()
+            .map(|x| x.as_str().to_string())
+            .unwrap_or_default(),
+        tags: tags_of(s.tags()),
+    })
+}
+
+fn tag_spec(kind: ResourceType, tags: &BTreeMap<String, String>) -> TagSpecification {
+    TagSpecification::builder()
+        .resource_type(kind)
+        .set_tags(Some(
+            tags.iter()
+                .map(|(k, v)| Tag::builder().key(k).value(v).build())
+                .collect(),
+        ))
+        .build()
+}
+
+impl Ec2 {
+    /// The seam over `client`, calling through `api`, batching single describes within
+    /// `window`.
+    pub fn new(client: Client, api: AwsApi, window: Duration) -> Ec2 {
+        let volumes = {
+            let (client, api) = (client.clone(), api.clone());
+            let fetch: FetchFn<String, VolumeInfo, BackendError> = Arc::new(move |ids| {
+                let (client, api) = (client.clone(), api.clone());
+                Box::pin(async move {
+                    let found =
+                        describe_volumes(&client, &api, vec![filter("volume-id", ids)]).await?;
+                    Ok(found.into_iter().map(|v| (v.id.clone(), v)).collect())
+                })
+            });
+            Batcher::new(window, BATCH, fetch)
+        };
+        let instances = {
+            let (client, api) = (client.clone(), api.clone());
+            let fetch: FetchFn<String, InstanceInfo, BackendError> = Arc::new(move |ids| {
+                let (client, api) = (client.clone(), api.clone());
+                Box::pin(async move { describe_instances(&client, &api, ids).await })
+            });
+            Batcher::new(window, 50, fetch)
+        };
+        let modifications = {
+            let (client, api) = (client.clone(), api.clone());
+            let fetch: FetchFn<String, ModificationInfo, BackendError> = Arc::new(move |ids| {
+                let (client, api) = (client.clone(), api.clone());
+                Box::pin(async move { describe_modifications(&client, &api, ids).await })
+            });
+            Batcher::new(window, BATCH, fetch)
+        };
+        Ec2 {
+            client,
+            api,
+            volumes,
+            instances,
+            modifications,
+        }
+    }
+
+    /// The volume (batched), `None` when it does not exist.
+    pub async fn volume(&self, id: &str) -> Result<Option<VolumeInfo>, BackendError> {
+        self.volumes.get(id.to_string()).await
+    }
+
+    /// The instance (batched), `None` when it does not exist.
+    pub async fn instance(&self, id: &str) -> Result<Option<InstanceInfo>, BackendError> {
+        self.instances.get(id.to_string()).await
+    }
+
+    /// The latest modification of the volume (batched).
+    pub async fn modification(&self, id: &str) -> Result<Option<ModificationInfo>, BackendError> {
+        self.modifications.get(id.to_string()).await
+    }
+
+    /// Volumes carrying tag `key` = `value`.
+    pub async fn volumes_tagged(
+        &self,
+        key: &str,
+        value: &str,
+    ) -> Result<Vec<VolumeInfo>, BackendError> {
+        describe_volumes(
+            &self.client,
+            &self.api,
+            vec![filter(&format!("tag:{key}"), [value.to_string()])],
+        )
+        .await
+    }
+
+    /// Volumes carrying tag key `key`.
+    pub async fn volumes_with_tag_key(&self, key: &str) -> Result<Vec<VolumeInfo>, BackendError> {
+        describe_volumes(
+            &self.client,
+            &self.api,
+            vec![filter("tag-key", [key.to_string()])],
+        )
+        .await
+    }
+
+    /// Creates a volume.
+    pub async fn create_volume(
+        &self,
+        spec: &VolumeSpec,
+        zone: &str,
+        snapshot: Option<&str>,
+        token: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<VolumeInfo, BackendError> {
+        let out = self
+            .api
+            .call("CreateVolume", || {
+                self.client
+                    .create_volume()
+                    .availability_zone(zone)
+                    .size(spec.size_gib)
+                    .volume_type(VolumeType::from(spec.volume_type.as_str()))
+                    .set_iops(spec.iops)
+                    .set_throughput(spec.throughput)
+                    .encrypted(spec.encrypted)
+                    .set_kms_key_id(spec.kms_key_id.clone())
+                    .set_snapshot_id(snapshot.map(str::to_string))
+                    .client_token(token)
+                    .tag_specifications(tag_spec(ResourceType::Volume, tags))
+                    .send()
+            })
+            .await
+            .map_err(backend_error)?;
+        Ok(VolumeInfo {
+            id: out.volume_id().unwrap_or_default().to_string(),
+            size_gib: out.size().unwrap_or(spec.size_gib),
+            zone: out.availability_zone().unwrap_or(zone).to_string(),
+            state: out
+                .state()
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_default(),
+            attachments: Vec::new(),
+            tags: tags.clone(),
+            snapshot_id: snapshot.map(str::to_string),
+        })
+    }
+
+    /// Deletes a volume.
+    pub async fn delete_volume(&self, id: &str) -> Result<(), BackendError> {
+        self.api
+            .call("DeleteVolume", || {
+                self.client.delete_volume().volume_id(id).send()
+            })
+            .await
+            .map(drop)
+            .map_err(backend_error)
+    }
+
+    /// Attaches a volume at `device`.
+    pub async fn attach(
+        &self,
+        volume: &str,
+        instance: &str,
+        device: &str,
+    ) -> Result<(), BackendError> {
+        self.api
+            .call("AttachVolume", || {
+                self.client
+                    .attach_volume()
+                    .volume_id(volume)
+                    .instance_id(instance)
+                    .device(device)
+                    .send()
+            })
+            .await
+            .map(drop)
+            .map_err(backend_error)
+    }
+
+    /// Detaches a volume from an instance.
+    pub async fn detach(&self, volume: &str, instance: &str) -> Result<(), BackendError> {
+        self.api
+            .call("DetachVolume", || {
+                self.client
+                    .detach_volume()
+                    .volume_id(volume)
+                    .instance_id(instance)
+                    .send()
+            })
+            .await
+            .map(drop)
+            .map_err(backend_error)
+    }
+
+    /// Asks for a new size.
+    pub async fn modify_size(&self, volume: &str, size_gib: i32) -> Result<(), BackendError> {
+        self.api
+            .call("ModifyVolume", || {
+                self.client
+                    .modify_volume()
+                    .volume_id(volume)
+                    .size(size_gib)
+                    .send()
+            })
+            .await
+            .map(drop)
+            .map_err(backend_error)
+    }
+
+    /// Availability zones of the region.
+    pub async fn zones(&self) -> Result<Vec<String>, BackendError> {
+        let out = self
+            .api
+            .call("DescribeAvailabilityZones", || {
+                self.client.describe_availability_zones().send()
+            })
+            .await
+            .map_err(backend_error)?;
+        Ok(out
+            .availability_zones()
+            .iter()
+            .filter_map(|z| z.zone_name().map(str::to_string))
+            .collect())
+    }
+
+    /// Creates a snapshot.
+    pub async fn create_snapshot(
+        &self,
+        volume: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<SnapshotInfo, BackendError> {
+        let out = self
+            .api
+            .call("CreateSnapshot", || {
+                self.client
+                    .create_snapshot()
+                    .volume_id(volume)
+                    .tag_specifications(tag_spec(ResourceType::Snapshot, tags))
+                    .send()
+            })
+            .await
+            .map_err(backend_error)?;
+        Ok(SnapshotInfo {
+            id: out.snapshot_id().unwrap_or_default().to_string(),
+            volume_id: volume.to_string(),
+            size_gib: out.volume_size().unwrap_or(0),
+            started_unix: out.start_time().map(|t| t.secs()).unwrap_or(0),
+            state: out
+                .state()
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_default(),
+            tags: tags.clone(),
+        })
+    }
+
+    /// Deletes a snapshot.
+    pub async fn delete_snapshot(&self, id: &str) -> Result<(), BackendError> {
+        self.api
+            .call("DeleteSnapshot", || {
+                self.client.delete_snapshot().snapshot_id(id).send()
+            })
+            .await
+            .map(drop)
+            .map_err(backend_error)
+    }
+
+    /// Snapshots matching the filters (name, value).
+    pub async fn snapshots(
+        &self,
+        filters: &[(&str, &str)],
+    ) -> Result<Vec<SnapshotInfo>, BackendError> {
+        let filters: Vec<Filter> = filters
+            .iter()
+            .map(|(n, v)| filter(n, [v.to_string()]))
+            .collect();
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .api
+                .call("DescribeSnapshots", || {
+                    self.client
+                        .describe_snapshots()
+                        .owner_ids("self")
+                        .set_filters(Some(filters.clone()))
+                        .max_results(1000)
+                        .set_next_token(token.clone())
+                        .send()
+                })
+                .await
+                .map_err(backend_error)?;
+            out.extend(page.snapshots().iter().filter_map(snapshot_info));
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+}
+
+async fn describe_volumes(
+    client: &Client,
+    api: &AwsApi,
+    filters: Vec<Filter>,
+) -> Result<Vec<VolumeInfo>, BackendError> {
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = api
+            .call("DescribeVolumes", || {
+                client
+                    .describe_volumes()
+                    .set_filters(Some(filters.clone()))
+                    .max_results(PAGE)
+                    .set_next_token(token.clone())
+                    .send()
+            })
+            .await
+            .map_err(backend_error)?;
+        out.extend(page.volumes().iter().filter_map(volume_info));
+        token = page
+            .next_token()
+            .filter(|t| !t.is_empty())
+            .map(str::to_string);
+        if token.is_none() {
+            return Ok(out);
+        }
+    }
+}
+
+async fn describe_instances(
+    client: &Client,
+    api: &AwsApi,
+    ids: Vec<String>,
+) -> Result<HashMap<String, InstanceInfo>, BackendError> {
+    let filters = vec![filter("instance-id", ids)];
+    let mut out = HashMap::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = api
+            .call("DescribeInstances", || {
+                client
+                    .describe_instances()
+                    .set_filters(Some(filters.clone()))
+                    .set_next_token(token.clone())
+                    .send()
+            })
+            .await
+            .map_err(backend_error)?;
+        for instance in page.reservations().iter().flat_map(|r| r.instances()) {
+            let Some(id) = instance.instance_id() else {
+                continue;
+            };
+            let terminated = instance
+                .state()
+                .and_then(|s| s.name())
+                .is_some_and(|n| n.as_str() == "terminated");
+            if terminated {
+                continue;
+            }
+            out.insert(
+                id.to_string(),
+                InstanceInfo {
+                    devices: instance
+                        .block_device_mappings()
+                        .iter()
+                        .filter_map(|m| m.device_name().map(str::to_string))
+                        .collect(),
+                },
+            );
+        }
+        token = page
+            .next_token()
+            .filter(|t| !t.is_empty())
+            .map(str::to_string);
+        if token.is_none() {
+            return Ok(out);
+        }
+    }
+}
+
+async fn describe_modifications(
+    client: &Client,
+    api: &AwsApi,
+    ids: Vec<String>,
+) -> Result<HashMap<String, ModificationInfo>, BackendError> {
+    let filters = vec![filter("volume-id", ids)];
+    let page = api
+        .call("DescribeVolumesModifications", || {
+            client
+                .describe_volumes_modifications()
+                .set_filters(Some(filters.clone()))
+                .send()
+        })
+        .await
+        .map_err(backend_error)?;
+    let mut out = HashMap::new();
+    // The newest modification of each volume wins (answers list them oldest first).
+    for m in page.volumes_modifications() {
+        if let Some(id) = m.volume_id() {
+            out.insert(
+                id.to_string(),
+                ModificationInfo {
+                    state: m
+                        .modification_state()
+                        .map(|s| s.as_str().to_string())
+                        .unwrap_or_default(),
+                    target_size_gib: m.target_size().unwrap_or(0),
+                },
+            );
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,344 @@
+//! StorageClass parameters of `ebs.csi.aws.com` as a pure function: parameters + PVC metadata +
+//! size → the EC2 volume to create (type, IOPS, throughput, encryption, tags), or a list of
+//! every problem. Keys are matched case-insensitively, as upstream does.
+
+use std::collections::BTreeMap;
+
+/// Volume types EBS offers.
+pub const VOLUME_TYPES: &[&str] = &["gp3", "gp2", "io1", "io2", "sc1", "st1", "standard"];
+/// The type used when none is given.
+pub const DEFAULT_TYPE: &str = "gp3";
+
+/// The EC2 volume a request becomes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VolumeSpec {
+    /// The EBS type.
+    pub volume_type: String,
+    /// Size in GiB.
+    pub size_gib: i32,
+    /// Provisioned IOPS.
+    pub iops: Option<i32>,
+    /// Provisioned throughput in MiB/s (gp3).
+    pub throughput: Option<i32>,
+    /// Encrypted at rest.
+    pub encrypted: bool,
+    /// The KMS key.
+    pub kms_key_id: Option<String>,
+    /// Tags from `tagSpecification_N`, after templating.
+    pub tags: BTreeMap<String, String>,
+}
+
+struct IopsLimits {
+    min: i32,
+    max: i32,
+    per_gib: i32,
+}
+
+fn iops_limits(volume_type: &str, block_express: bool) -> Option<IopsLimits> {
+    match volume_type {
+        "io1" => Some(IopsLimits {
+            min: 100,
+            max: 64_000,
+            per_gib: 50,
+        }),
+        "io2" if block_express => Some(IopsLimits {
+            min: 100,
+            max: 256_000,
+            per_gib: 1000,
+        }),
+        "io2" => Some(IopsLimits {
+            min: 100,
+            max: 64_000,
+            per_gib: 500,
+        }),
+        "gp3" => Some(IopsLimits {
+            min: 3000,
+            max: 16_000,
+            per_gib: 500,
+        }),
+        _ => None,
+    }
+}
+
+fn parse_bool(key: &str, value: &str, problems: &mut Vec<String>) -> bool {
+    match value.to_ascii_lowercase().as_str() {
+        "true" => true,
+        "false" => false,
+        _ => {
+            problems.push(format!("{key}: {value:?} is not true or false"));
+            false
+        }
+    }
+}
+
+fn parse_int(key: &str, value: &str, problems: &mut Vec<String>) -> Option<i32> {
+    match value.parse::<i32>() {
+        Ok(v) if v > 0 => Some(v),
+        _ => {
+            problems.push(format!("{key}: {value:?} is not a positive integer"));
+            None
+        }
+    }
+}
+
+/// Fills `{{ .PVCName }}`, `{{ .PVCNamespace }}`, `{{ .PVName }}` from the provisioner's
+/// metadata (`pvc/name`, `pvc/namespace`, `pv/name`).
+pub fn render_template(text: &str, metadata: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..]
+            .find("}}")
+            .ok_or_else(|| format!("unclosed template in {text:?}"))?;
+        let field = rest[start + 2..start + end].trim();
+        let key = match field {
+            ".PVCName" => "pvc/name",
+            ".PVCNamespace" => "pvc/namespace",
+            ".PVName" => "pv/name",
+            other => return Err(format!("unknown template field {other:?} in {text:?}")),
+        };
+        out.push_str(metadata.get(key).map(String::as_str).unwrap_or_default());
+        rest = &rest[start + end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The volume to create for `parameters` of `size_gib`, or every problem found.
+pub fn volume_spec(
+    parameters: &BTreeMap<String, String>,
+    metadata: &BTreeMap<String, String>,
+    size_gib: i32,
+) -> Result<VolumeSpec, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut spec = VolumeSpec {
+        volume_type: DEFAULT_TYPE.into(),
+        size_gib,
+        ..Default::default()
+    };
+    let mut iops_per_gb = None;
+    let mut auto_increase = false;
+    let mut block_express = false;
+    for (key, value) in parameters {
+        let lower = key.to_ascii_lowercase();
+        match lower.as_str() {
+            "type" => {
+                let t = value.to_ascii_lowercase();
+                if VOLUME_TYPES.contains(&t.as_str()) {
+                    spec.volume_type = t;
+                } else {
+                    problems.push(format!(
+                        "type: {value:?} is not one of {}",
+                        VOLUME_TYPES.join(", ")
+                    ));
+                }
+            }
+            "iopspergb" => iops_per_gb = parse_int(key, value, &mut problems),
+            "iops" => spec.iops = parse_int(key, value, &mut problems),
+            "throughput" => spec.throughput = parse_int(key, value, &mut problems),
+            "encrypted" => spec.encrypted = parse_bool(key, value, &mut problems),
+            "kmskeyid" => spec.kms_key_id = Some(value.clone()),
+            "blockexpress" => block_express = parse_bool(key, value, &mut problems),
+            "allowautoiopspergbincrease" => auto_increase = parse_bool(key, value, &mut problems),
+            // Node-side (formatting) parameters: accepted, used by the node plugin.
+            "blocksize" | "inodesize" | "bytesperinode" | "numberofinodes" | "ext4bigalloc"
+            | "ext4clustersize" => {}
+            _ if lower.starts_with("tagspecification_") => match value.split_once('=') {
+                Some((k, v)) if !k.trim().is_empty() => match (
+                    render_template(k.trim(), metadata),
+                    render_template(v.trim(), metadata),
+                ) {
+                    (Ok(k), Ok(v)) => {
+                        spec.tags.insert(k, v);
+                    }
+                    (Err(e), _) | (_, Err(e)) => problems.push(format!("{key}: {e}")),
+                },
+                _ => problems.push(format!("{key}: {value:?} is not key=value")),
+            },
+            _ => problems.push(format!("unknown parameter {key:?}")),
+        }
+    }
+    if spec.iops.is_some() && iops_per_gb.is_some() {
+        problems.push("iops and iopsPerGB are exclusive".into());
+    }
+    if spec.throughput.is_some() && spec.volume_type != "gp3" {
+        problems.push(format!(
+            "throughput applies to gp3 only, not {}",
+            spec.volume_type
+        ));
+    }
+    if spec.kms_key_id.is_some() && !spec.encrypted {
+        problems.push("kmsKeyId needs encrypted: \"true\"".into());
+    }
+    if block_express && spec.volume_type != "io2" {
+        problems.push("blockExpress applies to io2 only".into());
+    }
+    let limits = iops_limits(&spec.volume_type, block_express);
+    if let Some(per_gb) = iops_per_gb {
+        match &limits {
+            None => problems.push(format!("iopsPerGB does not apply to {}", spec.volume_type)),
+            Some(l) => {
+                let mut iops = per_gb.saturating_mul(size_gib).min(l.max);
+                if iops < l.min {
+                    if auto_increase {
+                        iops = l.min;
+                    } else {
+                        problems.push(format!(
+                            "iopsPerGB {per_gb} × {size_gib} GiB = {iops} IOPS, below the {} minimum of {} (set allowAutoIOPSPerGBIncrease)",
+                            spec.volume_type, l.min
+                        ));
+                    }
+                }
+                spec.iops = Some(iops);
+            }
+        }
+    }
+    if let (Some(iops), Some(l)) = (spec.iops, &limits) {
+        let by_size = l.per_gib.saturating_mul(size_gib);
+        // gp3 always allows its 3000 IOPS baseline, whatever the size.
+        let allowed = if spec.volume_type == "gp3" {
+            by_size.max(l.min)
+        } else {
+            by_size
+        };
+        if iops > l.max {
+            problems.push(format!(
+                "iops {iops} above the {} maximum {}",
+                spec.volume_type, l.max
+            ));
+        } else if iops > allowed {
+            problems.push(format!(
+                "iops {iops} above {} per GiB for {size_gib} GiB",
+                l.per_gib
+            ));
+        }
+    } else if spec.iops.is_some() && limits.is_none() {
+        problems.push(format!("iops does not apply to {}", spec.volume_type));
+    }
+    if matches!(spec.volume_type.as_str(), "io1" | "io2") && spec.iops.is_none() {
+        problems.push(format!("{} needs iops or iopsPerGB", spec.volume_type));
+    }
+    if problems.is_empty() {
+        Ok(spec)
+    } else {
+        Err(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_to_gp3() {
+        let spec = volume_spec(&BTreeMap::new(), &BTreeMap::new(), 10).unwrap();
+        assert_eq!(spec.volume_type, "gp3");
+        assert_eq!(spec.iops, None);
+        assert!(!spec.encrypted);
+    }
+
+    /// Parameters, size in GiB, and the IOPS expected (or an error fragment).
+    type ParamCase<'a> = (Vec<(&'a str, &'a str)>, i32, Result<Option<i32>, &'a str>);
+
+    #[test]
+    fn parameter_table() {
+        let md = params(&[("pvc/name", "data"), ("pvc/namespace", "apps")]);
+        let cases: Vec<ParamCase> = vec![
+            (
+                vec![("type", "io1"), ("iopsPerGB", "10")],
+                20,
+                Ok(Some(200)),
+            ),
+            (
+                vec![("type", "io1"), ("iopsPerGB", "10")],
+                5,
+                Err("below the io1 minimum"),
+            ),
+            (
+                vec![
+                    ("type", "io1"),
+                    ("iopsPerGB", "10"),
+                    ("allowAutoIOPSPerGBIncrease", "true"),
+                ],
+                5,
+                Ok(Some(100)),
+            ),
+            (
+                vec![("type", "io2"), ("iopsPerGB", "1000")],
+                1000,
+                Ok(Some(64_000)),
+            ),
+            (
+                vec![
+                    ("type", "io2"),
+                    ("iopsPerGB", "1000"),
+                    ("blockExpress", "true"),
+                ],
+                1000,
+                Ok(Some(256_000)),
+            ),
+            (
+                vec![("type", "gp3"), ("iops", "4000"), ("throughput", "250")],
+                10,
+                Ok(Some(4000)),
+            ),
+            (
+                vec![("type", "gp2"), ("throughput", "250")],
+                10,
+                Err("gp3 only"),
+            ),
+            (vec![("type", "nvme")], 10, Err("is not one of")),
+            (vec![("Type", "IO1")], 10, Err("needs iops")),
+            (vec![("encrypted", "yes")], 10, Err("not true or false")),
+            (vec![("kmsKeyId", "arn:k")], 10, Err("needs encrypted")),
+            (vec![("color", "blue")], 10, Err("unknown parameter")),
+            (
+                vec![("type", "sc1"), ("iops", "100")],
+                10,
+                Err("does not apply"),
+            ),
+        ];
+        for (i, (p, size, want)) in cases.into_iter().enumerate() {
+            let got = volume_spec(&params(&p), &md, size);
+            match (got, want) {
+                (Ok(spec), Ok(iops)) => assert_eq!(spec.iops, iops, "case {i}"),
+                (Err(problems), Err(text)) => assert!(
+                    problems.iter().any(|p| p.contains(text)),
+                    "case {i}: {problems:?} lacks {text:?}"
+                ),
+                (got, want) => panic!("case {i}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn tag_specifications_are_templated() {
+        let md = params(&[
+            ("pvc/name", "data"),
+            ("pvc/namespace", "apps"),
+            ("pv/name", "pv-1"),
+        ]);
+        let p = params(&[
+            (
+                "tagSpecification_1",
+                "owner={{ .PVCNamespace }}/{{ .PVCName }}",
+            ),
+            ("tagSpecification_2", "pv = {{.PVName}}"),
+        ]);
+        let spec = volume_spec(&p, &md, 1).unwrap();
+        assert_eq!(spec.tags["owner"], "apps/data");
+        assert_eq!(spec.tags["pv"], "pv-1");
+        let bad = params(&[("tagSpecification_1", "x={{ .Secret }}")]);
+        assert!(volume_spec(&bad, &md, 1).is_err());
+        let bad = params(&[("tagSpecification_1", "novalue")]);
+        assert!(volume_spec(&bad, &md, 1).is_err());
+    }
+}
