@@ -20,6 +20,7 @@ pub mod aws_env;
 pub mod cli;
 mod cli_openstack;
 pub mod cluster;
+pub mod dvp;
 pub mod env;
 pub mod faults;
 pub mod install;
@@ -36,6 +37,7 @@ mod util;
 
 pub use aws_env::AwsEnv;
 pub use cluster::{Identity, KubeCluster};
+pub use dvp::DvpEnv;
 pub use env::TestEnv;
 pub use install::{ensure_installed, Paths};
 pub use openstack_env::{OpenStackCredentials, OpenStackEnv, OpenStackOptions};

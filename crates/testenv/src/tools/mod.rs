@@ -14,6 +14,7 @@ pub mod kube_controller_manager;
 pub mod kubernetes;
 pub mod moto;
 pub mod opentofu;
+pub mod swhc_crd;
 pub mod virtualization_crds;
 
 use std::fs::{self, File, OpenOptions};

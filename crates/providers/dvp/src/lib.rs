@@ -1,0 +1,1 @@
+//! Stratus DVP provider (work in progress).

@@ -1,0 +1,136 @@
+//! The DVP test environment: a tenant cluster and a parent "virtualization" cluster (two real
+//! kube-apiservers), the parent carrying the `virtualization.deckhouse.io` CRDs generated from the
+//! platform's Go module and the ServiceWithHealthchecks CRD, a tenant namespace with a
+//! namespace-bound ServiceAccount (the tenant's kubeconfig, as Deckhouse hands it to the DVP
+//! components), and the platform simulator playing the virtualization controllers.
+
+pub mod deny;
+pub mod plan;
+pub mod sim;
+pub mod tenant;
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use base64::Engine as _;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::tools::{swhc_crd, virtualization_crds};
+use crate::{Identity, KubeCluster};
+
+pub use sim::{Knobs, PlatformSim};
+
+/// The tenant project's namespace in the parent.
+pub const TENANT_NAMESPACE: &str = "tenant-project";
+/// The tenant's ServiceAccount in that namespace.
+pub const TENANT_ACCOUNT: &str = "tenant-cluster";
+/// How long an applied CRD may take to become established.
+const ESTABLISH_DEADLINE: Duration = Duration::from_secs(30);
+
+/// A running DVP environment. Dropping it stops the simulator and both clusters.
+pub struct DvpEnv {
+    /// The simulator (dropped first: it watches the parent).
+    sim: PlatformSim,
+    /// The tenant cluster (where the CCM's Nodes and Services live).
+    pub tenant: KubeCluster,
+    /// The parent (virtualization) cluster.
+    pub parent: KubeCluster,
+    tenant_kubeconfig: String,
+}
+
+impl DvpEnv {
+    /// Generates the virtualization CRDs if needed, starts both clusters, installs the CRDs in
+    /// the parent, creates the tenant identity and starts the simulator.
+    pub async fn start() -> Result<DvpEnv> {
+        let crds = tokio::task::spawn_blocking(virtualization_crds::ensure_virtualization_crds)
+            .await
+            .context("CRD generation task panicked")??;
+        let (tenant, parent) = tokio::try_join!(KubeCluster::start(), KubeCluster::start())?;
+        let admin = parent.kube_client(Identity::Admin).await?;
+        virtualization_crds::install_virtualization_crds(&admin, &crds).await?;
+        swhc_crd::install(&admin).await?;
+        wait_established(&admin, swhc_crd::NAME).await?;
+        let token = tenant::create_tenant(&admin, TENANT_NAMESPACE, TENANT_ACCOUNT).await?;
+        let tenant_kubeconfig =
+            tenant::kubeconfig_yaml(parent.apiserver_url(), &token, TENANT_NAMESPACE);
+        let sim = PlatformSim::start(admin, TENANT_NAMESPACE);
+        Ok(DvpEnv {
+            sim,
+            tenant,
+            parent,
+            tenant_kubeconfig,
+        })
+    }
+
+    /// The tenant project's namespace in the parent.
+    pub fn namespace(&self) -> &str {
+        TENANT_NAMESPACE
+    }
+
+    /// The simulator, to turn its knobs.
+    pub fn sim(&self) -> &PlatformSim {
+        &self.sim
+    }
+
+    /// The tenant's kubeconfig for the parent (ServiceAccount token, namespace-bound Role).
+    pub fn parent_kubeconfig_yaml(&self) -> &str {
+        &self.tenant_kubeconfig
+    }
+
+    /// The same, base64-encoded: the value of `DVP_KUBERNETES_CONFIG_BASE64`.
+    pub fn parent_kubeconfig_base64(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.tenant_kubeconfig)
+    }
+
+    /// The environment Deckhouse gives the DVP components: `DVP_KUBERNETES_CONFIG_BASE64` and
+    /// `DVP_NAMESPACE`.
+    pub fn env_vars(&self) -> Vec<(String, String)> {
+        vec![
+            (
+                "DVP_KUBERNETES_CONFIG_BASE64".into(),
+                self.parent_kubeconfig_base64(),
+            ),
+            ("DVP_NAMESPACE".into(), TENANT_NAMESPACE.into()),
+        ]
+    }
+
+    /// A client of the parent acting as the tenant.
+    pub async fn parent_tenant_client(&self) -> Result<kube::Client> {
+        let kubeconfig = Kubeconfig::from_yaml(&self.tenant_kubeconfig)?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// A client of the parent acting as its administrator (the platform).
+    pub async fn parent_admin(&self) -> Result<kube::Client> {
+        self.parent.kube_client(Identity::Admin).await
+    }
+}
+
+/// Waits until the CRD `name` is established, with a deadline.
+pub(crate) async fn wait_established(client: &kube::Client, name: &str) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let deadline = tokio::time::Instant::now() + ESTABLISH_DEADLINE;
+    loop {
+        let crd = api.get(name).await?;
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "CRD {name} not established within {} s",
+                ESTABLISH_DEADLINE.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
