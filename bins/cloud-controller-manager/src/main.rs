@@ -4,5 +4,6 @@ fn main() -> std::process::ExitCode {
     stratus_ccm::main(&[
         &stratus_aws::AwsProvider,
         &stratus_openstack::OpenStackProvider,
+        &stratus_dvp::DvpProvider,
     ])
 }

@@ -1,0 +1,170 @@
+//! The shared view of the tenant's VirtualMachines: one watch of the parent namespace feeding a
+//! reflector store; every instance question is answered from it. Only an answer of "no such VM"
+//! is confirmed with the parent directly (a cache that missed an event must not delete a Node),
+//! and a parent that cannot be reached makes that answer an error, never "gone".
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::{Api, ListParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use stratus_cloud::CloudError;
+use stratus_dvp_api::labels::HOSTNAME;
+use stratus_dvp_api::VirtualMachine;
+use tokio::sync::watch;
+
+use crate::metrics::{DvpMetrics, EventLabels};
+
+/// The watch cache of the namespace's VMs.
+pub struct VmView {
+    api: Api<VirtualMachine>,
+    namespace: String,
+    store: Store<VirtualMachine>,
+    synced: watch::Receiver<bool>,
+    metrics: DvpMetrics,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for VmView {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl VmView {
+    /// Starts the watch (it lists first, then follows changes, re-listing after errors with
+    /// backoff).
+    pub fn start(client: kube::Client, namespace: &str, metrics: DvpMetrics) -> Arc<VmView> {
+        let api = Api::<VirtualMachine>::namespaced(client, namespace);
+        let (store, writer) = reflector::store();
+        let (synced_tx, synced) = watch::channel(false);
+        let stream = reflector::reflector(
+            writer,
+            watcher::watcher(api.clone(), watcher::Config::default()).default_backoff(),
+        );
+        let events = metrics.clone();
+        let counted = store.clone();
+        let task = tokio::spawn(async move {
+            stream
+                .for_each(|event| {
+                    let kind = match &event {
+                        Ok(Event::Apply(_)) => "apply",
+                        Ok(Event::Delete(_)) => "delete",
+                        Ok(Event::InitDone) => {
+                            let _ = synced_tx.send(true);
+                            "relist"
+                        }
+                        Ok(Event::Init | Event::InitApply(_)) => return futures::future::ready(()),
+                        Err(error) => {
+                            tracing::warn!(%error, "DVP VirtualMachine watch failed; retrying");
+                            "error"
+                        }
+                    };
+                    events
+                        .watch_events
+                        .get_or_create(&EventLabels { kind })
+                        .inc();
+                    events.cached_vms.set(counted.state().len() as i64);
+                    futures::future::ready(())
+                })
+                .await;
+        });
+        Arc::new(VmView {
+            api,
+            namespace: namespace.to_string(),
+            store,
+            synced,
+            metrics,
+            task,
+        })
+    }
+
+    /// Completes once the first listing is in the cache.
+    pub async fn wait_until_synced(&self) {
+        let mut synced = self.synced.clone();
+        let _ = synced.wait_for(|s| *s).await;
+    }
+
+    /// The cached VM called `name`.
+    pub fn cached(&self, name: &str) -> Option<Arc<VirtualMachine>> {
+        self.store
+            .get(&ObjectRef::new(name).within(&self.namespace))
+    }
+
+    /// The cached VMs labelled with `hostname` (a node name).
+    pub fn cached_by_hostname(&self, hostname: &str) -> Vec<Arc<VirtualMachine>> {
+        self.store
+            .state()
+            .into_iter()
+            .filter(|vm| vm.label(HOSTNAME) == Some(hostname))
+            .collect()
+    }
+
+    /// The VM called `name`, asking the parent when the cache has none: `Ok(None)` only when the
+    /// parent says it does not exist.
+    pub async fn vm(&self, name: &str) -> Result<Option<Arc<VirtualMachine>>, CloudError> {
+        if let Some(vm) = self.cached(name) {
+            return Ok(Some(vm));
+        }
+        match self.api.get_opt(name).await {
+            Ok(found) => {
+                let outcome = if found.is_some() { "ok" } else { "not_found" };
+                self.metrics.request("get_vm", outcome);
+                Ok(found.map(Arc::new))
+            }
+            Err(e) => {
+                self.metrics.request("get_vm", "error");
+                Err(unavailable("get VirtualMachine", &e))
+            }
+        }
+    }
+
+    /// The VMs labelled with `hostname`, asking the parent when the cache has none.
+    pub async fn vms_by_hostname(
+        &self,
+        hostname: &str,
+    ) -> Result<Vec<Arc<VirtualMachine>>, CloudError> {
+        let cached = self.cached_by_hostname(hostname);
+        if !cached.is_empty() {
+            return Ok(cached);
+        }
+        let params = ListParams::default().labels(&format!("{HOSTNAME}={hostname}"));
+        match self.api.list(&params).await {
+            Ok(list) => {
+                let outcome = if list.items.is_empty() {
+                    "not_found"
+                } else {
+                    "ok"
+                };
+                self.metrics.request("list_vms_by_hostname", outcome);
+                Ok(list.items.into_iter().map(Arc::new).collect())
+            }
+            Err(e) => {
+                self.metrics.request("list_vms_by_hostname", "error");
+                Err(unavailable("list VirtualMachines", &e))
+            }
+        }
+    }
+}
+
+/// A parent-cluster failure as a cloud error (never "not found").
+pub fn unavailable(operation: &str, error: &kube::Error) -> CloudError {
+    match error {
+        kube::Error::Api(status) if status.code == 401 || status.code == 403 => {
+            CloudError::Unauthorized {
+                operation: operation.into(),
+                message: status.message.clone(),
+            }
+        }
+        kube::Error::Api(status) if status.code == 429 => CloudError::Throttled {
+            operation: operation.into(),
+            message: status.message.clone(),
+        },
+        other => CloudError::Unavailable {
+            operation: operation.into(),
+            message: other.to_string(),
+        },
+    }
+}
