@@ -14,6 +14,7 @@ use stratus_cloud::{
 
 use crate::config::DvpConfig;
 use crate::instances::DvpInstances;
+use crate::lb::DvpLoadBalancers;
 use crate::metrics::DvpMetrics;
 use crate::provider_id::SCHEME;
 use crate::view::VmView;
@@ -68,10 +69,13 @@ impl ConfiguredProvider for ConfiguredDvp {
         .map_err(|e| ProviderError::Start(format!("DVP parent kubeconfig: {e}")))?;
         let client = kube::Client::try_from(client_config)
             .map_err(|e| ProviderError::Start(format!("DVP parent client: {e}")))?;
-        let view = VmView::start(client, &self.config.namespace, metrics);
+        let view = VmView::start(client.clone(), &self.config.namespace, metrics.clone());
+        let load_balancers =
+            DvpLoadBalancers::start(client, &self.config.namespace, view.clone(), metrics);
         tracing::info!(server = %self.config.server, namespace = %self.config.namespace, "DVP provider started");
         Ok(Arc::new(DvpCloud {
             instances: Arc::new(DvpInstances::new(view.clone())),
+            load_balancers,
             view,
             describe: format!(
                 "DVP namespace {} at {}",
@@ -84,6 +88,7 @@ impl ConfiguredProvider for ConfiguredDvp {
 /// The DVP provider, started.
 pub struct DvpCloud {
     instances: Arc<DvpInstances>,
+    load_balancers: Arc<DvpLoadBalancers>,
     view: Arc<VmView>,
     describe: String,
 }
@@ -91,6 +96,10 @@ pub struct DvpCloud {
 impl Cloud for DvpCloud {
     fn instances(&self) -> Capability<dyn InstancesV2> {
         Ok(self.instances.clone())
+    }
+
+    fn load_balancer(&self) -> Capability<dyn stratus_cloud::LoadBalancer> {
+        Ok(self.load_balancers.clone())
     }
 
     fn readiness_gates(&self) -> Vec<ReadinessGate> {

@@ -5,11 +5,14 @@
 //!
 //! Watches the parent namespace's VirtualMachines once (a shared reflector cache) and answers
 //! every instance question from it; asks the parent directly only to confirm that a VM is gone.
-//! Writes nothing to either cluster (load balancers are not implemented yet).
+//! Load balancers: a parent LoadBalancer Service per tenant Service, selecting the target
+//! nodes' VMs by a per-LB label; a watch of those parent Services re-syncs the tenant Service the
+//! moment its address appears. Writes to the parent: Services and VM labels only.
 
 pub mod cloud;
 pub mod config;
 pub mod instances;
+pub mod lb;
 pub mod metrics;
 pub mod provider_id;
 pub mod view;

@@ -102,6 +102,16 @@ impl VmView {
             .collect()
     }
 
+    /// Names of the cached VMs carrying the label `key` (any value).
+    pub fn labelled(&self, key: &str) -> std::collections::BTreeSet<String> {
+        self.store
+            .state()
+            .into_iter()
+            .filter(|vm| vm.label(key).is_some())
+            .map(|vm| vm.name().to_string())
+            .collect()
+    }
+
     /// The VM called `name`, asking the parent when the cache has none: `Ok(None)` only when the
     /// parent says it does not exist.
     pub async fn vm(&self, name: &str) -> Result<Option<Arc<VirtualMachine>>, CloudError> {

@@ -1,0 +1,211 @@
+//! The service controller with `--cloud-provider=dvp`: a tenant LoadBalancer Service becomes a
+//! LoadBalancer Service in the parent namespace (Deckhouse's name rule, ports to the tenant
+//! NodePorts, settings copied) selecting the target nodes' VMs by a per-LB label; the tenant
+//! ingress is written within a second of the parent Service getting one (a watch, not a poll);
+//! target changes move the labels; deleting the Service leaves no parent object and no label.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Api, ListParams};
+use kube::Client;
+use stratus_dvp_api::VirtualMachine;
+use stratus_scenarios::ccm::CcmProcess;
+use stratus_scenarios::dvp_fixture::DvpFixture;
+use stratus_scenarios::kube_fixture::{self, get_node, has_taint, UNINITIALIZED};
+use stratus_scenarios::{service_fixture, wait_for};
+use stratus_testenv::{DvpEnv, Identity};
+
+const WAIT: Duration = Duration::from_secs(60);
+/// How long the parent's load-balancer implementation takes to assign an address.
+const PARENT_LB_DELAY: Duration = Duration::from_secs(3);
+
+fn ccm_binary() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_BIN_EXE_cloud-controller-manager"))
+}
+
+fn labelled_with(vms: &[VirtualMachine], key: &str) -> Vec<String> {
+    let mut names: Vec<String> = vms
+        .iter()
+        .filter(|vm| vm.label(key) == Some("loadbalancer"))
+        .map(|vm| vm.name().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+fn tenant_ingress(svc: &Service) -> Option<String> {
+    svc.status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .clone()
+}
+
+async fn node_ready(admin: &Client, name: &str, ccm: &CcmProcess) {
+    wait_for(&format!("{name} initialised"), WAIT, || async {
+        Ok(get_node(admin, name)
+            .await?
+            .filter(|n| !has_taint(n, UNINITIALIZED)))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+    service_fixture::set_ready(admin, name, true).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dvp_load_balancer_follows_its_service() {
+    let env = DvpEnv::start().await.expect("DVP environment");
+    env.sim().set_knobs(|k| k.lb_delay = PARENT_LB_DELAY);
+    let admin = env.tenant.kube_client(Identity::Admin).await.unwrap();
+    kube_fixture::apply_rbac_manifest(&admin, &kube_fixture::repo_root().join("deploy/rbac.yaml"))
+        .await
+        .expect("apply RBAC");
+    let parent = env.parent_admin().await.unwrap();
+    let fixture = DvpFixture::new(parent.clone(), env.namespace(), "lb");
+    for n in ["a", "b"] {
+        fixture
+            .create_vm(&format!("vm-{n}"), &format!("node-{n}"))
+            .await
+            .unwrap();
+    }
+    for n in ["a", "b"] {
+        fixture.running_ip(&format!("vm-{n}")).await.unwrap();
+        kube_fixture::create_uninitialized_node(&admin, &format!("node-{n}"), &[], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    let args: Vec<String> = [
+        "--cloud-provider=dvp",
+        "--controllers=cloud-node,cloud-node-lifecycle,service",
+        "--node-monitor-period=500ms",
+        "--leader-elect-lease-duration=2s",
+        "--leader-elect-renew-deadline=1500ms",
+        "--leader-elect-retry-period=500ms",
+        "--v=4",
+    ]
+    .map(String::from)
+    .to_vec();
+    let ccm =
+        CcmProcess::start_on(&ccm_binary(), &env.tenant, env.env_vars(), &args).expect("start ccm");
+    node_ready(&admin, "node-a", &ccm).await;
+    node_ready(&admin, "node-b", &ccm).await;
+
+    let annotations = BTreeMap::from([("example.com/team".to_string(), "web".to_string())]);
+    let svc =
+        service_fixture::create_lb_service(&admin, "default", "front", &[80, 443], annotations)
+            .await
+            .unwrap();
+    let uid = svc.metadata.uid.clone().unwrap();
+    let lb_name: String = std::iter::once('a')
+        .chain(uid.chars().filter(char::is_ascii_alphanumeric))
+        .take(32)
+        .collect();
+    let label_key = format!("dvp.deckhouse.io/{lb_name}");
+    let parent_services = Api::<Service>::namespaced(parent.clone(), env.namespace());
+    let tenant_services = Api::<Service>::namespaced(admin.clone(), "default");
+    let vms = Api::<VirtualMachine>::namespaced(parent.clone(), env.namespace());
+
+    // The parent Service: Deckhouse's name, ports to the tenant NodePorts, settings copied.
+    let parent_svc = wait_for("the parent Service", WAIT, || async {
+        Ok(parent_services.get_opt(&lb_name).await?)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+    let tenant_svc = tenant_services.get("front").await.unwrap();
+    let node_ports: Vec<(i32, i32)> = tenant_svc
+        .spec
+        .unwrap()
+        .ports
+        .unwrap()
+        .iter()
+        .map(|p| (p.port, p.node_port.unwrap()))
+        .collect();
+    let spec = parent_svc.spec.clone().unwrap();
+    let forwarded: Vec<(i32, i32)> = spec
+        .ports
+        .unwrap()
+        .iter()
+        .map(|p| match p.target_port {
+            Some(IntOrString::Int(t)) => (p.port, t),
+            ref other => panic!("targetPort {other:?}"),
+        })
+        .collect();
+    assert_eq!(forwarded, node_ports);
+    assert_eq!(
+        spec.selector.unwrap(),
+        BTreeMap::from([(label_key.clone(), "loadbalancer".to_string())])
+    );
+    assert_eq!(
+        parent_svc.metadata.annotations.unwrap()["example.com/team"],
+        "web"
+    );
+    wait_for("both VMs labelled", WAIT, || async {
+        let all = vms.list(&ListParams::default()).await?.items;
+        Ok((labelled_with(&all, &label_key) == ["vm-a", "vm-b"]).then_some(()))
+    })
+    .await
+    .unwrap();
+
+    // The tenant ingress follows the parent's within a second (the parent takes seconds).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut parent_seen = None;
+    let lag = loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no ingress\n{}",
+            ccm.log()
+        );
+        let now = tokio::time::Instant::now();
+        if parent_seen.is_none()
+            && tenant_ingress(&parent_services.get(&lb_name).await.unwrap()).is_some()
+        {
+            parent_seen = Some(now);
+        }
+        if let Some(ip) = tenant_ingress(&tenant_services.get("front").await.unwrap()) {
+            let parent_ip = tenant_ingress(&parent_services.get(&lb_name).await.unwrap());
+            assert_eq!(Some(ip), parent_ip);
+            break now - parent_seen.unwrap_or(now);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        lag < Duration::from_secs(1),
+        "tenant ingress {lag:?} after the parent's\n--- ccm log ---\n{}",
+        ccm.log()
+    );
+
+    // A node leaves the targets: its VM loses the label.
+    service_fixture::set_label(
+        &admin,
+        "node-b",
+        "node.kubernetes.io/exclude-from-external-load-balancers",
+        Some(""),
+    )
+    .await
+    .unwrap();
+    wait_for("vm-b unlabelled", WAIT, || async {
+        let all = vms.list(&ListParams::default()).await?.items;
+        Ok((labelled_with(&all, &label_key) == ["vm-a"]).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+
+    // Deleting the Service leaves nothing in the parent.
+    service_fixture::delete_service(&admin, "default", "front")
+        .await
+        .unwrap();
+    wait_for("no parent Service and no label", WAIT, || async {
+        let gone = parent_services.get_opt(&lb_name).await?.is_none();
+        let all = vms.list(&ListParams::default()).await?.items;
+        Ok((gone && labelled_with(&all, &label_key).is_empty()).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+}

@@ -1,0 +1,241 @@
+//! Load balancers for DVP: each tenant LoadBalancer Service becomes a LoadBalancer Service in the
+//! parent namespace (see [`spec`]) selecting the VMs of the target nodes by a per-LB label the
+//! provider puts on them. The parent's own load-balancer implementation gives that Service an
+//! address; a watch of the managed parent Services asks the service controller to sync the
+//! tenant Service the moment it does (no polling, no worker waiting).
+
+pub mod spec;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use serde_json::json;
+use stratus_cloud::{
+    CloudError, Ingress, LoadBalancer, LoadBalancerRequest, ResyncRequests, ServiceRef, TargetNode,
+};
+use stratus_dvp_api::labels::{lb_selector_key, LB_LABEL_VALUE};
+use stratus_dvp_api::VirtualMachine;
+
+use crate::metrics::DvpMetrics;
+use crate::provider_id::vm_name;
+use crate::view::{unavailable, VmView};
+use spec::{parent_name, parent_service, plan_labels, tenant_service, MANAGED_LABEL};
+
+/// Field manager of the provider's server-side applies in the parent.
+const FIELD_MANAGER: &str = "stratus-dvp-ccm";
+/// When the service controller looks again at a Service whose parent Service has no address
+/// yet, should no watch event come first (the watch normally asks much sooner).
+const INGRESS_RETRY: Duration = Duration::from_secs(30);
+
+/// The DVP load-balancer capability.
+pub struct DvpLoadBalancers {
+    services: Api<Service>,
+    vms: Api<VirtualMachine>,
+    view: Arc<VmView>,
+    metrics: DvpMetrics,
+    resync: ResyncRequests,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for DvpLoadBalancers {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn ingress_of(svc: &Service) -> Vec<Ingress> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .map(|list| {
+            list.iter()
+                .map(|i| Ingress {
+                    ip: i.ip.clone(),
+                    hostname: i.hostname.clone(),
+                })
+                .filter(|i| i.ip.is_some() || i.hostname.is_some())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl DvpLoadBalancers {
+    /// Starts the watch of the managed parent Services in `namespace`.
+    pub fn start(
+        client: kube::Client,
+        namespace: &str,
+        view: Arc<VmView>,
+        metrics: DvpMetrics,
+    ) -> Arc<DvpLoadBalancers> {
+        let services = Api::<Service>::namespaced(client.clone(), namespace);
+        let resync = ResyncRequests::default();
+        let task = tokio::spawn(watch_ingress(services.clone(), resync.clone()));
+        Arc::new(DvpLoadBalancers {
+            services,
+            vms: Api::namespaced(client, namespace),
+            view,
+            metrics,
+            resync,
+            task,
+        })
+    }
+
+    /// The VM names behind `nodes` (by providerID, else by the hostname label).
+    fn target_vms(&self, nodes: &[TargetNode]) -> BTreeSet<String> {
+        nodes
+            .iter()
+            .filter_map(|node| match vm_name(&node.provider_id) {
+                Some(vm) => Some(vm.to_string()),
+                None => self
+                    .view
+                    .cached_by_hostname(&node.name)
+                    .first()
+                    .map(|vm| vm.name().to_string()),
+            })
+            .collect()
+    }
+
+    /// Labels the VMs of `nodes` for `lb`, unlabels the rest; returns whether anything changed.
+    async fn sync_labels(&self, lb: &str, nodes: &[TargetNode]) -> Result<bool, CloudError> {
+        let key = lb_selector_key(lb);
+        let labelled = self.view.labelled(&key);
+        let plan = plan_labels(&labelled, &self.target_vms(nodes));
+        for vm in &plan.add {
+            self.label(vm, &key, Some(LB_LABEL_VALUE)).await?;
+        }
+        for vm in &plan.remove {
+            self.label(vm, &key, None).await?;
+        }
+        Ok(!plan.is_empty())
+    }
+
+    async fn label(&self, vm: &str, key: &str, value: Option<&str>) -> Result<(), CloudError> {
+        let patch = json!({"metadata": {"labels": {key: value}}});
+        match self
+            .vms
+            .patch(vm, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                self.metrics.request("label_vm", "ok");
+                Ok(())
+            }
+            // A VM deleted meanwhile needs no label change.
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                self.metrics.request("label_vm", "not_found");
+                Ok(())
+            }
+            Err(e) => {
+                self.metrics.request("label_vm", "error");
+                Err(unavailable("label VirtualMachine", &e))
+            }
+        }
+    }
+}
+
+/// Follows the managed parent Services; asks for a re-sync of the tenant Service whenever a
+/// parent Service's ingress changes.
+async fn watch_ingress(services: Api<Service>, resync: ResyncRequests) {
+    let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
+    let seen: Mutex<HashMap<String, Vec<Ingress>>> = Mutex::new(HashMap::new());
+    watcher::watcher(services, config)
+        .default_backoff()
+        .for_each(|event| {
+            let applied = match event {
+                Ok(Event::Apply(svc) | Event::InitApply(svc)) => Some(svc),
+                Ok(_) => None,
+                Err(error) => {
+                    tracing::warn!(%error, "DVP parent Service watch failed; retrying");
+                    None
+                }
+            };
+            if let Some(svc) = applied {
+                let name = svc.metadata.name.clone().unwrap_or_default();
+                let ingress = ingress_of(&svc);
+                let changed = seen.lock().expect("seen lock").insert(name, ingress.clone())
+                    != Some(ingress.clone());
+                if changed && !ingress.is_empty() {
+                    if let Some(key) = tenant_service(&svc) {
+                        tracing::debug!(service = %format!("{}/{}", key.namespace, key.name), "parent load balancer address changed; re-syncing");
+                        resync.request(key);
+                    }
+                }
+            }
+            futures::future::ready(())
+        })
+        .await;
+}
+
+#[async_trait]
+impl LoadBalancer for DvpLoadBalancers {
+    async fn ensure(&self, request: &LoadBalancerRequest) -> Result<Vec<Ingress>, CloudError> {
+        let desired = parent_service(request, self.services.namespace().unwrap_or_default());
+        let name = parent_name(&request.service);
+        let applied = self
+            .services
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&desired),
+            )
+            .await
+            .map_err(|e| {
+                self.metrics.request("apply_service", "error");
+                unavailable("apply parent Service", &e)
+            })?;
+        self.metrics.request("apply_service", "ok");
+        self.sync_labels(&name, &request.nodes).await?;
+        let ingress = ingress_of(&applied);
+        if ingress.is_empty() {
+            return Err(CloudError::Pending {
+                what: format!("the address of parent Service {name}"),
+                retry_after: INGRESS_RETRY,
+            });
+        }
+        Ok(ingress)
+    }
+
+    async fn update_targets(&self, request: &LoadBalancerRequest) -> Result<bool, CloudError> {
+        self.sync_labels(&parent_name(&request.service), &request.nodes)
+            .await
+    }
+
+    async fn ensure_deleted(&self, _: &str, service: &ServiceRef) -> Result<(), CloudError> {
+        let name = parent_name(service);
+        match self.services.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => self.metrics.request("delete_service", "ok"),
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                self.metrics.request("delete_service", "not_found")
+            }
+            Err(e) => {
+                self.metrics.request("delete_service", "error");
+                return Err(unavailable("delete parent Service", &e));
+            }
+        }
+        // Deleting is rare: ask the parent (not the cache) which VMs still carry the label.
+        let key = lb_selector_key(&name);
+        let labelled = self
+            .vms
+            .list(&ListParams::default().labels(&key))
+            .await
+            .map_err(|e| unavailable("list labelled VirtualMachines", &e))?;
+        self.metrics.request("list_labelled_vms", "ok");
+        for vm in labelled.items {
+            self.label(vm.name(), &key, None).await?;
+        }
+        Ok(())
+    }
+
+    fn resync_requests(&self) -> Option<BoxStream<'static, stratus_cloud::ServiceKey>> {
+        Some(self.resync.subscribe())
+    }
+}
