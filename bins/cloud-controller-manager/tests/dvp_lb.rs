@@ -14,6 +14,7 @@ use kube::Client;
 use stratus_dvp_api::VirtualMachine;
 use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::dvp_fixture::DvpFixture;
+use stratus_scenarios::dvp_rbac::parent_role_rules;
 use stratus_scenarios::kube_fixture::{self, get_node, has_taint, UNINITIALIZED};
 use stratus_scenarios::{service_fixture, wait_for};
 use stratus_testenv::{DvpEnv, Identity};
@@ -92,8 +93,15 @@ async fn dvp_load_balancer_follows_its_service() {
     ]
     .map(String::from)
     .to_vec();
-    let ccm =
-        CcmProcess::start_on(&ccm_binary(), &env.tenant, env.env_vars(), &args).expect("start ccm");
+    // The CCM runs under the shipped least-privilege parent Role.
+    let vars = env
+        .bound_account_env(
+            "stratus-dvp-cloud-controller-manager",
+            parent_role_rules().unwrap(),
+        )
+        .await
+        .expect("the shipped parent Role");
+    let ccm = CcmProcess::start_on(&ccm_binary(), &env.tenant, vars, &args).expect("start ccm");
     node_ready(&admin, "node-a", &ccm).await;
     node_ready(&admin, "node-b", &ccm).await;
 

@@ -1,8 +1,8 @@
 //! The node and node-lifecycle controllers with `--cloud-provider=dvp`: a real tenant
 //! kube-apiserver, a real parent kube-apiserver with the generated virtualization CRDs and the
 //! platform simulator, the CCM binary as a process under the shipped RBAC in the tenant and the
-//! tenant's namespace-bound ServiceAccount in the parent (the kubeconfig passed base64 in
-//! `DVP_KUBERNETES_CONFIG_BASE64`, as Deckhouse does).
+//! shipped least-privilege parent Role (`deploy/dvp/parent-rbac.yaml`) in the parent, its
+//! kubeconfig passed base64 in `DVP_KUBERNETES_CONFIG_BASE64` as Deckhouse does.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,6 +13,7 @@ use stratus_dvp_api::VirtualMachine;
 use stratus_scenarios::behaviour;
 use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::dvp_fixture::DvpFixture;
+use stratus_scenarios::dvp_rbac::parent_role_rules;
 use stratus_scenarios::kube_fixture::{self, addresses, get_node, has_taint, UNINITIALIZED};
 use stratus_scenarios::{service_fixture, wait_for};
 use stratus_testenv::{DvpEnv, Identity};
@@ -23,16 +24,23 @@ fn ccm_binary() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_BIN_EXE_cloud-controller-manager"))
 }
 
-async fn setup() -> (DvpEnv, Client) {
+/// The parent identity the CCM runs as: a ServiceAccount bound to the shipped parent Role.
+const PARENT_ACCOUNT: &str = "stratus-dvp-cloud-controller-manager";
+
+async fn setup() -> (DvpEnv, Client, Vec<(String, String)>) {
     let env = DvpEnv::start().await.expect("DVP environment");
+    let vars = env
+        .bound_account_env(PARENT_ACCOUNT, parent_role_rules().unwrap())
+        .await
+        .expect("the shipped parent Role");
     let admin = env.tenant.kube_client(Identity::Admin).await.unwrap();
     kube_fixture::apply_rbac_manifest(&admin, &kube_fixture::repo_root().join("deploy/rbac.yaml"))
         .await
         .expect("apply RBAC");
-    (env, admin)
+    (env, admin, vars)
 }
 
-fn start_ccm(env: &DvpEnv) -> CcmProcess {
+fn start_ccm(env: &DvpEnv, vars: &[(String, String)]) -> CcmProcess {
     let args: Vec<String> = [
         "--cloud-provider=dvp",
         "--controllers=cloud-node,cloud-node-lifecycle",
@@ -44,7 +52,7 @@ fn start_ccm(env: &DvpEnv) -> CcmProcess {
     ]
     .map(String::from)
     .to_vec();
-    CcmProcess::start_on(&ccm_binary(), &env.tenant, env.env_vars(), &args).expect("start ccm")
+    CcmProcess::start_on(&ccm_binary(), &env.tenant, vars.to_vec(), &args).expect("start ccm")
 }
 
 async fn fixture(env: &DvpEnv, prefix: &str) -> DvpFixture {
@@ -53,9 +61,9 @@ async fn fixture(env: &DvpEnv, prefix: &str) -> DvpFixture {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dvp_nodes_are_initialised_tainted_when_stopped_and_deleted_with_their_vm() {
-    let (env, admin) = setup().await;
+    let (env, admin, vars) = setup().await;
     let fixture = fixture(&env, "join").await;
-    let ccm = start_ccm(&env);
+    let ccm = start_ccm(&env, &vars);
 
     // A node found by its hostname label gets the VM's address three ways and its providerID.
     fixture.create_vm("named-vm", "named-node").await.unwrap();
@@ -93,14 +101,14 @@ async fn dvp_nodes_are_initialised_tainted_when_stopped_and_deleted_with_their_v
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dvp_parent_outage_deletes_no_node_and_converges_after() {
-    let (mut env, admin) = setup().await;
+    let (mut env, admin, vars) = setup().await;
     let fixture = fixture(&env, "outage").await;
     fixture.create_vm("outage-vm", "outage-node").await.unwrap();
     fixture.running_ip("outage-vm").await.unwrap();
     kube_fixture::create_uninitialized_node(&admin, "outage-node", &[], BTreeMap::new())
         .await
         .unwrap();
-    let ccm = start_ccm(&env);
+    let ccm = start_ccm(&env, &vars);
     wait_for("outage-node initialised", WAIT, || async {
         Ok(get_node(&admin, "outage-node")
             .await?
@@ -116,7 +124,7 @@ async fn dvp_parent_outage_deletes_no_node_and_converges_after() {
         .await
         .unwrap();
     env.parent.stop_apiserver();
-    let ccm = start_ccm(&env);
+    let ccm = start_ccm(&env, &vars);
     let hold = tokio::time::Instant::now() + Duration::from_secs(6);
     while tokio::time::Instant::now() < hold {
         let node = get_node(&admin, "outage-node").await.unwrap();

@@ -7,6 +7,7 @@ pub mod behaviour;
 pub mod ccm;
 pub mod cloud_fixture;
 pub mod dvp_fixture;
+pub mod dvp_rbac;
 pub mod ec2_fixture;
 pub mod https;
 pub mod kube_fixture;

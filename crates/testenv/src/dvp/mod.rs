@@ -96,6 +96,27 @@ impl DvpEnv {
         ]
     }
 
+    /// Creates another ServiceAccount in the tenant namespace bound to a Role with `rules` (e.g.
+    /// the least-privilege Role a component ships) and returns the environment variables that
+    /// hand its kubeconfig to a DVP component.
+    pub async fn bound_account_env(
+        &self,
+        account: &str,
+        rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule>,
+    ) -> Result<Vec<(String, String)>> {
+        let admin = self.parent_admin().await?;
+        let token = tenant::bind_account(&admin, TENANT_NAMESPACE, account, account, rules).await?;
+        let kubeconfig =
+            tenant::kubeconfig_yaml(self.parent.apiserver_url(), &token, TENANT_NAMESPACE);
+        Ok(vec![
+            (
+                "DVP_KUBERNETES_CONFIG_BASE64".into(),
+                base64::engine::general_purpose::STANDARD.encode(kubeconfig),
+            ),
+            ("DVP_NAMESPACE".into(), TENANT_NAMESPACE.into()),
+        ])
+    }
+
     /// A client of the parent acting as the tenant.
     pub async fn parent_tenant_client(&self) -> Result<kube::Client> {
         let kubeconfig = Kubeconfig::from_yaml(&self.tenant_kubeconfig)?;

@@ -52,18 +52,12 @@ pub fn tenant_rules() -> Vec<PolicyRule> {
     ]
 }
 
-/// Creates the namespace, the ServiceAccount, the Role and its binding as `admin`; returns a
-/// token of the ServiceAccount.
+/// Creates the namespace and the tenant's ServiceAccount bound to [`ROLE`] as `admin`; returns
+/// a token of the ServiceAccount.
 pub async fn create_tenant(admin: &kube::Client, namespace: &str, account: &str) -> Result<String> {
-    let pp = PostParams::default();
-    let meta = |name: &str| ObjectMeta {
-        name: Some(name.into()),
-        namespace: Some(namespace.into()),
-        ..ObjectMeta::default()
-    };
     Api::<Namespace>::all(admin.clone())
         .create(
-            &pp,
+            &PostParams::default(),
             &Namespace {
                 metadata: ObjectMeta {
                     name: Some(namespace.into()),
@@ -74,6 +68,24 @@ pub async fn create_tenant(admin: &kube::Client, namespace: &str, account: &str)
         )
         .await
         .with_context(|| format!("creating namespace {namespace}"))?;
+    bind_account(admin, namespace, account, ROLE, tenant_rules()).await
+}
+
+/// Creates the ServiceAccount `account` in `namespace`, a Role `role` with `rules` bound to it,
+/// and returns a token of the ServiceAccount.
+pub async fn bind_account(
+    admin: &kube::Client,
+    namespace: &str,
+    account: &str,
+    role: &str,
+    rules: Vec<PolicyRule>,
+) -> Result<String> {
+    let pp = PostParams::default();
+    let meta = |name: &str| ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(namespace.into()),
+        ..ObjectMeta::default()
+    };
     let accounts = Api::<ServiceAccount>::namespaced(admin.clone(), namespace);
     accounts
         .create(
@@ -84,26 +96,26 @@ pub async fn create_tenant(admin: &kube::Client, namespace: &str, account: &str)
             },
         )
         .await
-        .context("creating the tenant ServiceAccount")?;
+        .with_context(|| format!("creating ServiceAccount {account}"))?;
     Api::<Role>::namespaced(admin.clone(), namespace)
         .create(
             &pp,
             &Role {
-                metadata: meta(ROLE),
-                rules: Some(tenant_rules()),
+                metadata: meta(role),
+                rules: Some(rules),
             },
         )
         .await
-        .context("creating the tenant Role")?;
+        .with_context(|| format!("creating Role {role}"))?;
     Api::<RoleBinding>::namespaced(admin.clone(), namespace)
         .create(
             &pp,
             &RoleBinding {
-                metadata: meta(ROLE),
+                metadata: meta(role),
                 role_ref: RoleRef {
                     api_group: "rbac.authorization.k8s.io".into(),
                     kind: "Role".into(),
-                    name: ROLE.into(),
+                    name: role.into(),
                 },
                 subjects: Some(vec![Subject {
                     kind: "ServiceAccount".into(),
@@ -114,7 +126,7 @@ pub async fn create_tenant(admin: &kube::Client, namespace: &str, account: &str)
             },
         )
         .await
-        .context("binding the tenant Role")?;
+        .with_context(|| format!("binding Role {role}"))?;
     let request = TokenRequest {
         spec: TokenRequestSpec {
             audiences: vec![],
@@ -126,7 +138,7 @@ pub async fn create_tenant(admin: &kube::Client, namespace: &str, account: &str)
     let issued = accounts
         .create_token_request(account, &pp, &request)
         .await
-        .context("requesting a token for the tenant ServiceAccount")?;
+        .with_context(|| format!("requesting a token for ServiceAccount {account}"))?;
     issued
         .status
         .map(|s| s.token)
