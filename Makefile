@@ -24,7 +24,7 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer env-up env-down clean-env
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp env-up env-down clean-env
 
 all: test
 
@@ -101,6 +101,14 @@ bench-openstack-nodes: install
 	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios --bin cloud-controller-manager --bin stratus-bench-openstack-nodes
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-openstack-nodes --nodes $(NODES) --refresh-seconds $(OS_REFRESH) --idle-periods $(OS_IDLE_PERIODS) | tee bench/results/bench-openstack-nodes.json
+
+## bench-dvp: DVP_NODES VMs in the parent cluster and uninitialised Nodes with --cloud-provider=dvp (seconds, parent VM requests, RSS), then DVP_LB_SERVICES LoadBalancer Services (lag from parent to tenant ingress) (JSON, release build)
+DVP_NODES ?= 500
+DVP_LB_SERVICES ?= 50
+bench-dvp: install
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios --bin cloud-controller-manager --bin stratus-bench-dvp
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-dvp --nodes $(DVP_NODES) --lb-services $(DVP_LB_SERVICES) | tee bench/results/bench-dvp.json
 
 ## bench-discoverer: cloud-data-discoverer's first run against moto with DISCOVERER_VOLUMES EBS volumes: cloud requests, seconds, peak RSS (JSON, release build)
 DISCOVERER_VOLUMES ?= 1000

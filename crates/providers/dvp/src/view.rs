@@ -4,6 +4,7 @@
 //! and a parent that cannot be reached makes that answer an error, never "gone".
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, ListParams};
@@ -16,6 +17,9 @@ use stratus_dvp_api::VirtualMachine;
 use tokio::sync::watch;
 
 use crate::metrics::{DvpMetrics, EventLabels};
+
+/// How long a question waits for the first listing before asking the parent directly.
+pub const SYNC_WAIT: Duration = Duration::from_secs(10);
 
 /// The watch cache of the namespace's VMs.
 pub struct VmView {
@@ -112,9 +116,18 @@ impl VmView {
             .collect()
     }
 
+    /// Waits (at most [`SYNC_WAIT`]) for the first listing, so that questions asked at start-up
+    /// are answered by the cache rather than by one parent request each.
+    async fn settle(&self) {
+        if !*self.synced.borrow() {
+            let _ = tokio::time::timeout(SYNC_WAIT, self.wait_until_synced()).await;
+        }
+    }
+
     /// The VM called `name`, asking the parent when the cache has none: `Ok(None)` only when the
     /// parent says it does not exist.
     pub async fn vm(&self, name: &str) -> Result<Option<Arc<VirtualMachine>>, CloudError> {
+        self.settle().await;
         if let Some(vm) = self.cached(name) {
             return Ok(Some(vm));
         }
@@ -136,6 +149,7 @@ impl VmView {
         &self,
         hostname: &str,
     ) -> Result<Vec<Arc<VirtualMachine>>, CloudError> {
+        self.settle().await;
         let cached = self.cached_by_hostname(hostname);
         if !cached.is_empty() {
             return Ok(cached);
