@@ -27,6 +27,8 @@ pub struct VmView {
     namespace: String,
     store: Store<VirtualMachine>,
     synced: watch::Receiver<bool>,
+    /// True once the first listing finished or the watch failed (start-up questions stop waiting).
+    settled: watch::Receiver<bool>,
     metrics: DvpMetrics,
     task: tokio::task::JoinHandle<()>,
 }
@@ -44,6 +46,7 @@ impl VmView {
         let api = Api::<VirtualMachine>::namespaced(client, namespace);
         let (store, writer) = reflector::store();
         let (synced_tx, synced) = watch::channel(false);
+        let (settled_tx, settled) = watch::channel(false);
         let stream = reflector::reflector(
             writer,
             watcher::watcher(api.clone(), watcher::Config::default()).default_backoff(),
@@ -58,10 +61,12 @@ impl VmView {
                         Ok(Event::Delete(_)) => "delete",
                         Ok(Event::InitDone) => {
                             let _ = synced_tx.send(true);
+                            let _ = settled_tx.send(true);
                             "relist"
                         }
                         Ok(Event::Init | Event::InitApply(_)) => return futures::future::ready(()),
                         Err(error) => {
+                            let _ = settled_tx.send(true);
                             tracing::warn!(%error, "DVP VirtualMachine watch failed; retrying");
                             "error"
                         }
@@ -80,6 +85,7 @@ impl VmView {
             namespace: namespace.to_string(),
             store,
             synced,
+            settled,
             metrics,
             task,
         })
@@ -117,10 +123,12 @@ impl VmView {
     }
 
     /// Waits (at most [`SYNC_WAIT`]) for the first listing, so that questions asked at start-up
-    /// are answered by the cache rather than by one parent request each.
+    /// are answered by the cache rather than by one parent request each; stops waiting as soon
+    /// as the watch fails (an unreachable parent is then reported by the direct request).
     async fn settle(&self) {
-        if !*self.synced.borrow() {
-            let _ = tokio::time::timeout(SYNC_WAIT, self.wait_until_synced()).await;
+        if !*self.settled.borrow() {
+            let mut settled = self.settled.clone();
+            let _ = tokio::time::timeout(SYNC_WAIT, settled.wait_for(|s| *s)).await;
         }
     }
 
