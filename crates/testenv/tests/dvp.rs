@@ -148,6 +148,18 @@ async fn tenant_kinds_match_the_schemas_and_the_platform_plays_its_part() {
         .await
         .expect("ServiceWithHealthchecks schema");
 
+    // The environment Deckhouse hands the DVP components carries exactly this kubeconfig.
+    let vars: std::collections::BTreeMap<String, String> = env.env_vars().into_iter().collect();
+    assert_eq!(vars["DVP_NAMESPACE"], ns);
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(&vars["DVP_KUBERNETES_CONFIG_BASE64"])
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(decoded).unwrap(),
+        env.parent_kubeconfig_yaml()
+    );
+
     // The tenant's identity is bound to its namespace.
     let elsewhere = Api::<VirtualMachine>::namespaced(tenant.clone(), "default")
         .list(&ListParams::default())

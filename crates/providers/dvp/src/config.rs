@@ -228,7 +228,9 @@ current-context: dvp
 
     #[test]
     fn every_problem_is_reported_at_once() {
-        let table: &[(Vec<(&str, String)>, &[&str])] = &[
+        /// Environment, then the problems expected (one substring each).
+        type Case<'a> = (Vec<(&'a str, String)>, &'a [&'a str]);
+        let table: &[Case] = &[
             (vec![], &[ENV_KUBECONFIG, ENV_NAMESPACE]),
             (
                 vec![

@@ -223,7 +223,9 @@ mod tests {
     #[test]
     fn labels_follow_the_targets() {
         let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
-        let table: &[(&[&str], &[&str], &[&str], &[&str])] = &[
+        /// Labelled now, wanted, expected additions, expected removals.
+        type Case<'a> = (&'a [&'a str], &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+        let table: &[Case] = &[
             (&[], &["a", "b"], &["a", "b"], &[]),
             (&["a", "b"], &["a", "b"], &[], &[]),
             (&["a", "b"], &["b", "c"], &["c"], &["a"]),
