@@ -217,3 +217,117 @@ async fn dvp_load_balancer_follows_its_service() {
     .await
     .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
 }
+
+/// Answers every connection on `listener` with `200 OK`, as kube-proxy's health check does for a
+/// node with a local endpoint.
+async fn serve_healthy(listener: tokio::net::TcpListener) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            return;
+        };
+        tokio::spawn(async move {
+            let mut buf = [0u8; 512];
+            let _ = stream.read(&mut buf).await;
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                .await;
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dvp_local_traffic_policy_targets_only_nodes_with_local_endpoints() {
+    let env = DvpEnv::start().await.expect("DVP environment");
+    // VMs on loopback addresses, so the test can play kube-proxy's health check on them.
+    env.sim().set_knobs(|k| k.vm_ip_prefix = "127.66".into());
+    let admin = env.tenant.kube_client(Identity::Admin).await.unwrap();
+    kube_fixture::apply_rbac_manifest(&admin, &kube_fixture::repo_root().join("deploy/rbac.yaml"))
+        .await
+        .expect("apply RBAC");
+    let parent = env.parent_admin().await.unwrap();
+    let fixture = DvpFixture::new(parent.clone(), env.namespace(), "etp");
+    let mut ips = Vec::new();
+    for n in ["a", "b"] {
+        fixture
+            .create_vm(&format!("vm-{n}"), &format!("node-{n}"))
+            .await
+            .unwrap();
+        ips.push(fixture.running_ip(&format!("vm-{n}")).await.unwrap());
+        kube_fixture::create_uninitialized_node(&admin, &format!("node-{n}"), &[], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    // Only vm-a's "kube-proxy" reports a local endpoint; nothing listens on vm-b.
+    let mut bound = None;
+    for port in 31500..31600u16 {
+        if let Ok(l) = tokio::net::TcpListener::bind((ips[0].as_str(), port)).await {
+            bound = Some((port, l));
+            break;
+        }
+    }
+    let (hc_port, listener) = bound.expect("a free health-check port on vm-a's address");
+    tokio::spawn(serve_healthy(listener));
+
+    let vars = env
+        .bound_account_env(
+            "stratus-dvp-cloud-controller-manager",
+            parent_role_rules().unwrap(),
+        )
+        .await
+        .expect("the shipped parent Role");
+    let args: Vec<String> = [
+        "--cloud-provider=dvp",
+        "--controllers=cloud-node,cloud-node-lifecycle,service",
+        "--node-monitor-period=500ms",
+        "--leader-elect-lease-duration=2s",
+        "--leader-elect-renew-deadline=1500ms",
+        "--leader-elect-retry-period=500ms",
+        "--v=4",
+    ]
+    .map(String::from)
+    .to_vec();
+    let ccm = CcmProcess::start_on(&ccm_binary(), &env.tenant, vars, &args).expect("start ccm");
+    node_ready(&admin, "node-a", &ccm).await;
+    node_ready(&admin, "node-b", &ccm).await;
+
+    let mut svc = Service::default();
+    svc.metadata.name = Some("local".into());
+    svc.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
+        type_: Some("LoadBalancer".into()),
+        external_traffic_policy: Some("Local".into()),
+        health_check_node_port: Some(i32::from(hc_port)),
+        selector: Some(BTreeMap::from([("app".to_string(), "local".to_string())])),
+        ports: Some(vec![k8s_openapi::api::core::v1::ServicePort {
+            name: Some("http".into()),
+            port: 80,
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    let created = Api::<Service>::namespaced(admin.clone(), "default")
+        .create(&kube::api::PostParams::default(), &svc)
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.unwrap();
+    let lb_name: String = std::iter::once('a')
+        .chain(uid.chars().filter(char::is_ascii_alphanumeric))
+        .take(32)
+        .collect();
+    let label_key = format!("dvp.deckhouse.io/{lb_name}");
+    let vms = Api::<VirtualMachine>::namespaced(parent.clone(), env.namespace());
+    wait_for("only vm-a labelled", WAIT, || async {
+        let all = vms.list(&ListParams::default()).await?.items;
+        Ok((labelled_with(&all, &label_key) == ["vm-a"]).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+    let parent_svc = Api::<Service>::namespaced(parent, env.namespace())
+        .get(&lb_name)
+        .await
+        .unwrap();
+    assert_eq!(
+        parent_svc.spec.unwrap().external_traffic_policy.as_deref(),
+        Some("Local")
+    );
+}

@@ -32,6 +32,9 @@ const RETRY: Duration = Duration::from_millis(500);
 pub struct Knobs {
     /// Time between VM phase changes.
     pub phase_delay: Duration,
+    /// First two octets of the VM addresses handed out from now on (`10.66` by default;
+    /// `127.66` puts VMs on loopback addresses a test can serve, e.g. kube-proxy health checks).
+    pub vm_ip_prefix: String,
     /// VMs stay `Pending` (the platform cannot schedule them).
     pub stall_vms: bool,
     /// VMs (by name) that go `Degraded` and stay there.
@@ -52,6 +55,7 @@ impl Default for Knobs {
     fn default() -> Self {
         Knobs {
             phase_delay: Duration::from_millis(50),
+            vm_ip_prefix: "10.66".into(),
             stall_vms: false,
             degraded_vms: BTreeSet::new(),
             lb_delay: Duration::ZERO,
@@ -111,12 +115,13 @@ impl Ctx {
     }
 
     fn vm_ip(&self, name: &str) -> String {
+        let prefix = self.knobs().vm_ip_prefix;
         let mut state = self.state.lock().expect("sim state lock");
         let next = state.vm_ips.len() as u32 + 10;
         state
             .vm_ips
             .entry(name.to_string())
-            .or_insert_with(|| format!("10.66.{}.{}", next / 250, next % 250 + 1))
+            .or_insert_with(|| format!("{prefix}.{}.{}", next / 250, next % 250 + 1))
             .clone()
     }
 

@@ -4,6 +4,7 @@
 //! address; a watch of the managed parent Services asks the service controller to sync the
 //! tenant Service the moment it does (no polling, no worker waiting).
 
+pub mod health;
 pub mod spec;
 
 use std::collections::{BTreeSet, HashMap};
@@ -104,11 +105,48 @@ impl DvpLoadBalancers {
             .collect()
     }
 
-    /// Labels the VMs of `nodes` for `lb`, unlabels the rest; returns whether anything changed.
-    async fn sync_labels(&self, lb: &str, nodes: &[TargetNode]) -> Result<bool, CloudError> {
+    /// With `externalTrafficPolicy: Local` (a health-check node port), only the VMs whose
+    /// kube-proxy reports a local endpoint; all of `vms` otherwise. Probes run concurrently.
+    async fn healthy_vms(
+        &self,
+        vms: BTreeSet<String>,
+        request: &LoadBalancerRequest,
+    ) -> BTreeSet<String> {
+        let port = match (request.local_traffic_only, request.health_check_node_port) {
+            (true, Some(port)) => port,
+            _ => return vms,
+        };
+        let probes = vms.into_iter().map(|vm| async move {
+            let ip = self
+                .view
+                .cached(&vm)
+                .and_then(|v| v.ip_address().map(str::to_string));
+            let up = match &ip {
+                Some(ip) => health::healthy(ip, port).await,
+                None => false,
+            };
+            up.then_some(vm)
+        });
+        futures::future::join_all(probes)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// Labels the VMs of the request's target nodes for `lb` (only the healthy ones under
+    /// `externalTrafficPolicy: Local`), unlabels the rest; returns whether anything changed.
+    async fn sync_labels(
+        &self,
+        lb: &str,
+        request: &LoadBalancerRequest,
+    ) -> Result<bool, CloudError> {
         let key = lb_selector_key(lb);
         let labelled = self.view.labelled(&key);
-        let plan = plan_labels(&labelled, &self.target_vms(nodes));
+        let wanted = self
+            .healthy_vms(self.target_vms(&request.nodes), request)
+            .await;
+        let plan = plan_labels(&labelled, &wanted);
         for vm in &plan.add {
             self.label(vm, &key, Some(LB_LABEL_VALUE)).await?;
         }
@@ -193,7 +231,7 @@ impl LoadBalancer for DvpLoadBalancers {
                 unavailable("apply parent Service", &e)
             })?;
         self.metrics.request("apply_service", "ok");
-        self.sync_labels(&name, &request.nodes).await?;
+        self.sync_labels(&name, request).await?;
         let ingress = ingress_of(&applied);
         if ingress.is_empty() {
             return Err(CloudError::Pending {
@@ -205,7 +243,7 @@ impl LoadBalancer for DvpLoadBalancers {
     }
 
     async fn update_targets(&self, request: &LoadBalancerRequest) -> Result<bool, CloudError> {
-        self.sync_labels(&parent_name(&request.service), &request.nodes)
+        self.sync_labels(&parent_name(&request.service), request)
             .await
     }
 
