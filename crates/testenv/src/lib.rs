@@ -4,6 +4,8 @@
 //! [`AwsEnv`] is the AWS part alone, for components that never talk to Kubernetes; [`TestEnv`]
 //! is one cluster plus AWS. [`OpenStackEnv`] is the OpenStack cloud: a real Keystone and the
 //! simulators of `stratus-openstack-sim`, behind the same proxy speaking OpenStack.
+//! [`DvpEnv`] is DVP: a tenant and a parent cluster with the generated virtualization CRDs, the
+//! tenant's namespace-bound identity and the platform simulator (`dvp/`).
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
