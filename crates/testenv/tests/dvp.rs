@@ -214,6 +214,31 @@ async fn tenant_kinds_match_the_schemas_and_the_platform_plays_its_part() {
     })
     .await;
 
+    // The attached disk is listed, hot-plugged, in the VM's status; deleting the VMBDA detaches
+    // it first, then the object goes.
+    wait_for("pvc-1 hot-plugged into node-a", || async {
+        let refs = vms.get("node-a").await.ok()?.status?.block_device_refs;
+        refs.iter()
+            .any(|d| {
+                d.name == "pvc-1"
+                    && d.hotplugged
+                    && d.virtual_machine_block_device_attachment_name.as_deref()
+                        == Some("vmbda-pvc-1-node-a")
+            })
+            .then_some(())
+    })
+    .await;
+    vmbdas
+        .delete("vmbda-pvc-1-node-a", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the VMBDA gone and pvc-1 detached", || async {
+        let gone = vmbdas.get_opt("vmbda-pvc-1-node-a").await.ok()?.is_none();
+        let refs = vms.get("node-a").await.ok()?.status?.block_device_refs;
+        (gone && !refs.iter().any(|d| d.name == "pvc-1")).then_some(())
+    })
+    .await;
+
     // A LoadBalancer Service in the parent gets an ingress IP.
     let services = Api::<Service>::namespaced(tenant.clone(), ns);
     let svc = Service {

@@ -5,7 +5,7 @@
 //! VMBDAs become Attached; LoadBalancer Services get an ingress IP. Delays and faults are
 //! [`Knobs`], changed while it runs.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +24,8 @@ use super::plan::{next_vm_step, Step, STALL_POLL};
 
 /// The platform node every simulated VM runs on.
 pub const PLATFORM_NODE: &str = "virtlab-1";
+/// The simulator's finalizer on VMBDAs: a deleted attachment goes only once its disk left the VM.
+pub const VMBDA_FINALIZER: &str = "virtualization.deckhouse.io/stratus-sim-detach";
 /// How long after a failed write the simulator tries again.
 const RETRY: Duration = Duration::from_millis(500);
 
@@ -92,9 +94,50 @@ struct SimState {
     changed: HashMap<String, Instant>,
     vm_ips: HashMap<String, String>,
     lb_ips: HashMap<String, String>,
+    /// Hot-plugged disks by VM: VMBDA name → VirtualDisk name.
+    hotplugged: HashMap<String, BTreeMap<String, String>>,
 }
 
 impl Ctx {
+    /// `status.blockDeviceRefs` of `vm`: its spec's devices, then the hot-plugged disks.
+    fn devices(&self, vm: &VirtualMachine, running: bool) -> Vec<serde_json::Value> {
+        // `size` is required by the schema; the simulator does not track image sizes.
+        let mut devices: Vec<serde_json::Value> = vm
+            .spec
+            .block_device_refs
+            .iter()
+            .map(|d| json!({"kind": d.kind, "name": d.name, "size": "", "attached": running}))
+            .collect();
+        let state = self.state.lock().expect("sim state lock");
+        for (vmbda, disk) in state.hotplugged.get(vm.name()).into_iter().flatten() {
+            devices.push(json!({
+                "kind": "VirtualDisk",
+                "name": disk,
+                "size": "",
+                "attached": running,
+                "hotplugged": true,
+                "virtualMachineBlockDeviceAttachmentName": vmbda,
+            }));
+        }
+        devices
+    }
+
+    /// Rewrites the block devices of VM `name` (when it has a status already; a VM without one
+    /// gets them with its first phase).
+    async fn write_devices(&self, name: &str) -> Result<(), SimError> {
+        let vms = Api::<VirtualMachine>::namespaced(self.client.clone(), &self.namespace);
+        let Some(vm) = vms.get_opt(name).await? else {
+            return Ok(());
+        };
+        if vm.status.is_none() {
+            return Ok(());
+        }
+        let patch = json!({"status": {"blockDeviceRefs": self.devices(&vm, vm.phase() == Some(VmPhase::Running))}});
+        vms.patch_status(name, &status_params(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
     fn knobs(&self) -> Knobs {
         self.knobs.lock().expect("knobs lock").clone()
     }
@@ -253,13 +296,7 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
         phase,
         VmPhase::Starting | VmPhase::Running | VmPhase::Stopping
     );
-    let devices: Vec<serde_json::Value> = vm
-        .spec
-        .block_device_refs
-        .iter()
-        // `size` is required by the schema; the simulator does not track image sizes.
-        .map(|d| json!({"kind": d.kind, "name": d.name, "size": "", "attached": phase == VmPhase::Running}))
-        .collect();
+    let devices = ctx.devices(&vm, phase == VmPhase::Running);
     let status = json!({"status": {
         "phase": phase.as_str(),
         "nodeName": if on_node { PLATFORM_NODE } else { "" },
@@ -339,12 +376,55 @@ async fn reconcile_attachment(
     ctx: Arc<Ctx>,
 ) -> Result<Action, SimError> {
     let name = vmbda.metadata.name.clone().unwrap_or_default();
+    let vm = vmbda.spec.virtual_machine_name.clone();
+    let api =
+        Api::<VirtualMachineBlockDeviceAttachment>::namespaced(ctx.client.clone(), &ctx.namespace);
+    let finalizers = vmbda.metadata.finalizers.clone().unwrap_or_default();
+    let ours = finalizers.iter().any(|f| f == VMBDA_FINALIZER);
+    if vmbda.metadata.deletion_timestamp.is_some() {
+        // Detach: the disk leaves the VM, then the object may go.
+        let removed = {
+            let mut state = ctx.state.lock().expect("sim state lock");
+            state
+                .hotplugged
+                .get_mut(&vm)
+                .and_then(|m| m.remove(&name))
+                .is_some()
+        };
+        if removed {
+            ctx.write_devices(&vm).await?;
+        }
+        if ours {
+            let rest: Vec<&String> = finalizers
+                .iter()
+                .filter(|f| *f != VMBDA_FINALIZER)
+                .collect();
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": rest}})),
+            )
+            .await?;
+        }
+        return Ok(Action::await_change());
+    }
+    if !ours {
+        let mut all = finalizers.clone();
+        all.push(VMBDA_FINALIZER.into());
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": all}})),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    }
     let phase = vmbda
         .status
         .as_ref()
         .map(|s| s.phase.as_str())
         .unwrap_or_default();
-    if vmbda.metadata.deletion_timestamp.is_some() || matches!(phase, "Attached" | "Failed") {
+    if matches!(phase, "Attached" | "Failed") {
         return Ok(Action::await_change());
     }
     let knobs = ctx.knobs();
@@ -357,13 +437,22 @@ async fn reconcile_attachment(
     } else {
         "Attached"
     };
+    if next == "Attached" {
+        ctx.state
+            .lock()
+            .expect("sim state lock")
+            .hotplugged
+            .entry(vm.clone())
+            .or_default()
+            .insert(name.clone(), vmbda.spec.block_device_ref.name.clone());
+        ctx.write_devices(&vm).await?;
+    }
     if next != phase {
         let patch = json!({"status": {
             "phase": next,
-            "virtualMachineName": vmbda.spec.virtual_machine_name,
+            "virtualMachineName": vm,
         }});
-        Api::<VirtualMachineBlockDeviceAttachment>::namespaced(ctx.client.clone(), &ctx.namespace)
-            .patch_status(&name, &status_params(), &Patch::Merge(&patch))
+        api.patch_status(&name, &status_params(), &Patch::Merge(&patch))
             .await?;
     }
     Ok(match next {
