@@ -110,12 +110,14 @@ bench-dvp: install
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-dvp --nodes $(DVP_NODES) --lb-services $(DVP_LB_SERVICES) | tee bench/results/bench-dvp.json
 
-## bench-discoverer: cloud-data-discoverer's first run against moto with DISCOVERER_VOLUMES EBS volumes: cloud requests, seconds, peak RSS (JSON, release build)
+## bench-discoverer: cloud-data-discoverer's first run against moto with DISCOVERER_VOLUMES EBS volumes: cloud requests, seconds, peak RSS (JSON, release build);
+## DISCOVERER_CLOUD=openstack: Keystone + the simulators with 500 more flavors, 200 more images and DISCOVERER_VOLUMES Cinder volumes
 DISCOVERER_VOLUMES ?= 1000
+DISCOVERER_CLOUD ?= aws
 bench-discoverer: install
 	$(CARGO) build -q --release -p cloud-data-discoverer -p stratus-discoverer --bin cloud-data-discoverer --example bench_discoverer
 	mkdir -p bench/results
-	set -o pipefail; $(CARGO_TARGET_DIR)/release/examples/bench_discoverer --binary $(CARGO_TARGET_DIR)/release/cloud-data-discoverer --volumes $(DISCOVERER_VOLUMES) | tee bench/results/bench-discoverer.json
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/examples/bench_discoverer --cloud $(DISCOVERER_CLOUD) --binary $(CARGO_TARGET_DIR)/release/cloud-data-discoverer --volumes $(DISCOVERER_VOLUMES) | tee bench/results/bench-discoverer$(if $(filter openstack,$(DISCOVERER_CLOUD)),-openstack).json
 
 ## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env);
 ## CLOUD=openstack starts Keystone and the OpenStack simulators instead of moto

@@ -1,7 +1,8 @@
 //! `make bench-discoverer`: the shipped binary against moto with VOLUMES EBS volumes (half this
 //! cluster's, half of them without a PersistentVolume) and moto's whole instance-type catalog;
-//! prints JSON: instance types, volumes, cloud requests of the first run, its seconds, the
-//! process's peak RSS.
+//! with `--cloud openstack`, against Keystone and the simulators with FLAVORS more flavors,
+//! IMAGES more images and VOLUMES Cinder volumes (the same split); prints JSON: the cloud's size,
+//! cloud requests of the first run, its seconds, the process's peak RSS.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -32,19 +33,163 @@ fn peak_rss(pid: u32) -> Option<u64> {
         .map(|kb| kb * 1024)
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
-    let binary = arg("--binary", "target/release/cloud-data-discoverer");
-    let volumes: usize = arg("--volumes", "1000").parse()?;
+/// Polls the plain `/metrics` until the first run is done; returns the text.
+async fn first_run_metrics(port: u16, started: tokio::time::Instant) -> Result<String> {
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let deadline = started + Duration::from_secs(300);
+    loop {
+        let done = Command::new("curl")
+            .args(["-sf", &url])
+            .output()
+            .ok()
+            .and_then(|o| {
+                let t = String::from_utf8_lossy(&o.stdout).into_owned();
+                t.contains("cloud_data_discovery_update_resource_error 0")
+                    .then_some(t)
+            });
+        if let Some(t) = done {
+            return Ok(t);
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the first run did not finish in 300 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn openstack(binary: &str, volumes: usize) -> Result<()> {
+    use stratus_openstack::client::{guard, Service, ServiceClient, Session};
+    let flavors: usize = arg("--flavors", "500").parse()?;
+    let images: usize = arg("--images", "200").parse()?;
     let env = TestEnv::start().await?;
+    install_catalog_crd(&env).await?;
+    let cloud = stratus_testenv::OpenStackEnv::start().await?;
+    let sim = cloud.sim().context("the in-process simulator")?;
+    sim.add_flavors("bench", flavors);
+    sim.add_images("bench", images);
+    let vars: Vec<(String, String)> = cloud.env_vars();
+    let lookup = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let settings =
+        stratus_discoverer::openstack::env::settings(&lookup).map_err(anyhow::Error::msg)?;
+    let metrics = std::sync::Arc::new(stratus_cloud_kit::ApiMetrics::register(
+        &mut prometheus_client::registry::Registry::default(),
+    ));
+    let session = std::sync::Arc::new(Session::new(
+        stratus_openstack::client::http::HttpClient::new(
+            &Default::default(),
+            Duration::from_secs(30),
+        )?,
+        &settings.auth_url,
+        settings.credentials,
+        Default::default(),
+        Some(settings.region),
+        guard("identity", &metrics),
+    ));
+    let cinder = ServiceClient::new(
+        session,
+        Service::BlockStorage,
+        guard("block-storage", &metrics),
+        Vec::new(),
+    );
+    let pvs = Api::<PersistentVolume>::all(env.kube_client(Identity::Admin).await?);
+    for i in 0..volumes {
+        let cluster = if i % 2 == 0 { "bench" } else { "other" };
+        let body = serde_json::json!({"volume": {"size": 1, "name": format!("pvc-{i}"),
+            "metadata": {"cinder.csi.openstack.org/cluster": cluster}}});
+        cinder
+            .send("CreateVolume", http::Method::POST, "/volumes", Some(&body))
+            .await?;
+        if i % 4 == 0 {
+            pvs.create(
+                &PostParams::default(),
+                &pv(&format!("pvc-{i}"), "cinder.csi.openstack.org")?,
+            )
+            .await?;
+        }
+    }
+    let port = free_port()?;
+    cloud.reset_request_counts().await?;
+    let started = tokio::time::Instant::now();
+    let mut child = Command::new(binary)
+        .args(["--cloud-provider=openstack", "--discovery-period=1h"])
+        .arg(format!("--listen-address=127.0.0.1:{port}"))
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig(Identity::Admin))
+        .envs(vars.iter().cloned())
+        .env("CLUSTER_UUID", "bench")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {binary}"))?;
+    let pid = child.id();
+    let text = first_run_metrics(port, started).await;
+    let seconds = started.elapsed().as_secs_f64();
+    let rss = peak_rss(pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = text?;
+    let counts = cloud.request_counts().await?;
+    let orphans = text
+        .lines()
+        .filter(|l| l.starts_with("cloud_data_discovery_orphaned_disk_info{"))
+        .count();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::json!({
+            "benchmark": "cloud-data-discoverer (openstack, Keystone + simulators)",
+            "binary": binary,
+            "flavors": flavors + 5,
+            "images": images + 1,
+            "volumes": volumes,
+            "this_cluster_volumes": volumes.div_ceil(2),
+            "orphaned_disks_reported": orphans,
+            "cloud_requests_first_run": counts,
+            "cloud_requests_total": counts.values().sum::<u64>(),
+            "first_run_seconds_incl_startup": seconds,
+            "peak_rss_bytes": rss,
+            "peak_rss_mib": rss.map(|b| b as f64 / 1048576.0),
+        }))?
+    );
+    Ok(())
+}
+
+fn pv(name: &str, driver: &str) -> Result<PersistentVolume> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "csi": {"driver": driver, "volumeHandle": name}}
+    }))?)
+}
+
+async fn install_catalog_crd(env: &TestEnv) -> Result<()> {
     let admin = env.kube_client(Identity::Admin).await?;
     let crd: CustomResourceDefinition = serde_yaml::from_str(&std::fs::read_to_string(
         stratus_testenv::repo_root()
             .join("deploy/cloud-data-discoverer/instancetypescatalogs.crd.yaml"),
     )?)?;
-    Api::<CustomResourceDefinition>::all(admin.clone())
+    Api::<CustomResourceDefinition>::all(admin)
         .create(&PostParams::default(), &crd)
         .await?;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let binary = arg("--binary", "target/release/cloud-data-discoverer");
+    let volumes: usize = arg("--volumes", "1000").parse()?;
+    if arg("--cloud", "aws") == "openstack" {
+        return openstack(&binary, volumes).await;
+    }
+    let env = TestEnv::start().await?;
+    install_catalog_crd(&env).await?;
+    let admin = env.kube_client(Identity::Admin).await?;
 
     let ec2 = aws_sdk_ec2::Client::from_conf(
         aws_sdk_ec2::Config::builder()
@@ -86,17 +231,14 @@ async fn main() -> Result<()> {
             .send()
             .await?;
         if i % 4 == 0 {
-            let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
-                "metadata": {"name": format!("pvc-{i}")},
-                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                         "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": format!("pvc-{i}")}}
-            }))?;
-            pvs.create(&PostParams::default(), &pv).await?;
+            pvs.create(
+                &PostParams::default(),
+                &pv(&format!("pvc-{i}"), "ebs.csi.aws.com")?,
+            )
+            .await?;
         }
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let port = free_port()?;
     env.reset_aws_request_counts().await?;
     let started = tokio::time::Instant::now();
     let mut child = Command::new(&binary)
@@ -112,27 +254,7 @@ async fn main() -> Result<()> {
         .spawn()
         .with_context(|| format!("starting {binary}"))?;
     let pid = child.id();
-    let url = format!("http://127.0.0.1:{port}/metrics");
-    let deadline = started + Duration::from_secs(120);
-    let text = loop {
-        let done = Command::new("curl")
-            .args(["-sf", &url])
-            .output()
-            .ok()
-            .and_then(|o| {
-                let t = String::from_utf8_lossy(&o.stdout).into_owned();
-                t.contains("cloud_data_discovery_update_resource_error 0")
-                    .then_some(t)
-            });
-        if let Some(t) = done {
-            break t;
-        }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "the first run did not finish in 120 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let text = first_run_metrics(port, started).await?;
     let seconds = started.elapsed().as_secs_f64();
     let rss = peak_rss(pid);
     let counts = env.aws_request_counts().await?;

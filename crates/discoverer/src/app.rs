@@ -1,7 +1,9 @@
 //! The command line (Deckhouse's flags and environment, plus `--cloud-provider`) and the
-//! process: builds the backend, serves `/metrics` and `/healthz`, runs the loop.
+//! process: builds the backend, serves `/metrics` and `/healthz` (plain on loopback, or HTTPS with
+//! kube-rbac-proxy's checks built in), runs the loop.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,20 +15,29 @@ use stratus_kube_kit::client::{client, KubeClientArgs};
 use stratus_runtime::backoff::Backoff;
 use stratus_runtime::duration::parse_go_duration;
 use stratus_runtime::logging::LoggingArgs;
+use stratus_serving::{
+    AccessRule, AlwaysAllow, DecisionTtls, Readiness, ResourceRule, ReviewClients, SecureServer,
+    ServingConfig, TlsSource,
+};
 
 use crate::aws::AwsDiscoverer;
 use crate::discoverer::Discoverer;
+use crate::dvp::DvpDiscoverer;
 use crate::metrics::Metrics;
+use crate::openstack::OpenStackDiscoverer;
 use crate::outputs::Outputs;
 use crate::reconciler::{Health, Reconciler, RetrySettings};
+use stratus_dvp::config::DvpConfig;
 
 /// Which cloud to ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CloudProvider {
     /// Amazon EC2.
     Aws,
-    /// OpenStack (not built yet).
+    /// OpenStack (settings from `OS_*`, `CLUSTER_UUID`, `MODULE_CONFIG`).
     Openstack,
+    /// DVP (settings from `DVP_KUBERNETES_CONFIG_BASE64`, `DVP_NAMESPACE`, `CLUSTER_UUID`).
+    Dvp,
 }
 
 /// The flags.
@@ -50,6 +61,28 @@ pub struct Options {
         default_value = "127.0.0.1:9000"
     )]
     pub listen_address: SocketAddr,
+    /// Serve HTTPS here instead of the plain `--listen-address`, with kube-rbac-proxy's checks
+    /// built in: a bearer token the API server accepts (TokenReview), allowed to `get`
+    /// `deployments/prometheus-metrics` of `--metrics-deployment` in `--metrics-namespace`
+    /// (SubjectAccessReview); `/healthz` stays open.
+    #[arg(long = "secure-listen-address", env = "SECURE_LISTEN_ADDRESS")]
+    pub secure_listen_address: Option<SocketAddr>,
+    /// PEM serving certificate for `--secure-listen-address`; self-signed (in memory) when unset.
+    #[arg(long = "tls-cert-file", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `--tls-cert-file`.
+    #[arg(long = "tls-private-key-file", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Namespace of the Deployment whose `prometheus-metrics` subresource grants the metrics.
+    #[arg(
+        long = "metrics-namespace",
+        env = "POD_NAMESPACE",
+        default_value = "kube-system"
+    )]
+    pub metrics_namespace: String,
+    /// Name of that Deployment.
+    #[arg(long = "metrics-deployment", default_value = "cloud-data-discoverer")]
+    pub metrics_deployment: String,
     /// This cluster's id in the cloud's tags (`kubernetes.io/cluster/<id>` on EBS volumes);
     /// without it no orphaned disk is reported.
     #[arg(long = "cluster-id", env = "CLUSTER_ID")]
@@ -77,6 +110,9 @@ pub enum AppError {
     /// Bad configuration.
     #[error("{0}")]
     Config(String),
+    /// The HTTPS server.
+    #[error("--secure-listen-address: {0:#}")]
+    Secure(anyhow::Error),
     /// The listener.
     #[error("--listen-address {address}: {source}")]
     Listen {
@@ -88,6 +124,41 @@ pub enum AppError {
 }
 
 impl Options {
+    /// The HTTPS settings when `--secure-listen-address` is set: kube-rbac-proxy's
+    /// `resourceAttributes` as Deckhouse configures them for the discoverer.
+    pub fn secure_serving(&self) -> Option<ServingConfig> {
+        let address = self.secure_listen_address?;
+        let tls = match (&self.tls_cert_file, &self.tls_private_key_file) {
+            (Some(cert), Some(key)) => TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            _ => TlsSource::SelfSigned {
+                cert_dir: None,
+                hosts: stratus_serving::self_signed::default_hosts(address.ip()),
+            },
+        };
+        Some(ServingConfig {
+            address,
+            tls,
+            always_allow: AlwaysAllow::parse(&["/healthz", "/livez", "/readyz"])
+                .expect("static paths"),
+            token_ttl: Duration::from_secs(10),
+            decision_ttls: DecisionTtls {
+                allowed: Duration::from_secs(10),
+                denied: Duration::from_secs(10),
+            },
+            access: AccessRule::Resource(ResourceRule {
+                namespace: self.metrics_namespace.clone(),
+                group: "apps".into(),
+                version: "v1".into(),
+                resource: "deployments".into(),
+                subresource: "prometheus-metrics".into(),
+                name: self.metrics_deployment.clone(),
+            }),
+        })
+    }
+
     /// The retry settings the flags ask for.
     pub fn retry(&self) -> RetrySettings {
         RetrySettings {
@@ -121,6 +192,29 @@ pub async fn aws_backend(
     ))
 }
 
+/// Builds the OpenStack backend from the `OS_*` variables `lookup` gives.
+pub fn openstack_backend(
+    lookup: &dyn Fn(&str) -> Option<String>,
+    registry: &mut Registry,
+) -> Result<OpenStackDiscoverer, AppError> {
+    let settings = crate::openstack::env::settings(lookup)
+        .map_err(|e| AppError::Config(format!("--cloud-provider=openstack: {e}")))?;
+    let metrics = Arc::new(ApiMetrics::register(registry));
+    OpenStackDiscoverer::new(settings, &metrics).map_err(AppError::Config)
+}
+
+/// Builds the DVP backend from the variables `lookup` gives.
+pub async fn dvp_backend(
+    lookup: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<DvpDiscoverer, AppError> {
+    let config = DvpConfig::load(lookup, None)
+        .map_err(|e| AppError::Config(format!("--cloud-provider=dvp: {e}")))?;
+    let cluster_uuid = lookup("CLUSTER_UUID").filter(|v| !v.trim().is_empty());
+    DvpDiscoverer::connect(config, cluster_uuid)
+        .await
+        .map_err(AppError::Config)
+}
+
 /// Runs until `shutdown` completes.
 pub async fn run(
     opts: Options,
@@ -130,21 +224,39 @@ pub async fn run(
     let mut registry = Registry::default();
     let discoverer: Arc<dyn Discoverer> = match opts.cloud_provider {
         CloudProvider::Aws => Arc::new(aws_backend(opts.cluster_id.clone(), &mut registry).await?),
-        CloudProvider::Openstack => {
-            return Err(AppError::Config(
-                "--cloud-provider=openstack: the OpenStack backend is not built yet".into(),
-            ))
-        }
+        CloudProvider::Openstack => Arc::new(openstack_backend(
+            &|name| std::env::var(name).ok(),
+            &mut registry,
+        )?),
+        CloudProvider::Dvp => Arc::new(dvp_backend(&|name| std::env::var(name).ok()).await?),
     };
     let metrics = Arc::new(Metrics::register(&mut registry));
-    let health = Health::default();
-    let address = crate::http::spawn(opts.listen_address, Arc::new(registry), health.clone())
-        .await
-        .map_err(|source| AppError::Listen {
-            address: opts.listen_address,
-            source,
-        })?;
-    tracing::info!(%address, "serving /metrics and /healthz");
+    let readiness = Readiness::default();
+    let health = Health::new(&readiness);
+    let registry = Arc::new(registry);
+    let secure = match opts.secure_serving() {
+        Some(config) => {
+            let clients = ReviewClients {
+                authentication: kube.clone(),
+                authorization: kube.clone(),
+            };
+            Some(
+                SecureServer::start(config, clients, registry, readiness)
+                    .await
+                    .map_err(AppError::Secure)?,
+            )
+        }
+        None => {
+            let address = crate::http::spawn(opts.listen_address, registry, health.clone())
+                .await
+                .map_err(|source| AppError::Listen {
+                    address: opts.listen_address,
+                    source,
+                })?;
+            tracing::info!(%address, "serving /metrics and /healthz");
+            None
+        }
+    };
     let reconciler = Reconciler::new(
         discoverer,
         Outputs::new(kube),
@@ -153,5 +265,8 @@ pub async fn run(
         opts.retry(),
     );
     reconciler.run(opts.discovery_period, shutdown).await;
+    if let Some(server) = secure {
+        server.shutdown(Duration::from_secs(5)).await;
+    }
     Ok(())
 }

@@ -7,7 +7,6 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::Filter;
 use stratus_aws::api_call::AwsApi;
-use stratus_cloud::CloudError;
 
 use crate::discoverer::{Discoverer, DiscoveryError};
 use crate::types::{CloudCondition, DiskMeta, InstanceType};
@@ -39,18 +38,6 @@ impl AwsDiscoverer {
             api,
             cluster_id,
         }
-    }
-}
-
-fn from_cloud(operation: &'static str, e: CloudError) -> DiscoveryError {
-    match e {
-        CloudError::Unauthorized { message, .. } => {
-            DiscoveryError::Credentials { operation, message }
-        }
-        other => DiscoveryError::Cloud {
-            operation,
-            message: other.to_string(),
-        },
     }
 }
 
@@ -88,7 +75,7 @@ impl Discoverer for AwsDiscoverer {
                         .send()
                 })
                 .await
-                .map_err(|e| from_cloud(OP, e))?;
+                .map_err(|e| DiscoveryError::from_cloud(OP, e))?;
             out.extend(page.instance_types().iter().filter_map(instance_type));
             token = page
                 .next_token()
@@ -133,7 +120,7 @@ impl Discoverer for AwsDiscoverer {
                         .send()
                 })
                 .await
-                .map_err(|e| from_cloud(OP, e))?;
+                .map_err(|e| DiscoveryError::from_cloud(OP, e))?;
             out.extend(page.volumes().iter().filter_map(|v| {
                 let name = v
                     .tags()

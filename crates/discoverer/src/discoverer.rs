@@ -3,6 +3,7 @@
 //! reconciler retries the step; a backend never writes to Kubernetes.
 
 use async_trait::async_trait;
+use stratus_cloud::CloudError;
 
 use crate::types::{CloudCondition, DiskMeta, InstanceType};
 
@@ -31,6 +32,19 @@ pub enum DiscoveryError {
 }
 
 impl DiscoveryError {
+    /// The error of a guarded cloud call: refused credentials stay refused, the rest may pass.
+    pub fn from_cloud(operation: &'static str, e: CloudError) -> DiscoveryError {
+        match e {
+            CloudError::Unauthorized { message, .. } => {
+                DiscoveryError::Credentials { operation, message }
+            }
+            other => DiscoveryError::Cloud {
+                operation,
+                message: other.to_string(),
+            },
+        }
+    }
+
     /// Whether retrying can help.
     pub fn is_retryable(&self) -> bool {
         matches!(self, DiscoveryError::Cloud { .. })
@@ -42,6 +56,15 @@ impl DiscoveryError {
 pub trait Discoverer: Send + Sync {
     /// The cloud's name (`aws`, `openstack`), for logs.
     fn cloud(&self) -> &'static str;
+
+    /// A run starts: answers remembered for one run (a list two steps need) are forgotten.
+    fn begin_run(&self) {}
+
+    /// Completes when the cloud's inventory changed and a run should not wait for the period
+    /// (a backend that watches its cloud); never, by default. Cancel-safe.
+    async fn changed(&self) {
+        std::future::pending::<()>().await
+    }
 
     /// Instance types for the catalog; `None` when the cloud has none to offer (no catalog is
     /// written).

@@ -10,8 +10,10 @@
 pub mod app;
 pub mod aws;
 pub mod discoverer;
+pub mod dvp;
 pub mod http;
 pub mod metrics;
+pub mod openstack;
 pub mod outputs;
 pub mod plan;
 pub mod reconciler;

@@ -4,36 +4,48 @@
 //! 503 until a later run succeeds.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use stratus_runtime::backoff::Backoff;
+use stratus_serving::{Readiness, ReadyFlag};
 
 use crate::discoverer::{Discoverer, DiscoveryError};
 use crate::metrics::{Metrics, Step};
 use crate::outputs::{KubeError, Outputs};
 use crate::plan::{catalog, orphaned_disks, WriteAction};
 
-/// Whether the discoverer is healthy (`/healthz`); clones share the flag.
+/// Whether the discoverer is healthy (`/healthz`): a liveness condition of the serving
+/// readiness; clones share it.
 #[derive(Debug, Clone)]
-pub struct Health(Arc<AtomicBool>);
+pub struct Health(ReadyFlag);
 
 impl Default for Health {
     fn default() -> Self {
-        Health(Arc::new(AtomicBool::new(true)))
+        Health::new(&Readiness::default())
     }
 }
 
 impl Health {
-    /// Whether `/healthz` answers 200.
-    pub fn is_ok(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+    /// The `cloud-discovery` liveness condition of `readiness`.
+    pub fn new(readiness: &Readiness) -> Self {
+        Health(readiness.add_liveness("cloud-discovery"))
     }
 
-    fn set(&self, ok: bool) {
-        if self.0.swap(ok, Ordering::AcqRel) != ok {
-            tracing::info!(healthy = ok, "health changed");
+    /// Whether `/healthz` answers 200.
+    pub fn is_ok(&self) -> bool {
+        self.0.is_set()
+    }
+
+    /// Records a run's failed steps: healthy when none failed.
+    pub fn record(&self, failed_steps: &[&'static str]) {
+        if failed_steps.is_empty() {
+            self.0.set();
+        } else {
+            self.0.unset(&format!(
+                "cloud steps failed after their retries: {}",
+                failed_steps.join(", ")
+            ));
         }
     }
 }
@@ -63,8 +75,17 @@ pub struct RunReport {
     pub writes: u32,
     /// Steps that failed after their retries.
     pub failed_steps: Vec<&'static str>,
+    /// Why each failed step failed (`step: error`), in the same order.
+    pub errors: Vec<String>,
     /// Orphaned disks found.
     pub orphaned_disks: usize,
+}
+
+impl RunReport {
+    fn fail(&mut self, step: &'static str, error: DiscoveryError) {
+        self.failed_steps.push(step);
+        self.errors.push(format!("{step}: {error}"));
+    }
 }
 
 /// Runs the discoverer.
@@ -94,7 +115,8 @@ impl Reconciler {
         }
     }
 
-    /// Runs at once, then every `period`, until `shutdown` completes.
+    /// Runs at once, then every `period` — and at once when the backend reports a change —
+    /// until `shutdown` completes.
     pub async fn run(&self, period: Duration, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut ticker = tokio::time::interval(period);
@@ -103,6 +125,10 @@ impl Reconciler {
             tokio::select! {
                 _ = &mut shutdown => return,
                 _ = ticker.tick() => {}
+                _ = self.discoverer.changed() => {
+                    tracing::info!(cloud = self.discoverer.cloud(), "the cloud changed: running now");
+                    ticker.reset();
+                }
             }
             tokio::select! {
                 _ = &mut shutdown => return,
@@ -120,6 +146,7 @@ impl Reconciler {
         let mut report = RunReport::default();
         let mut kube_failed = false;
         let d = self.discoverer.clone();
+        d.begin_run();
 
         match self
             .retried("cloud_conditions", || d.check_cloud_conditions())
@@ -133,7 +160,7 @@ impl Reconciler {
                     &mut kube_failed,
                 );
             }
-            Err(()) => report.failed_steps.push("cloud_conditions"),
+            Err(e) => report.fail("cloud_conditions", e),
         }
 
         let types = self
@@ -151,7 +178,7 @@ impl Reconciler {
                 );
             }
             Ok(None) => {}
-            Err(()) => report.failed_steps.push(Step::InstanceTypes.label()),
+            Err(e) => report.fail(Step::InstanceTypes.label(), e),
         }
 
         match self.outputs.stored_discovery_data().await {
@@ -168,7 +195,7 @@ impl Reconciler {
                         &mut kube_failed,
                     ),
                     Ok(None) => {}
-                    Err(()) => report.failed_steps.push(Step::DiscoveryData.label()),
+                    Err(e) => report.fail(Step::DiscoveryData.label(), e),
                 }
             }
             Err(e) => {
@@ -193,11 +220,11 @@ impl Reconciler {
                     kube_failed = true;
                 }
             },
-            Err(()) => report.failed_steps.push(Step::DisksMeta.label()),
+            Err(e) => report.fail(Step::DisksMeta.label(), e),
         }
 
         self.metrics.update_resource(kube_failed);
-        self.health.set(report.failed_steps.is_empty());
+        self.health.record(&report.failed_steps);
         report
     }
 
@@ -221,7 +248,7 @@ impl Reconciler {
     }
 
     /// Runs `step` until it succeeds, fails for good, or its attempts are spent; logs why.
-    async fn retried<T, F, Fut>(&self, step: &'static str, mut call: F) -> Result<T, ()>
+    async fn retried<T, F, Fut>(&self, step: &'static str, mut call: F) -> Result<T, DiscoveryError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, DiscoveryError>>,
@@ -238,7 +265,7 @@ impl Reconciler {
                 }
                 Err(e) => {
                     tracing::error!(step, attempt, error = %e, "cloud step failed");
-                    return Err(());
+                    return Err(e);
                 }
             }
         }

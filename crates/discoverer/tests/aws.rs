@@ -10,15 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use aws_sdk_ec2::config::{Credentials, Region};
 use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
-use k8s_openapi::api::core::v1::PersistentVolume;
-use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
-};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, PostParams};
-use kube::core::GroupVersionKind;
 use prometheus_client::registry::Registry;
-use serde::Deserialize as _;
 use stratus_aws::api_call::AwsApi;
 use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 use stratus_discoverer::aws::AwsDiscoverer;
@@ -31,14 +23,13 @@ use stratus_runtime::backoff::Backoff;
 use stratus_testenv::proxy::{Fault, FaultKind};
 use stratus_testenv::{Identity, TestEnv};
 
-const ME: Identity = Identity::CloudControllerManager;
+mod common;
+
+use common::{catalog_api, install, metrics_text, pv, ME};
+
+const EBS: &str = "ebs.csi.aws.com";
 const CLUSTER: &str = "cluster-a";
 const OTHER: &str = "cluster-b";
-
-fn repo_file(rel: &str) -> String {
-    let path = stratus_testenv::repo_root().join(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 fn ec2(endpoint: &str) -> aws_sdk_ec2::Client {
     let config = aws_sdk_ec2::Config::builder()
@@ -50,122 +41,6 @@ fn ec2(endpoint: &str) -> aws_sdk_ec2::Client {
         .retry_config(aws_sdk_ec2::config::retry::RetryConfig::disabled())
         .build();
     aws_sdk_ec2::Client::from_conf(config)
-}
-
-/// Polls `check` every 100 ms until it yields `Some`, failing after `timeout` with `what`.
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<T>>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let last = match check().await {
-            Ok(Some(v)) => return Ok(v),
-            Ok(None) => String::new(),
-            Err(e) => format!(" (last error: {e:#})"),
-        };
-        if tokio::time::Instant::now() >= deadline {
-            anyhow::bail!("timed out after {timeout:?} waiting for {what}{last}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn catalog_api(client: kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("deckhouse.io", "v1alpha1", "InstanceTypesCatalog"),
-        "instancetypescatalogs",
-    );
-    Api::all_with(client, &ar)
-}
-
-/// Installs the catalog CRD and the shipped RBAC bound to [`ME`].
-async fn install(env: &TestEnv) -> Result<()> {
-    let admin = env.kube_client(Identity::Admin).await?;
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&repo_file(
-        "deploy/cloud-data-discoverer/instancetypescatalogs.crd.yaml",
-    ))?;
-    Api::<CustomResourceDefinition>::all(admin.clone())
-        .create(&PostParams::default(), &crd)
-        .await?;
-    let subject = Subject {
-        kind: "ServiceAccount".into(),
-        name: "cloud-controller-manager".into(),
-        namespace: Some("kube-system".into()),
-        ..Default::default()
-    };
-    for doc in
-        serde_yaml::Deserializer::from_str(&repo_file("deploy/cloud-data-discoverer/rbac.yaml"))
-    {
-        let value = serde_yaml::Value::deserialize(doc)?;
-        match value["kind"].as_str() {
-            Some("ClusterRole") => {
-                let role: ClusterRole = serde_yaml::from_value(value)?;
-                let name = role.metadata.name.clone().context("role name")?;
-                Api::<ClusterRole>::all(admin.clone())
-                    .create(&PostParams::default(), &role)
-                    .await?;
-                let binding = ClusterRoleBinding {
-                    metadata: ObjectMeta {
-                        name: Some(name.clone()),
-                        ..Default::default()
-                    },
-                    role_ref: RoleRef {
-                        api_group: "rbac.authorization.k8s.io".into(),
-                        kind: "ClusterRole".into(),
-                        name,
-                    },
-                    subjects: Some(vec![subject.clone()]),
-                };
-                Api::<ClusterRoleBinding>::all(admin.clone())
-                    .create(&PostParams::default(), &binding)
-                    .await?;
-            }
-            Some("Role") => {
-                let role: Role = serde_yaml::from_value(value)?;
-                let name = role.metadata.name.clone().context("role name")?;
-                let ns = role.metadata.namespace.clone().context("role namespace")?;
-                Api::<Role>::namespaced(admin.clone(), &ns)
-                    .create(&PostParams::default(), &role)
-                    .await?;
-                let binding = RoleBinding {
-                    metadata: ObjectMeta {
-                        name: Some(name.clone()),
-                        namespace: Some(ns.clone()),
-                        ..Default::default()
-                    },
-                    role_ref: RoleRef {
-                        api_group: "rbac.authorization.k8s.io".into(),
-                        kind: "Role".into(),
-                        name,
-                    },
-                    subjects: Some(vec![subject.clone()]),
-                };
-                Api::<RoleBinding>::namespaced(admin.clone(), &ns)
-                    .create(&PostParams::default(), &binding)
-                    .await?;
-            }
-            other => anyhow::bail!("unexpected kind {other:?} in rbac.yaml"),
-        }
-    }
-    let crds = Api::<CustomResourceDefinition>::all(admin);
-    wait_for(
-        "the InstanceTypesCatalog CRD to be established",
-        Duration::from_secs(30),
-        || {
-            let crds = crds.clone();
-            async move {
-                let crd = crds.get("instancetypescatalogs.deckhouse.io").await?;
-                let established = crd.status.and_then(|s| s.conditions).is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                });
-                Ok(established.then_some(()))
-            }
-        },
-    )
-    .await
 }
 
 /// A CSI volume tagged for `cluster` named `pv`.
@@ -203,28 +78,10 @@ async fn volume(
     v.volume_id().map(str::to_owned).context("volume id")
 }
 
-async fn pv(client: &kube::Client, name: &str) -> Result<()> {
-    let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                 "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": name}}
-    }))?;
-    Api::<PersistentVolume>::all(client.clone())
-        .create(&PostParams::default(), &pv)
-        .await?;
-    Ok(())
-}
-
-fn metrics_text(registry: &Registry) -> String {
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, registry).expect("encode");
-    text
-}
-
 #[tokio::test]
 async fn aws_discoverer_on_moto_under_shipped_rbac() -> Result<()> {
     let env = TestEnv::start().await?;
-    install(&env).await?;
+    install(env.cluster()).await?;
     let admin = env.kube_client(Identity::Admin).await?;
     let setup = ec2(env.moto_endpoint());
 
@@ -233,7 +90,7 @@ async fn aws_discoverer_on_moto_under_shipped_rbac() -> Result<()> {
     let orphan = volume(&setup, Some(CLUSTER), true, "pvc-orphan").await?;
     let _theirs = volume(&setup, Some(OTHER), true, "pvc-theirs").await?;
     let _not_csi = volume(&setup, Some(CLUSTER), false, "pvc-manual").await?;
-    pv(&admin, "pvc-used").await?;
+    pv(&admin, "pvc-used", EBS).await?;
     let _ = used;
 
     // What EC2 says, read directly (uncounted): the expected catalog.
@@ -355,7 +212,7 @@ async fn aws_discoverer_on_moto_under_shipped_rbac() -> Result<()> {
     );
 
     // The orphan gets its PV: the metric is gone after the next run.
-    pv(&admin, "pvc-orphan").await?;
+    pv(&admin, "pvc-orphan", EBS).await?;
     let report = reconciler.run_once().await;
     assert_eq!(report.orphaned_disks, 0);
     assert!(

@@ -1,7 +1,8 @@
-//! The node-manager artifacts of the AWS and OpenStack modules on a real kube-apiserver: the
-//! instance-class CRDs accept valid objects in both served versions, refuse invalid ones naming
-//! the field, and the registration Secrets rendered by each module's chart (real helm) carry
-//! every key of node-manager's contract.
+//! The node-manager artifacts of the AWS, OpenStack and DVP modules on a real kube-apiserver: the
+//! instance-class CRDs accept valid objects in every served version (read back through the
+//! others), refuse invalid ones naming the field, fill the defaults, and the registration Secrets
+//! rendered by each module's chart (real helm) carry every key of node-manager's contract (the
+//! MCM engine key, or every Cluster API one).
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -15,10 +16,18 @@ use kube::core::GroupVersionKind;
 use serde::Deserialize as _;
 use stratus_testenv::{Identity, KubeCluster};
 
-fn repo_file(rel: &str) -> String {
-    let path = stratus_testenv::repo_root().join(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+mod common;
+
+use common::repo_file;
+
+/// node-manager's Cluster API engine keys (all required when `machineClassKind` is empty).
+const CAPI_KEYS: &[&str] = &[
+    "capiClusterName",
+    "capiClusterKind",
+    "capiClusterAPIVersion",
+    "capiMachineTemplateKind",
+    "capiMachineTemplateAPIVersion",
+];
 
 fn helm_template(chart: &str, sets: &[&str]) -> Result<String, String> {
     let paths = stratus_testenv::ensure_installed().expect("tools installed");
@@ -79,7 +88,7 @@ async fn create(
     api.create(&PostParams::default(), &obj).await
 }
 
-/// Valid objects in both versions; invalid ones refused with the field named.
+/// Valid objects in every served version; invalid ones refused with the field named.
 async fn check_class(
     client: &kube::Client,
     kind: &str,
@@ -87,7 +96,20 @@ async fn check_class(
     valid: serde_json::Value,
     invalid: &[(serde_json::Value, &str)],
 ) -> Result<()> {
-    for (i, version) in ["v1alpha1", "v1"].into_iter().enumerate() {
+    check_class_in(client, kind, plural, &["v1alpha1", "v1"], valid, invalid).await
+}
+
+/// [`check_class`] for the served `versions` (the last one is used for the invalid objects).
+async fn check_class_in(
+    client: &kube::Client,
+    kind: &str,
+    plural: &str,
+    versions: &[&str],
+    valid: serde_json::Value,
+    invalid: &[(serde_json::Value, &str)],
+) -> Result<()> {
+    let last = versions.last().copied().context("a version")?;
+    for (i, version) in versions.iter().copied().enumerate() {
         let a = api(client, kind, plural, version);
         let obj = create(
             &a,
@@ -97,20 +119,17 @@ async fn check_class(
         .await
         .with_context(|| format!("valid {kind} {version}"))?;
         assert_eq!(obj.data["spec"], valid);
-        // Read back through the other version (conversion).
-        let other = api(
-            client,
-            kind,
-            plural,
-            if version == "v1" { "v1alpha1" } else { "v1" },
-        );
-        assert_eq!(other.get(&format!("ok-{i}")).await?.data["spec"], valid);
+        // Read back through the other versions (conversion).
+        for other in versions.iter().filter(|v| **v != version) {
+            let other = api(client, kind, plural, other);
+            assert_eq!(other.get(&format!("ok-{i}")).await?.data["spec"], valid);
+        }
     }
     for (n, (spec, field)) in invalid.iter().enumerate() {
-        let a = api(client, kind, plural, "v1");
+        let a = api(client, kind, plural, last);
         let err = create(
             &a,
-            serde_json::json!({"apiVersion": "deckhouse.io/v1", "kind": kind,
+            serde_json::json!({"apiVersion": format!("deckhouse.io/{last}"), "kind": kind,
                 "metadata": {"name": format!("bad-{n}")}, "spec": spec}),
         )
         .await
@@ -170,7 +189,14 @@ fn check_registration(
             "{:?} is served",
             data["instanceClassAPIVersion"]
         );
-        assert!(!data["machineClassKind"].is_empty(), "the MCM engine key");
+        let mcm = data.get("machineClassKind").is_some_and(|k| !k.is_empty());
+        let capi = CAPI_KEYS
+            .iter()
+            .all(|k| data.get(*k).is_some_and(|v| !v.is_empty()));
+        assert!(
+            mcm || capi,
+            "an engine: machineClassKind or every CAPI key: {data:?}"
+        );
         subtree = serde_json::from_str(&data[ty])?;
         assert!(subtree.is_object());
     }
@@ -260,6 +286,8 @@ async fn instance_classes_and_registration_secrets() -> Result<()> {
         "{err}"
     );
 
+    check_dvp(&admin).await?;
+
     let crd = install_crd(
         &admin,
         "charts/node-manager-aws/crds/awsinstanceclasses.yaml",
@@ -334,4 +362,83 @@ async fn instance_classes_and_registration_secrets() -> Result<()> {
             .await?;
     }
     Ok(())
+}
+
+/// DVPInstanceClass (v1alpha1 only; defaults filled) and the Cluster API registration.
+async fn check_dvp(admin: &kube::Client) -> Result<()> {
+    let crd = install_crd(
+        admin,
+        "charts/node-manager-dvp/crds/dvpinstanceclasses.yaml",
+    )
+    .await?;
+    assert_eq!(
+        crd.spec.names.categories,
+        Some(vec!["cloudinstanceclasses".to_owned()])
+    );
+    let full = serde_json::json!({
+        "virtualMachine": {"cpu": {"cores": 4, "coreFraction": "50%"}, "memory": {"size": "8Gi"},
+            "virtualMachineClassName": "generic", "bootloader": "BIOS", "runPolicy": "AlwaysOn",
+            "liveMigrationPolicy": "AlwaysSafe", "additionalLabels": {"team": "x"},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "gpus": [{"gpuClassName": "a100"}]},
+        "rootDisk": {"size": "50Gi", "storageClass": "linstor-thin-r1",
+                     "image": {"kind": "ClusterVirtualImage", "name": "ubuntu-24-04"}},
+        "etcdDisk": {"size": "10Gi", "storageClass": "linstor-thin-r1"},
+        "additionalDisks": [{"size": "100Gi"}]});
+    let vm = |extra: serde_json::Value| {
+        let mut spec = serde_json::json!({
+            "virtualMachine": {"cpu": {"cores": 2}, "memory": {"size": "4Gi"}, "virtualMachineClassName": "generic"},
+            "rootDisk": {"size": "20Gi", "image": {"kind": "VirtualImage", "name": "ubuntu"}}});
+        if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        spec
+    };
+    check_class_in(
+        admin,
+        "DVPInstanceClass",
+        "dvpinstanceclasses",
+        &["v1alpha1"],
+        full,
+        &[
+            (serde_json::json!({"virtualMachine": {"cpu": {"cores": 2}, "memory": {"size": "4Gi"}, "virtualMachineClassName": "g"}}), "spec.rootDisk"),
+            (vm(serde_json::json!({"virtualMachine": {"cpu": {"cores": 0}, "memory": {"size": "4Gi"}, "virtualMachineClassName": "g"}})), "spec.virtualMachine.cpu.cores"),
+            (vm(serde_json::json!({"virtualMachine": {"cpu": {"cores": 2, "coreFraction": "150%"}, "memory": {"size": "4Gi"}, "virtualMachineClassName": "g"}})), "spec.virtualMachine.cpu.coreFraction"),
+            (vm(serde_json::json!({"virtualMachine": {"cpu": {"cores": 2}, "memory": {"size": "4Gi"}, "virtualMachineClassName": "g", "bootloader": "UEFI"}})), "spec.virtualMachine.bootloader"),
+            (vm(serde_json::json!({"rootDisk": {"size": "lots", "image": {"kind": "VirtualImage", "name": "u"}}})), "spec.rootDisk.size"),
+            (vm(serde_json::json!({"rootDisk": {"size": "1Gi", "image": {"kind": "Snapshot", "name": "u"}}})), "spec.rootDisk.image.kind"),
+            (vm(serde_json::json!({"etcdDisk": {"size": "1Gi"}})), "spec.etcdDisk.storageClass"),
+        ],
+    )
+    .await?;
+    // Defaults, as Deckhouse's CRD sets them.
+    let defaulted = create(
+        &api(admin, "DVPInstanceClass", "dvpinstanceclasses", "v1alpha1"),
+        serde_json::json!({"apiVersion": "deckhouse.io/v1alpha1", "kind": "DVPInstanceClass",
+            "metadata": {"name": "defaults"}, "spec": vm(serde_json::json!({}))}),
+    )
+    .await?;
+    let vm_spec = &defaulted.data["spec"]["virtualMachine"];
+    assert_eq!(vm_spec["cpu"]["coreFraction"], "100%");
+    assert_eq!(vm_spec["bootloader"], "EFI");
+    assert_eq!(vm_spec["runPolicy"], "AlwaysOnUnlessStoppedManually");
+    assert_eq!(vm_spec["liveMigrationPolicy"], "PreferForced");
+
+    let rendered = helm_template(
+        "charts/node-manager-dvp",
+        &["additionalVMLabels.team=x", "sshPublicKey=ssh-ed25519 AAA"],
+    )
+    .map_err(anyhow::Error::msg)?;
+    let subtree = check_registration(&rendered, "dvp", "DVPInstanceClass", &["v1alpha1"])?;
+    assert_eq!(subtree["additionalVMLabels"]["team"], "x");
+    assert!(rendered.contains(&format!("zones: {}", base64_of(r#"["default"]"#))));
+    Ok(())
+}
+
+fn base64_of(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
 }

@@ -17,8 +17,22 @@ use stratus_testenv::{Identity, KubeCluster};
 const NAMESPACE: &str = "d8-cloud-provider-aws";
 const SA: &str = "cloud-data-discoverer";
 
-/// Every call of `crates/discoverer/src/outputs.rs`.
+/// Every call of `crates/discoverer/src/outputs.rs`, and the reviews of the secure metrics.
 const REQUIRED: &[Access] = &[
+    access(
+        "create",
+        "authentication.k8s.io",
+        "tokenreviews",
+        None,
+        "stratus-serving authn",
+    ),
+    access(
+        "create",
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        None,
+        "stratus-serving authz",
+    ),
     access("list", "", "persistentvolumes", None, "outputs.rs"),
     access(
         "get",
@@ -92,10 +106,9 @@ const FORBIDDEN: &[Access] = &[
         .named("d8-cloud-provider-discovery-data"),
 ];
 
-fn repo_file(rel: &str) -> String {
-    let path = stratus_testenv::repo_root().join(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+mod common;
+
+use common::repo_file;
 
 #[tokio::test]
 async fn shipped_rbac_is_least_privilege() -> Result<()> {

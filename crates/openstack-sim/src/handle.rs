@@ -258,6 +258,44 @@ impl SimHandle {
         }
     }
 
+    /// Adds `count` flavors `<prefix>-<n>` (n vCPUs mod 64 + 1, 1 GiB per vCPU, 10 GiB disk).
+    pub fn add_flavors(&self, prefix: &str, count: usize) {
+        let mut state = self.sim.state();
+        for n in 0..count {
+            let vcpus = (n % 64) as u32 + 1;
+            let id = format!("{prefix}-{n}");
+            state.flavors.push(model::Flavor {
+                id: id.clone(),
+                name: id,
+                vcpus,
+                ram: vcpus * 1024,
+                disk: 10,
+                ephemeral: 0,
+                extra_specs: serde_json::Map::new(),
+            });
+        }
+    }
+
+    /// Adds `count` public active Glance images `<prefix>-<n>` owned by the project.
+    pub fn add_images(&self, prefix: &str, count: usize) {
+        let mut state = self.sim.state();
+        let owner = state.default_project.clone();
+        let now = crate::util::iso_z(crate::util::now_secs());
+        for n in 0..count {
+            let id = crate::util::new_id();
+            state.images.insert(
+                id.clone(),
+                serde_json::json!({
+                    "id": id, "name": format!("{prefix}-{n}"), "status": "active",
+                    "visibility": "public", "owner": owner, "tags": [], "disk_format": "qcow2",
+                    "container_format": "bare", "min_disk": 0, "min_ram": 0, "size": 1_000_000,
+                    "created_at": now, "updated_at": now,
+                    "self": format!("/v2/images/{id}"), "schema": "/v2/schemas/image",
+                }),
+            );
+        }
+    }
+
     /// Number of servers, ports and floating IPs (for leak checks).
     pub fn resource_counts(&self) -> (usize, usize, usize) {
         let state = self.sim.state();

@@ -9,7 +9,7 @@ pub mod cloud_fixture;
 pub mod dvp_fixture;
 pub mod dvp_rbac;
 pub mod ec2_fixture;
-pub mod https;
+pub use stratus_testenv::https;
 pub mod kube_fixture;
 pub mod kubelet;
 pub mod lb_fixture;

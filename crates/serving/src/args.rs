@@ -87,6 +87,7 @@ impl ServingArgs {
                 allowed: self.authorization_webhook_cache_authorized_ttl,
                 denied: self.authorization_webhook_cache_unauthorized_ttl,
             },
+            access: crate::AccessRule::Path,
         })
     }
 

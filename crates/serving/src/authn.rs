@@ -17,7 +17,7 @@ use tokio::sync::Semaphore;
 use crate::ttl_cache::TtlCache;
 
 /// An authenticated user, as the API server names it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct User {
     /// User name.
     pub name: String,

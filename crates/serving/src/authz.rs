@@ -1,6 +1,8 @@
-//! Delegated authorization: whether a user may use a non-resource path (`get /metrics`) is asked
-//! of the Kubernetes API server (`authorization.k8s.io/v1` SubjectAccessReview); answers are
-//! remembered briefly, allowed and denied each for their own time.
+//! Delegated authorization: whether a user may use a non-resource path (`get /metrics`), or — as
+//! kube-rbac-proxy's `resourceAttributes` — a fixed resource (`get deployments/prometheus-metrics`
+//! of one Deployment), is asked of the Kubernetes API server (`authorization.k8s.io/v1`
+//! SubjectAccessReview); answers are remembered briefly, allowed and denied each for their own
+//! time.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -9,7 +11,8 @@ use tokio::time::Instant;
 
 use anyhow::Context;
 use k8s_openapi::api::authorization::v1::{
-    NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    SubjectAccessReviewStatus,
 };
 use kube::api::PostParams;
 use kube::Api;
@@ -36,19 +39,68 @@ pub struct DecisionTtls {
     pub denied: Duration,
 }
 
-/// The review asking whether `user` may `verb` the non-resource `path`.
-pub fn review_for(user: &User, path: &str, verb: &str) -> SubjectAccessReview {
+/// What a request is checked against.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum AccessRule {
+    /// The request's own path as a non-resource URL (the Kubernetes components' way).
+    #[default]
+    Path,
+    /// One resource for every path (kube-rbac-proxy's `resourceAttributes`).
+    Resource(ResourceRule),
+}
+
+/// The resource attributes every request is checked against; the verb comes from the request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct ResourceRule {
+    /// Namespace of the object.
+    pub namespace: String,
+    /// API group (`apps`).
+    pub group: String,
+    /// API version (`v1`).
+    pub version: String,
+    /// Resource (`deployments`).
+    pub resource: String,
+    /// Subresource (`prometheus-metrics`).
+    pub subresource: String,
+    /// Object name.
+    pub name: String,
+}
+
+/// The review asking whether `user` may `verb` the non-resource `path`, or the rule's resource.
+pub fn review_for(user: &User, path: &str, verb: &str, rule: &AccessRule) -> SubjectAccessReview {
+    let (non_resource_attributes, resource_attributes) = match rule {
+        AccessRule::Path => (
+            Some(NonResourceAttributes {
+                path: Some(path.to_string()),
+                verb: Some(verb.to_string()),
+            }),
+            None,
+        ),
+        AccessRule::Resource(r) => {
+            let some = |v: &str| Some(v.to_string()).filter(|v| !v.is_empty());
+            (
+                None,
+                Some(ResourceAttributes {
+                    namespace: some(&r.namespace),
+                    group: some(&r.group),
+                    version: some(&r.version),
+                    resource: some(&r.resource),
+                    subresource: some(&r.subresource),
+                    name: some(&r.name),
+                    verb: Some(verb.to_string()),
+                    ..ResourceAttributes::default()
+                }),
+            )
+        }
+    };
     SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
             user: Some(user.name.clone()),
             uid: Some(user.uid.clone()).filter(|u| !u.is_empty()),
             groups: Some(user.groups.clone()),
             extra: Some(user.extra.clone()).filter(|e| !e.is_empty()),
-            non_resource_attributes: Some(NonResourceAttributes {
-                path: Some(path.to_string()),
-                verb: Some(verb.to_string()),
-            }),
-            resource_attributes: None,
+            non_resource_attributes,
+            resource_attributes,
         },
         ..SubjectAccessReview::default()
     }
@@ -81,16 +133,23 @@ struct Key {
 /// Asks SubjectAccessReviews.
 pub struct Authorizer {
     api: Api<SubjectAccessReview>,
+    rule: AccessRule,
     ttls: DecisionTtls,
     cache: Mutex<TtlCache<Key, Decision>>,
     slots: Semaphore,
 }
 
 impl Authorizer {
-    /// An authorizer asking through `client`, caching for `ttls`.
+    /// An authorizer asking through `client` about paths, caching for `ttls`.
     pub fn new(client: kube::Client, ttls: DecisionTtls) -> Self {
+        Self::with_rule(client, ttls, AccessRule::Path)
+    }
+
+    /// An authorizer asking through `client` under `rule`, caching for `ttls`.
+    pub fn with_rule(client: kube::Client, ttls: DecisionTtls, rule: AccessRule) -> Self {
         Self {
             api: Api::all(client),
+            rule,
             ttls,
             cache: Mutex::new(TtlCache::new(CACHE_CAPACITY)),
             slots: Semaphore::new(CONCURRENT_REVIEWS),
@@ -99,6 +158,11 @@ impl Authorizer {
 
     /// Whether `user` may `verb` `path`. Errors are not remembered.
     pub async fn authorize(&self, user: &User, path: &str, verb: &str) -> anyhow::Result<Decision> {
+        // Under a resource rule every path asks the same question.
+        let path = match self.rule {
+            AccessRule::Path => path,
+            AccessRule::Resource(_) => "",
+        };
         let key = Key {
             user: user.name.clone(),
             uid: user.uid.clone(),
@@ -116,8 +180,10 @@ impl Authorizer {
         }
         let created = tokio::time::timeout(
             REVIEW_TIMEOUT,
-            self.api
-                .create(&PostParams::default(), &review_for(user, path, verb)),
+            self.api.create(
+                &PostParams::default(),
+                &review_for(user, path, verb, &self.rule),
+            ),
         )
         .await
         .context("SubjectAccessReview: no answer in time")?
@@ -153,7 +219,7 @@ mod tests {
             groups: vec!["system:authenticated".into()],
             extra: BTreeMap::from([("scopes".to_string(), vec!["a".to_string()])]),
         };
-        let spec = review_for(&user, "/metrics", "get").spec;
+        let spec = review_for(&user, "/metrics", "get", &AccessRule::Path).spec;
         assert_eq!(spec.user.as_deref(), Some("jane"));
         assert_eq!(spec.uid, None);
         assert_eq!(spec.groups, Some(vec!["system:authenticated".to_string()]));
@@ -162,6 +228,31 @@ mod tests {
         assert_eq!(attrs.path.as_deref(), Some("/metrics"));
         assert_eq!(attrs.verb.as_deref(), Some("get"));
         assert!(spec.resource_attributes.is_none());
+    }
+
+    #[test]
+    fn a_resource_rule_asks_about_the_resource_with_the_request_verb() {
+        let user = User {
+            name: "prometheus".into(),
+            ..User::default()
+        };
+        let rule = AccessRule::Resource(ResourceRule {
+            namespace: "d8-cloud-provider-aws".into(),
+            group: "apps".into(),
+            version: "v1".into(),
+            resource: "deployments".into(),
+            subresource: "prometheus-metrics".into(),
+            name: "cloud-data-discoverer".into(),
+        });
+        let spec = review_for(&user, "/metrics", "get", &rule).spec;
+        assert!(spec.non_resource_attributes.is_none());
+        let attrs = spec.resource_attributes.unwrap();
+        assert_eq!(attrs.namespace.as_deref(), Some("d8-cloud-provider-aws"));
+        assert_eq!(attrs.group.as_deref(), Some("apps"));
+        assert_eq!(attrs.resource.as_deref(), Some("deployments"));
+        assert_eq!(attrs.subresource.as_deref(), Some("prometheus-metrics"));
+        assert_eq!(attrs.name.as_deref(), Some("cloud-data-discoverer"));
+        assert_eq!(attrs.verb.as_deref(), Some("get"));
     }
 
     #[test]

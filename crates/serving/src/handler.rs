@@ -23,7 +23,7 @@ pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.
 /// What a path serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
-    /// `/healthz`, `/livez`: the process answers.
+    /// `/healthz`, `/livez`: the process answers and its liveness conditions hold.
     Alive,
     /// `/readyz`: the application's readiness conditions.
     Ready,
@@ -76,7 +76,15 @@ impl Handler {
             }
         }
         match Endpoint::of(path) {
-            Endpoint::Alive => text(StatusCode::OK, "ok"),
+            Endpoint::Alive => {
+                let report = self.readiness.liveness();
+                let status = if report.ready {
+                    StatusCode::OK
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                };
+                text(status, report.body)
+            }
             Endpoint::Ready => {
                 let verbose = request.uri().query().is_some_and(|q| {
                     q.split('&')

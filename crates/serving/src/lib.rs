@@ -16,7 +16,7 @@ pub mod tls;
 pub mod ttl_cache;
 
 pub use args::ServingArgs;
-pub use authz::DecisionTtls;
+pub use authz::{AccessRule, DecisionTtls, ResourceRule};
 pub use paths::{AlwaysAllow, DEFAULT_ALWAYS_ALLOW_PATHS};
 pub use readiness::{Readiness, ReadyFlag};
 pub use server::{ReviewClients, SecureServer, ServingConfig};

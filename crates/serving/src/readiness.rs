@@ -1,6 +1,7 @@
 //! Readiness: named conditions the application sets (e.g. "caches synced") and may unset again
 //! (e.g. "the watch broke"), reported by `/readyz` in the upstream format (`[+]name ok` /
-//! `[-]name failed: reason`).
+//! `[-]name failed: reason`); and liveness conditions, met until unset (e.g. "the cloud answered
+//! no retry"), reported the same way by `/healthz` and `/livez`.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +16,7 @@ pub struct Readiness {
 #[derive(Debug, Default)]
 struct Inner {
     checks: Mutex<Vec<Arc<Check>>>,
+    liveness: Mutex<Vec<Arc<Check>>>,
     shutting_down: AtomicBool,
 }
 
@@ -73,6 +75,39 @@ impl Readiness {
         ReadyFlag(check)
     }
 
+    /// Adds a liveness condition, met until its flag is unset.
+    pub fn add_liveness(&self, name: &str) -> ReadyFlag {
+        let check = Arc::new(Check {
+            name: name.to_string(),
+            reason: Mutex::new(String::new()),
+            done: AtomicBool::new(true),
+        });
+        lock(&self.inner.liveness).push(check.clone());
+        ReadyFlag(check)
+    }
+
+    /// What `/healthz` and `/livez` answer: `ok` while every liveness condition is met.
+    pub fn liveness(&self) -> Report {
+        let checks = lock(&self.inner.liveness).clone();
+        if checks.iter().all(|c| c.done.load(Ordering::Acquire)) {
+            return Report {
+                ready: true,
+                body: "ok".into(),
+            };
+        }
+        let mut body = String::from("[+]ping ok\n");
+        for c in &checks {
+            if c.done.load(Ordering::Acquire) {
+                let _ = writeln!(body, "[+]{} ok", c.name);
+            } else {
+                let reason = lock(&c.reason);
+                let _ = writeln!(body, "[-]{} failed: {reason}", c.name);
+            }
+        }
+        body.push_str("healthz check failed\n");
+        Report { ready: false, body }
+    }
+
     /// Whether any condition was added.
     pub fn has_conditions(&self) -> bool {
         !self.lock().is_empty()
@@ -117,8 +152,12 @@ impl Readiness {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Check>>> {
-        self.inner.checks.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.inner.checks)
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
@@ -156,6 +195,28 @@ mod tests {
         );
         assert!(r.report(true).body.contains("[+]instance-cache-sync ok"));
         assert!(r.report(true).body.ends_with("readyz check passed\n"));
+    }
+
+    #[test]
+    fn liveness_fails_while_a_liveness_condition_is_unset() {
+        let r = Readiness::default();
+        assert!(r.liveness().ready);
+        let cloud = r.add_liveness("cloud-discovery");
+        assert_eq!(r.liveness().body, "ok");
+        cloud.unset("DescribeInstanceTypes: retries exhausted");
+        let failed = r.liveness();
+        assert!(!failed.ready);
+        assert!(
+            failed
+                .body
+                .contains("[-]cloud-discovery failed: DescribeInstanceTypes: retries exhausted"),
+            "{}",
+            failed.body
+        );
+        // Liveness is not readiness.
+        assert!(r.report(false).ready);
+        cloud.set();
+        assert!(r.liveness().ready);
     }
 
     #[test]

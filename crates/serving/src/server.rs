@@ -17,7 +17,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::authn::TokenAuthenticator;
-use crate::authz::{Authorizer, DecisionTtls};
+use crate::authz::{AccessRule, Authorizer, DecisionTtls};
 use crate::handler::Handler;
 use crate::paths::AlwaysAllow;
 use crate::readiness::Readiness;
@@ -43,6 +43,8 @@ pub struct ServingConfig {
     pub token_ttl: Duration,
     /// `--authorization-webhook-cache-{authorized,unauthorized}-ttl`.
     pub decision_ttls: DecisionTtls,
+    /// What a request's access is checked against.
+    pub access: AccessRule,
 }
 
 /// The API server clients that review tokens and access (`--authentication-kubeconfig`,
@@ -83,7 +85,11 @@ impl SecureServer {
         let handler = Arc::new(Handler {
             always_allow: config.always_allow,
             authn: TokenAuthenticator::new(clients.authentication, config.token_ttl),
-            authz: Authorizer::new(clients.authorization, config.decision_ttls),
+            authz: Authorizer::with_rule(
+                clients.authorization,
+                config.decision_ttls,
+                config.access,
+            ),
             readiness: readiness.clone(),
             registry,
         });

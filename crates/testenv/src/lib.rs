@@ -25,6 +25,7 @@ pub mod cluster;
 pub mod dvp;
 pub mod env;
 pub mod faults;
+pub mod https;
 pub mod install;
 pub mod lifecycle;
 pub mod openstack_env;

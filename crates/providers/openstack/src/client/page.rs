@@ -1,4 +1,5 @@
-//! One page of a `*_links`-paged collection, read straight from the answer's bytes into typed
+//! One page of a `*_links`-paged collection (or of Glance's, whose top-level `next` is a relative
+//! link), read straight from the answer's bytes into typed
 //! items: only the collection and its links are kept, every other key (and every field the item
 //! type does not name) is skipped while parsing. A page of 1000 Nova servers is never held as a
 //! JSON tree, which is what kept a listing's peak memory several times the answer's size.
@@ -76,6 +77,10 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for PageSeed<'_, T> {
                     .into_iter()
                     .find(|l| l.rel == "next")
                     .and_then(|l| l.href.split_once('?').map(|(_, q)| q.to_owned()));
+            } else if key == "next" {
+                // Glance v2: `"next": "/v2/images?marker=…"`.
+                let href: Option<String> = map.next_value()?;
+                next_query = href.and_then(|h| h.split_once('?').map(|(_, q)| q.to_owned()));
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -123,6 +128,16 @@ mod tests {
         assert!(err.to_string().contains("no `servers`"), "{err}");
         assert!(parse_page::<Item>(br#"{"servers": [{"id": 1}]}"#, "servers").is_err());
         assert!(parse_page::<Item>(br#"{"servers": []} trailing"#, "servers").is_err());
+    }
+
+    #[test]
+    fn glance_pages_carry_a_relative_next_link() {
+        let body = br#"{"images": [{"id": "a"}], "first": "/v2/images", "next": "/v2/images?limit=1&marker=a", "schema": "/v2/schemas/images"}"#;
+        let page: Page<Item> = parse_page(body, "images").unwrap();
+        assert_eq!(page.next_query.as_deref(), Some("limit=1&marker=a"));
+        let last: Page<Item> =
+            parse_page(br#"{"images": [], "first": "/v2/images"}"#, "images").unwrap();
+        assert_eq!(last.next_query, None);
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! A minimal HTTPS client for the CCM's secure port: one GET per connection, optionally with a
-//! bearer token, trusting either any certificate (self-signed) or exactly one; it reports the
-//! certificate the server presented.
+//! A minimal HTTPS client for secure ports (the CCM's, the discoverer's): one GET per
+//! connection, optionally with a bearer token, trusting either any certificate (self-signed) or
+//! exactly one; it reports the certificate the server presented.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
