@@ -259,5 +259,36 @@ async fn aws_discoverer_on_moto_under_shipped_rbac() -> Result<()> {
         stratus_discoverer::http::answer(&registry, &health, "/healthz").status(),
         http::StatusCode::OK
     );
+
+    // EC2 refuses the credentials: each step fails at once (no retry can help), clearly.
+    env.set_aws_faults(&[Fault {
+        service: Some("ec2".into()),
+        action: None,
+        kind: FaultKind::AuthFailure,
+        rate: 1.0,
+    }])
+    .await?;
+    env.reset_aws_request_counts().await?;
+    let report = reconciler.run_once().await;
+    assert_eq!(
+        report.failed_steps,
+        vec!["instance_types", "disks_meta"],
+        "{report:?}"
+    );
+    assert!(
+        report.errors[0].contains("refused the credentials for DescribeInstanceTypes"),
+        "{report:?}"
+    );
+    let counts = env.aws_request_counts().await?;
+    assert_eq!(
+        (
+            counts.get("ec2:DescribeInstanceTypes"),
+            counts.get("ec2:DescribeVolumes")
+        ),
+        (Some(&1), Some(&1)),
+        "refused credentials are not retried: {counts:?}"
+    );
+    assert!(!health.is_ok());
+    env.set_aws_faults(&[]).await?;
     Ok(())
 }

@@ -4,7 +4,8 @@
 //! `deploy/dvp/parent-discoverer-rbac.yaml`): the document lists the parent's StorageClasses
 //! (its default marked) over the stored ones, orphaned VirtualDisks are this cluster's only, a
 //! second run writes nothing, a new parent StorageClass is published without waiting for the
-//! period, and an identity the parent refuses fails at once with a clear error.
+//! period, an unreachable parent is retried then turns `/healthz` 503 until it is back, and an
+//! identity the parent refuses fails at once with a clear error.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -124,7 +125,7 @@ fn lookup(
 
 #[tokio::test]
 async fn dvp_discoverer_on_a_parent_cluster_under_shipped_rbac() -> Result<()> {
-    let env = DvpEnv::start().await?;
+    let mut env = DvpEnv::start().await?;
     install(&env.tenant).await?;
     let tenant_admin = env.tenant.kube_client(Identity::Admin).await?;
     let parent = env.parent_admin().await?;
@@ -251,6 +252,27 @@ async fn dvp_discoverer_on_a_parent_cluster_under_shipped_rbac() -> Result<()> {
     let _ = stop.send(());
     looping.await?;
 
+    // The parent is unreachable: retried, then /healthz 503 and the last document kept; the
+    // next run after it is back succeeds.
+    let before = document(&tenant_admin).await?;
+    env.parent.stop_apiserver();
+    let report = reconciler.run_once().await;
+    assert_eq!(
+        report.failed_steps,
+        vec!["discovery_data", "disks_meta"],
+        "{report:?}"
+    );
+    assert!(!health.is_ok());
+    assert_eq!(
+        document(&tenant_admin).await?,
+        before,
+        "a failed run keeps the document"
+    );
+    env.parent.start_apiserver().await?;
+    let report = reconciler.run_once().await;
+    assert!(report.failed_steps.is_empty(), "{report:?}");
+    assert!(health.is_ok());
+
     // The tenant's own parent identity may not list StorageClasses: refused at once, clearly.
     let refused: Arc<dyn Discoverer> = Arc::new(dvp_backend(&lookup(&env.env_vars(), &[])).await?);
     let err = refused
@@ -260,7 +282,6 @@ async fn dvp_discoverer_on_a_parent_cluster_under_shipped_rbac() -> Result<()> {
     assert!(!err.is_retryable(), "{err}");
     assert!(err.to_string().contains("refused the credentials"), "{err}");
     assert!(err.to_string().contains("storageclasses"), "{err}");
-    assert!(health.is_ok());
     Ok(())
 }
 

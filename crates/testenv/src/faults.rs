@@ -1,5 +1,5 @@
 //! Fault injection for the proxy: per service and action, a share of requests is throttled,
-//! fails with a server error, is delayed, or has its connection dropped; and a per-second
+//! fails with a server error or refused credentials, is delayed, or has its connection dropped; and a per-second
 //! timeline of what the proxy saw, for charts. The error answers themselves are the protocol's.
 
 use std::collections::BTreeMap;
@@ -24,6 +24,8 @@ pub enum FaultKind {
     },
     /// The connection is closed without an answer; not forwarded.
     Drop,
+    /// The service refuses the request's credentials (EC2 `AuthFailure`, 401); not forwarded.
+    AuthFailure,
 }
 
 /// One rule: requests of `service` (signing name, e.g. `ec2`; `*` or absent: any) and `action`
@@ -117,7 +119,9 @@ impl Timeline {
         s.requests += 1;
         match fault {
             Some(FaultKind::Throttle) => s.throttled += 1,
-            Some(FaultKind::ServerError { .. } | FaultKind::Drop) => s.failed += 1,
+            Some(FaultKind::ServerError { .. } | FaultKind::Drop | FaultKind::AuthFailure) => {
+                s.failed += 1
+            }
             _ => {}
         }
         while self.seconds.len() > TIMELINE_SECONDS {

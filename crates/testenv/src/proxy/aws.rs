@@ -247,6 +247,16 @@ fn xml_error(service: &str, kind: &FaultKind) -> Option<(StatusCode, String)> {
         FaultKind::Throttle => (400, "Throttling", "Rate exceeded"),
         FaultKind::ServerError { status: 500 } => (500, "InternalError", "injected server error"),
         FaultKind::ServerError { status } => (*status, "ServiceUnavailable", "injected outage"),
+        FaultKind::AuthFailure if service == "ec2" => (
+            401,
+            "AuthFailure",
+            "AWS was not able to validate the provided access credentials",
+        ),
+        FaultKind::AuthFailure => (
+            403,
+            "InvalidClientTokenId",
+            "The security token included in the request is invalid.",
+        ),
         FaultKind::Latency { .. } | FaultKind::Drop => return None,
     };
     let body = if service == "ec2" {

@@ -121,12 +121,16 @@ impl Protocol for OpenStackProtocol {
                 StatusCode::from_u16(*status).ok()?,
                 "The server is currently unavailable (injected fault)",
             ),
+            FaultKind::AuthFailure => (
+                StatusCode::UNAUTHORIZED,
+                "The request you have made requires authentication (injected)",
+            ),
             FaultKind::Latency { .. } | FaultKind::Drop => return None,
         };
-        let kind_name = if status == StatusCode::TOO_MANY_REQUESTS {
-            "OverQuota"
-        } else {
-            "ServiceUnavailable"
+        let kind_name = match status {
+            StatusCode::TOO_MANY_REQUESTS => "OverQuota",
+            StatusCode::UNAUTHORIZED => "Unauthorized",
+            _ => "ServiceUnavailable",
         };
         let retry = (status == StatusCode::TOO_MANY_REQUESTS).then_some(RETRY_AFTER_SECONDS);
         let (content_type, body) = error_body(service_of(info), status, kind_name, message, retry);
