@@ -95,15 +95,7 @@ impl Readiness {
                 body: "ok".into(),
             };
         }
-        let mut body = String::from("[+]ping ok\n");
-        for c in &checks {
-            if c.done.load(Ordering::Acquire) {
-                let _ = writeln!(body, "[+]{} ok", c.name);
-            } else {
-                let reason = lock(&c.reason);
-                let _ = writeln!(body, "[-]{} failed: {reason}", c.name);
-            }
-        }
+        let mut body = check_lines(&checks);
         body.push_str("healthz check failed\n");
         Report { ready: false, body }
     }
@@ -129,15 +121,7 @@ impl Readiness {
                 body: "ok".into(),
             };
         }
-        let mut body = String::from("[+]ping ok\n");
-        for c in &checks {
-            if c.done.load(Ordering::Acquire) {
-                let _ = writeln!(body, "[+]{} ok", c.name);
-            } else {
-                let reason = c.reason.lock().unwrap_or_else(|e| e.into_inner());
-                let _ = writeln!(body, "[-]{} failed: {reason}", c.name);
-            }
-        }
+        let mut body = check_lines(&checks);
         if stopping {
             body.push_str("[-]shutdown failed: the process is shutting down\n");
         } else {
@@ -154,6 +138,19 @@ impl Readiness {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Check>>> {
         lock(&self.inner.checks)
     }
+}
+
+/// `[+]ping ok`, then `[+]name ok` or `[-]name failed: reason` per check (upstream's format).
+fn check_lines(checks: &[Arc<Check>]) -> String {
+    let mut body = String::from("[+]ping ok\n");
+    for c in checks {
+        if c.done.load(Ordering::Acquire) {
+            let _ = writeln!(body, "[+]{} ok", c.name);
+        } else {
+            let _ = writeln!(body, "[-]{} failed: {}", c.name, lock(&c.reason));
+        }
+    }
+    body
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
