@@ -3,6 +3,8 @@
 //! NodePorts, settings copied) selecting the target nodes' VMs by a per-LB label; the tenant
 //! ingress is written within a second of the parent Service getting one (a watch, not a poll);
 //! target changes move the labels; deleting the Service leaves no parent object and no label.
+//! Where the platform offers ServiceWithHealthchecks (its CRD, the ModuleConfig on, the shipped
+//! ClusterRole to read it), one of those stands in for the parent Service.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,7 +16,7 @@ use kube::Client;
 use stratus_dvp_api::VirtualMachine;
 use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::dvp_fixture::DvpFixture;
-use stratus_scenarios::dvp_rbac::parent_role_rules;
+use stratus_scenarios::dvp_rbac::{bind_parent_cluster_role, parent_role_rules};
 use stratus_scenarios::kube_fixture::{self, get_node, has_taint, UNINITIALIZED};
 use stratus_scenarios::{service_fixture, wait_for};
 use stratus_testenv::{DvpEnv, Identity};
@@ -330,4 +332,132 @@ async fn dvp_local_traffic_policy_targets_only_nodes_with_local_endpoints() {
         parent_svc.spec.unwrap().external_traffic_policy.as_deref(),
         Some("Local")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dvp_service_with_healthchecks_where_the_platform_offers_it() {
+    use kube::api::{ApiResource, DynamicObject, PostParams};
+    use kube::core::GroupVersionKind;
+    let env = DvpEnv::start().await.expect("DVP environment");
+    let admin = env.tenant.kube_client(Identity::Admin).await.unwrap();
+    kube_fixture::apply_rbac_manifest(&admin, &kube_fixture::repo_root().join("deploy/rbac.yaml"))
+        .await
+        .expect("apply RBAC");
+    let parent = env.parent_admin().await.unwrap();
+    // The platform's ServiceWithHealthchecks module is on.
+    let module_configs: Api<DynamicObject> = Api::all_with(
+        parent.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("deckhouse.io", "v1alpha1", "ModuleConfig"),
+            "moduleconfigs",
+        ),
+    );
+    let config: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleConfig",
+        "metadata": {"name": "service-with-healthchecks"}, "spec": {"enabled": true, "version": 1}}))
+    .unwrap();
+    module_configs
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap();
+    let fixture = DvpFixture::new(parent.clone(), env.namespace(), "swhc");
+    fixture.create_vm("vm-a", "node-a").await.unwrap();
+    fixture.running_ip("vm-a").await.unwrap();
+    kube_fixture::create_uninitialized_node(&admin, "node-a", &[], BTreeMap::new())
+        .await
+        .unwrap();
+    let account = "stratus-dvp-cloud-controller-manager";
+    let vars = env
+        .bound_account_env(account, parent_role_rules().unwrap())
+        .await
+        .expect("the shipped parent Role");
+    bind_parent_cluster_role(&parent, env.namespace(), account)
+        .await
+        .expect("the shipped parent ClusterRole");
+    let args: Vec<String> = [
+        "--cloud-provider=dvp",
+        "--controllers=cloud-node,cloud-node-lifecycle,service",
+        "--node-monitor-period=500ms",
+        "--leader-elect-lease-duration=2s",
+        "--leader-elect-renew-deadline=1500ms",
+        "--leader-elect-retry-period=500ms",
+        "--v=4",
+    ]
+    .map(String::from)
+    .to_vec();
+    let ccm = CcmProcess::start_on(&ccm_binary(), &env.tenant, vars, &args).expect("start ccm");
+    node_ready(&admin, "node-a", &ccm).await;
+
+    let svc = service_fixture::create_lb_service(&admin, "default", "hc", &[80], BTreeMap::new())
+        .await
+        .unwrap();
+    let uid = svc.metadata.uid.clone().unwrap();
+    let node_port = svc.spec.as_ref().unwrap().ports.as_ref().unwrap()[0]
+        .node_port
+        .unwrap();
+    let lb_name: String = std::iter::once('a')
+        .chain(uid.chars().filter(char::is_ascii_alphanumeric))
+        .take(32)
+        .collect();
+    let swhcs: Api<DynamicObject> = Api::namespaced_with(
+        parent.clone(),
+        env.namespace(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(
+                "network.deckhouse.io",
+                "v1alpha1",
+                "ServiceWithHealthchecks",
+            ),
+            "servicewithhealthchecks",
+        ),
+    );
+    let parent_services = Api::<Service>::namespaced(parent.clone(), env.namespace());
+    let tenant_services = Api::<Service>::namespaced(admin.clone(), "default");
+
+    // A ServiceWithHealthchecks, not a Service of ours: the platform makes the Service.
+    let swhc = wait_for("the ServiceWithHealthchecks", WAIT, || async {
+        Ok(swhcs.get_opt(&lb_name).await?)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+    let spec = &swhc.data["spec"];
+    assert_eq!(spec["type"], "LoadBalancer");
+    assert_eq!(spec["ports"][0]["targetPort"], node_port);
+    assert_eq!(
+        spec["healthcheck"]["probes"][0]["tcp"]["targetPort"],
+        node_port
+    );
+    assert_eq!(
+        spec["selector"][format!("dvp.deckhouse.io/{lb_name}")],
+        "loadbalancer"
+    );
+    let ip = wait_for(
+        "the tenant ingress from the ServiceWithHealthchecks",
+        WAIT,
+        || async { Ok(tenant_ingress(&tenant_services.get("hc").await?)) },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+    let child = parent_services.get(&lb_name).await.unwrap();
+    assert_eq!(tenant_ingress(&child), Some(ip));
+    let owners = child.metadata.owner_references.unwrap_or_default();
+    assert!(
+        owners.iter().any(|o| o.kind == "ServiceWithHealthchecks"),
+        "the parent Service is the platform's, owned by the ServiceWithHealthchecks: {owners:?}"
+    );
+
+    // Deleting the Service removes the ServiceWithHealthchecks, its Service and the labels.
+    service_fixture::delete_service(&admin, "default", "hc")
+        .await
+        .unwrap();
+    let vms = Api::<VirtualMachine>::namespaced(parent.clone(), env.namespace());
+    let label_key = format!("dvp.deckhouse.io/{lb_name}");
+    wait_for("nothing left in the parent", WAIT, || async {
+        let gone = swhcs.get_opt(&lb_name).await?.is_none()
+            && parent_services.get_opt(&lb_name).await?.is_none();
+        let all = vms.list(&ListParams::default()).await?.items;
+        Ok((gone && labelled_with(&all, &label_key).is_empty()).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
 }

@@ -1,15 +1,19 @@
-//! Least privilege of the DVP CCM in the parent cluster: the shipped Role
-//! (`deploy/dvp/parent-rbac.yaml`) allows every call the provider makes in the tenant namespace,
-//! none of what it must never do, and removing any verb denies a call the code makes. (The
+//! Least privilege of the DVP CCM in the parent cluster: the shipped Role and ClusterRole
+//! (`deploy/dvp/parent-rbac.yaml`) allow every call the provider makes (in the tenant namespace,
+//! and reading one ModuleConfig), none of what it must never do, and removing any verb denies a
+//! call the code makes. (The
 //! integration tests in `dvp_nodes.rs` and `dvp_lb.rs` run the CCM under this same Role.)
 
-use stratus_scenarios::dvp_rbac::parent_role_rules;
+use stratus_scenarios::dvp_rbac::{
+    bind_parent_cluster_role, parent_cluster_role_rules, parent_role_rules,
+};
 use stratus_testenv::dvp::TENANT_NAMESPACE;
 use stratus_testenv::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
 use stratus_testenv::DvpEnv;
 
 const NS: Option<&str> = Some(TENANT_NAMESPACE);
 const VIRT: &str = "virtualization.deckhouse.io";
+const NET: &str = "network.deckhouse.io";
 
 /// Every parent call of the provider (crates/providers/dvp).
 const REQUIRED: &[Access] = &[
@@ -63,6 +67,56 @@ const REQUIRED: &[Access] = &[
         "lb/mod.rs: the ingress watch lists",
     ),
     access("watch", "", "services", NS, "lb/mod.rs: the ingress watch"),
+    access(
+        "get",
+        "",
+        "services",
+        NS,
+        "lb/mod.rs: a plain Service before a ServiceWithHealthchecks replaces it",
+    ),
+    access(
+        "patch",
+        NET,
+        "servicewithhealthchecks",
+        NS,
+        "lb/mod.rs: server-side apply of the ServiceWithHealthchecks",
+    ),
+    access(
+        "create",
+        NET,
+        "servicewithhealthchecks",
+        NS,
+        "lb/mod.rs: an apply that creates it",
+    ),
+    access(
+        "list",
+        NET,
+        "servicewithhealthchecks",
+        NS,
+        "lb/mod.rs: the ServiceWithHealthchecks ingress watch lists",
+    ),
+    access(
+        "watch",
+        NET,
+        "servicewithhealthchecks",
+        NS,
+        "lb/mod.rs: the ServiceWithHealthchecks ingress watch",
+    ),
+    access(
+        "delete",
+        NET,
+        "servicewithhealthchecks",
+        NS,
+        "lb/mod.rs: the tenant Service was deleted",
+    ),
+    access(
+        "get",
+        "deckhouse.io",
+        "moduleconfigs",
+        None,
+        "lb/swhc.rs: whether the platform's ServiceWithHealthchecks controller is on",
+    )
+    .named("service-with-healthchecks"),
     access(
         "delete",
         "",
@@ -119,6 +173,21 @@ const FORBIDDEN: &[Access] = &[
     ),
     access("list", VIRT, "virtualmachines", None, "never cluster-wide"),
     access(
+        "get",
+        "deckhouse.io",
+        "moduleconfigs",
+        None,
+        "only the one ModuleConfig",
+    )
+    .named("virtualization"),
+    access(
+        "list",
+        "deckhouse.io",
+        "moduleconfigs",
+        None,
+        "only the one ModuleConfig",
+    ),
+    access(
         "patch",
         "",
         "services",
@@ -136,10 +205,13 @@ async fn dvp_parent_role_is_least_privilege() {
         .await
         .expect("bind the shipped Role");
     let admin = env.parent_admin().await.unwrap();
+    bind_parent_cluster_role(&admin, TENANT_NAMESPACE, account)
+        .await
+        .expect("bind the shipped ClusterRole");
     LeastPrivilege {
         who: Who::service_account(TENANT_NAMESPACE, account),
         rbac: ShippedRbac {
-            cluster: Vec::new(),
+            cluster: parent_cluster_role_rules().unwrap(),
             namespaced: rules,
             namespace: TENANT_NAMESPACE.into(),
         },

@@ -1,6 +1,6 @@
 //! The DVP test environment: a tenant cluster and a parent "virtualization" cluster (two real
 //! kube-apiservers), the parent carrying the `virtualization.deckhouse.io` CRDs generated from the
-//! platform's Go module and the ServiceWithHealthchecks CRD, a tenant namespace with a
+//! platform's Go module, the ServiceWithHealthchecks and ModuleConfig CRDs, a tenant namespace with a
 //! namespace-bound ServiceAccount (the tenant's kubeconfig, as Deckhouse hands it to the DVP
 //! components), and the platform simulator playing the virtualization controllers.
 
@@ -17,7 +17,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::tools::{swhc_crd, virtualization_crds};
+use crate::tools::{module_config_crd, swhc_crd, virtualization_crds};
 use crate::{Identity, KubeCluster};
 
 pub use sim::{Knobs, PlatformSim};
@@ -51,7 +51,9 @@ impl DvpEnv {
         let admin = parent.kube_client(Identity::Admin).await?;
         virtualization_crds::install_virtualization_crds(&admin, &crds).await?;
         swhc_crd::install(&admin).await?;
+        module_config_crd::install(&admin).await?;
         wait_established(&admin, swhc_crd::NAME).await?;
+        wait_established(&admin, module_config_crd::NAME).await?;
         let token = tenant::create_tenant(&admin, TENANT_NAMESPACE, TENANT_ACCOUNT).await?;
         let tenant_kubeconfig =
             tenant::kubeconfig_yaml(parent.apiserver_url(), &token, TENANT_NAMESPACE);

@@ -2,8 +2,9 @@
 //! virtualization platform's part for one tenant namespace. VirtualMachines go Pending →
 //! Starting → Running (an IP address, the node, the spec's block devices attached) and Stopping →
 //! Stopped when `runPolicy` says off; VirtualDisks become Ready with their size as capacity;
-//! VMBDAs become Attached; LoadBalancer Services get an ingress IP. Delays and faults are
-//! [`Knobs`], changed while it runs.
+//! VMBDAs become Attached; LoadBalancer Services get an ingress IP; a ServiceWithHealthchecks
+//! gets its Service (owned by it, the same name and spec) and reports that Service's ingress.
+//! Delays and faults are [`Knobs`], changed while it runs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -11,8 +12,10 @@ use std::time::Duration;
 
 use futures::channel::mpsc::{unbounded, UnboundedSender};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -218,11 +221,21 @@ impl PlatformSim {
         .run(reconcile_disk, error_policy, ctx.clone())
         .for_each(|_| async {});
         let attachments = Controller::new(
-            Api::<VirtualMachineBlockDeviceAttachment>::namespaced(admin, namespace),
+            Api::<VirtualMachineBlockDeviceAttachment>::namespaced(admin.clone(), namespace),
             config(),
         )
         .reconcile_all_on(nudge())
-        .run(reconcile_attachment, error_policy, ctx)
+        .run(reconcile_attachment, error_policy, ctx.clone())
+        .for_each(|_| async {});
+        let swhc = swhc_resource();
+        let swhcs = Controller::new_with(
+            Api::<DynamicObject>::namespaced_with(admin.clone(), namespace, &swhc),
+            config(),
+            swhc,
+        )
+        .owns(Api::<Service>::namespaced(admin, namespace), config())
+        .reconcile_all_on(nudge())
+        .run(reconcile_swhc, error_policy, ctx)
         .for_each(|_| async {});
         PlatformSim {
             knobs,
@@ -232,6 +245,7 @@ impl PlatformSim {
                 tokio::spawn(services),
                 tokio::spawn(disks),
                 tokio::spawn(attachments),
+                tokio::spawn(swhcs),
             ],
         }
     }
@@ -336,6 +350,73 @@ async fn reconcile_service(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, S
     Api::<Service>::namespaced(ctx.client.clone(), &ctx.namespace)
         .patch_status(&name, &status_params(), &Patch::Merge(&status))
         .await?;
+    Ok(Action::await_change())
+}
+
+fn swhc_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "network.deckhouse.io",
+            "v1alpha1",
+            "ServiceWithHealthchecks",
+        ),
+        "servicewithhealthchecks",
+    )
+}
+
+/// A ServiceWithHealthchecks of type LoadBalancer: its Service (same name, owned by it, its spec
+/// without the health check), and that Service's ingress in its status.
+async fn reconcile_swhc(swhc: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
+    let mut spec = swhc.data["spec"].clone();
+    if swhc.metadata.deletion_timestamp.is_some() || spec["type"] != "LoadBalancer" {
+        return Ok(Action::await_change());
+    }
+    if let Some(map) = spec.as_object_mut() {
+        map.remove("healthcheck");
+    }
+    let name = swhc.metadata.name.clone().unwrap_or_default();
+    let service = Service {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(ctx.namespace.clone()),
+            labels: swhc.metadata.labels.clone(),
+            annotations: swhc.metadata.annotations.clone(),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "network.deckhouse.io/v1alpha1".into(),
+                kind: "ServiceWithHealthchecks".into(),
+                name: name.clone(),
+                uid: swhc.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: serde_json::from_value::<ServiceSpec>(spec).ok(),
+        status: None,
+    };
+    let applied = Api::<Service>::namespaced(ctx.client.clone(), &ctx.namespace)
+        .patch(
+            &name,
+            &PatchParams::apply("stratus-platform-sim").force(),
+            &Patch::Apply(&service),
+        )
+        .await?;
+    let ingress = applied
+        .status
+        .and_then(|s| s.load_balancer)
+        .filter(|lb| lb.ingress.as_ref().is_some_and(|i| !i.is_empty()));
+    if let Some(lb) = ingress {
+        if swhc.data["status"]["loadBalancer"] != serde_json::to_value(&lb).unwrap_or_default() {
+            let status = json!({"status": {"loadBalancer": lb}});
+            Api::<DynamicObject>::namespaced_with(
+                ctx.client.clone(),
+                &ctx.namespace,
+                &swhc_resource(),
+            )
+            .patch_status(&name, &status_params(), &Patch::Merge(&status))
+            .await?;
+        }
+    }
     Ok(Action::await_change())
 }
 

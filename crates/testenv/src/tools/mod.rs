@@ -12,6 +12,7 @@ pub mod helm;
 pub mod keystone;
 pub mod kube_controller_manager;
 pub mod kubernetes;
+pub mod module_config_crd;
 pub mod moto;
 pub mod opentofu;
 pub mod swhc_crd;

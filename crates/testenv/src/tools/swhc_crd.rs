@@ -193,13 +193,22 @@ pub fn crd() -> Result<CustomResourceDefinition> {
 
 /// Applies the CRD (server-side apply); the caller waits for it to be established.
 pub async fn install(client: &kube::Client) -> Result<()> {
+    apply_crd(client, NAME, &crd()?).await
+}
+
+/// Server-side applies `crd` named `name` as the test environment.
+pub async fn apply_crd(
+    client: &kube::Client,
+    name: &str,
+    crd: &CustomResourceDefinition,
+) -> Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     api.patch(
-        NAME,
+        name,
         &PatchParams::apply("stratus-testenv").force(),
-        &Patch::Apply(&crd()?),
+        &Patch::Apply(crd),
     )
     .await
-    .with_context(|| format!("applying CRD {NAME}"))?;
+    .with_context(|| format!("applying CRD {name}"))?;
     Ok(())
 }

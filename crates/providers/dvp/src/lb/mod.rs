@@ -1,11 +1,13 @@
 //! Load balancers for DVP: each tenant LoadBalancer Service becomes a LoadBalancer Service in the
-//! parent namespace (see [`spec`]) selecting the VMs of the target nodes by a per-LB label the
-//! provider puts on them. The parent's own load-balancer implementation gives that Service an
-//! address; a watch of the managed parent Services asks the service controller to sync the
-//! tenant Service the moment it does (no polling, no worker waiting).
+//! parent namespace (see [`spec`]) — or, where the platform offers it, a ServiceWithHealthchecks
+//! (see [`swhc`]) whose controller makes that Service — selecting the VMs of the target nodes by
+//! a per-LB label the provider puts on them. The parent's own load-balancer implementation gives
+//! the Service an address; watches of the managed parent objects ask the service controller to
+//! sync the tenant Service the moment it does (no polling, no worker waiting).
 
 pub mod health;
 pub mod spec;
+pub mod swhc;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -14,8 +16,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use serde_json::json;
@@ -39,23 +42,38 @@ const INGRESS_RETRY: Duration = Duration::from_secs(30);
 /// The DVP load-balancer capability.
 pub struct DvpLoadBalancers {
     services: Api<Service>,
+    swhcs: Api<DynamicObject>,
     vms: Api<VirtualMachine>,
     view: Arc<VmView>,
     metrics: DvpMetrics,
     resync: ResyncRequests,
-    task: tokio::task::JoinHandle<()>,
+    swhc: swhc::Capability,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    swhc_watched: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for DvpLoadBalancers {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in self.tasks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            task.abort();
+        }
     }
 }
 
 fn ingress_of(svc: &Service) -> Vec<Ingress> {
-    svc.status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
+    ingress_in(svc.status.as_ref().and_then(|s| s.load_balancer.as_ref()))
+}
+
+/// The ingress a ServiceWithHealthchecks reports (`status.loadBalancer`, as a Service's).
+fn swhc_ingress_of(object: &DynamicObject) -> Vec<Ingress> {
+    let status =
+        serde_json::from_value::<LoadBalancerStatus>(object.data["status"]["loadBalancer"].clone())
+            .ok();
+    ingress_in(status.as_ref())
+}
+
+fn ingress_in(status: Option<&LoadBalancerStatus>) -> Vec<Ingress> {
+    status
         .and_then(|lb| lb.ingress.as_ref())
         .map(|list| {
             list.iter()
@@ -79,15 +97,97 @@ impl DvpLoadBalancers {
     ) -> Arc<DvpLoadBalancers> {
         let services = Api::<Service>::namespaced(client.clone(), namespace);
         let resync = ResyncRequests::default();
-        let task = tokio::spawn(watch_ingress(services.clone(), resync.clone()));
+        let task = tokio::spawn(watch_ingress(
+            services.clone(),
+            resync.clone(),
+            ingress_of,
+            |svc: &Service| &svc.metadata,
+        ));
         Arc::new(DvpLoadBalancers {
             services,
-            vms: Api::namespaced(client, namespace),
+            swhcs: Api::namespaced_with(client.clone(), namespace, &swhc::resource()),
+            vms: Api::namespaced(client.clone(), namespace),
             view,
             metrics,
             resync,
-            task,
+            swhc: swhc::Capability::new(client),
+            tasks: Mutex::new(vec![task]),
+            swhc_watched: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Starts the watch of the managed ServiceWithHealthchecks objects (once).
+    fn watch_swhc(&self) {
+        if self
+            .swhc_watched
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let task = tokio::spawn(watch_ingress(
+            self.swhcs.clone(),
+            self.resync.clone(),
+            swhc_ingress_of,
+            |o: &DynamicObject| &o.metadata,
+        ));
+        self.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task);
+    }
+
+    /// Applies the ServiceWithHealthchecks standing in for `desired`; a plain parent Service of
+    /// ours from before (not one the platform made for a ServiceWithHealthchecks) goes first.
+    async fn ensure_swhc(
+        &self,
+        name: &str,
+        desired: &Service,
+        request: &LoadBalancerRequest,
+    ) -> Result<Vec<Ingress>, CloudError> {
+        self.watch_swhc();
+        let existing = self
+            .services
+            .get_opt(name)
+            .await
+            .map_err(|e| unavailable("get parent Service", &e))?;
+        let ours_plain = existing.is_some_and(|svc| {
+            !svc.metadata
+                .owner_references
+                .unwrap_or_default()
+                .iter()
+                .any(|o| o.kind == swhc::KIND)
+        });
+        if ours_plain {
+            self.delete_service(name).await?;
+        }
+        let applied = self
+            .swhcs
+            .patch(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&swhc::object(desired, request)),
+            )
+            .await
+            .map_err(|e| {
+                self.metrics.request("apply_swhc", "error");
+                unavailable("apply parent ServiceWithHealthchecks", &e)
+            })?;
+        self.metrics.request("apply_swhc", "ok");
+        Ok(swhc_ingress_of(&applied))
+    }
+
+    async fn delete_service(&self, name: &str) -> Result<(), CloudError> {
+        match self.services.delete(name, &DeleteParams::default()).await {
+            Ok(_) => self.metrics.request("delete_service", "ok"),
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                self.metrics.request("delete_service", "not_found")
+            }
+            Err(e) => {
+                self.metrics.request("delete_service", "error");
+                return Err(unavailable("delete parent Service", &e));
+            }
+        }
+        Ok(())
     }
 
     /// The VM names behind `nodes` (by providerID, else by the hostname label).
@@ -180,29 +280,36 @@ impl DvpLoadBalancers {
     }
 }
 
-/// Follows the managed parent Services; asks for a re-sync of the tenant Service whenever a
-/// parent Service's ingress changes.
-async fn watch_ingress(services: Api<Service>, resync: ResyncRequests) {
+/// Follows the managed parent objects (Services, or ServiceWithHealthchecks); asks for a re-sync
+/// of the tenant Service whenever one's ingress changes.
+async fn watch_ingress<K>(
+    objects: Api<K>,
+    resync: ResyncRequests,
+    ingress_of: fn(&K) -> Vec<Ingress>,
+    meta: fn(&K) -> &ObjectMeta,
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
     let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
     let seen: Mutex<HashMap<String, Vec<Ingress>>> = Mutex::new(HashMap::new());
-    watcher::watcher(services, config)
+    watcher::watcher(objects, config)
         .default_backoff()
         .for_each(|event| {
             let applied = match event {
                 Ok(Event::Apply(svc) | Event::InitApply(svc)) => Some(svc),
                 Ok(_) => None,
                 Err(error) => {
-                    tracing::warn!(%error, "DVP parent Service watch failed; retrying");
+                    tracing::warn!(%error, "DVP parent load-balancer watch failed; retrying");
                     None
                 }
             };
-            if let Some(svc) = applied {
-                let name = svc.metadata.name.clone().unwrap_or_default();
-                let ingress = ingress_of(&svc);
+            if let Some(object) = applied {
+                let name = meta(&object).name.clone().unwrap_or_default();
+                let ingress = ingress_of(&object);
                 let changed = seen.lock().expect("seen lock").insert(name, ingress.clone())
                     != Some(ingress.clone());
                 if changed && !ingress.is_empty() {
-                    if let Some(key) = tenant_service(&svc) {
+                    if let Some(key) = tenant_service(meta(&object)) {
                         tracing::debug!(service = %format!("{}/{}", key.namespace, key.name), "parent load balancer address changed; re-syncing");
                         resync.request(key);
                     }
@@ -218,21 +325,25 @@ impl LoadBalancer for DvpLoadBalancers {
     async fn ensure(&self, request: &LoadBalancerRequest) -> Result<Vec<Ingress>, CloudError> {
         let desired = parent_service(request, self.services.namespace().unwrap_or_default());
         let name = parent_name(&request.service);
-        let applied = self
-            .services
-            .patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&desired),
-            )
-            .await
-            .map_err(|e| {
-                self.metrics.request("apply_service", "error");
-                unavailable("apply parent Service", &e)
-            })?;
-        self.metrics.request("apply_service", "ok");
+        let ingress = if self.swhc.enabled().await {
+            self.ensure_swhc(&name, &desired, request).await?
+        } else {
+            let applied = self
+                .services
+                .patch(
+                    &name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&desired),
+                )
+                .await
+                .map_err(|e| {
+                    self.metrics.request("apply_service", "error");
+                    unavailable("apply parent Service", &e)
+                })?;
+            self.metrics.request("apply_service", "ok");
+            ingress_of(&applied)
+        };
         self.sync_labels(&name, request).await?;
-        let ingress = ingress_of(&applied);
         if ingress.is_empty() {
             return Err(CloudError::Pending {
                 what: format!("the address of parent Service {name}"),
@@ -249,16 +360,17 @@ impl LoadBalancer for DvpLoadBalancers {
 
     async fn ensure_deleted(&self, _: &str, service: &ServiceRef) -> Result<(), CloudError> {
         let name = parent_name(service);
-        match self.services.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => self.metrics.request("delete_service", "ok"),
-            Err(kube::Error::Api(status)) if status.code == 404 => {
-                self.metrics.request("delete_service", "not_found")
-            }
+        // A ServiceWithHealthchecks, if the platform has the kind (404 also when it has not),
+        // then the Service (ours, or the one made for the ServiceWithHealthchecks).
+        match self.swhcs.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => self.metrics.request("delete_swhc", "ok"),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(e) => {
-                self.metrics.request("delete_service", "error");
-                return Err(unavailable("delete parent Service", &e));
+                self.metrics.request("delete_swhc", "error");
+                return Err(unavailable("delete parent ServiceWithHealthchecks", &e));
             }
         }
+        self.delete_service(&name).await?;
         // Deleting is rare: ask the parent (not the cache) which VMs still carry the label.
         let key = lb_selector_key(&name);
         let labelled = self

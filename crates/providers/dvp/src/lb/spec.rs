@@ -89,10 +89,10 @@ pub fn parent_service(request: &LoadBalancerRequest, namespace: &str) -> Service
     }
 }
 
-/// The tenant Service a parent Service serves, from its annotation.
-pub fn tenant_service(parent: &Service) -> Option<ServiceKey> {
+/// The tenant Service a parent object (Service or ServiceWithHealthchecks) serves, from its
+/// annotation.
+pub fn tenant_service(parent: &ObjectMeta) -> Option<ServiceKey> {
     let value = parent
-        .metadata
         .annotations
         .as_ref()?
         .get(TENANT_SERVICE_ANNOTATION)?;
@@ -206,7 +206,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            tenant_service(&svc),
+            tenant_service(&svc.metadata),
             Some(ServiceKey {
                 namespace: "web".into(),
                 name: "front".into()
