@@ -256,6 +256,8 @@ impl ControllerBackend for CinderController {
             .filter(|c| !c.is_empty())
             .map(|c| (CLUSTER_KEY, c));
         let mut all = self.api.volumes(filter).await?;
+        // A volume being deleted is gone as far as the CO is concerned.
+        all.retain(|v| v.status != "deleting");
         all.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(all.iter().map(|v| self.to_volume(v)).collect())
     }
