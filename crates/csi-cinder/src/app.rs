@@ -23,6 +23,7 @@ use stratus_openstack::config::{BlockStorageConfig, OpenStackConfig};
 use crate::cinder::CinderApi;
 use crate::controller::{CinderController, CinderOptions};
 use crate::devices::VirtioDevices;
+use crate::metadata;
 use crate::node::{CinderNode, DEFAULT_ATTACH_LIMIT};
 use crate::DRIVER_NAME;
 
@@ -44,10 +45,10 @@ pub struct Options {
     /// The cluster's identifier, written as `cinder.csi.openstack.org/cluster` on volumes.
     #[arg(long, default_value = "")]
     pub cluster: String,
-    /// The node's ID (its Nova server UUID).
+    /// The node's ID (its Nova server UUID; read from the metadata service when not given).
     #[arg(long = "nodeid", env = "CSI_NODE_ID")]
     pub node_id: Option<String>,
-    /// The node's availability zone.
+    /// The node's availability zone (read from the metadata service when not given).
     #[arg(long = "availability-zone", env = "CSI_NODE_ZONE")]
     pub availability_zone: Option<String>,
     /// Address of `/metrics` and `/healthz` (e.g. `0.0.0.0:9809`); off when empty.
@@ -87,6 +88,9 @@ pub enum AppError {
     /// The cloud config is wrong (every problem listed).
     #[error("invalid cloud config: {0}")]
     Config(String),
+    /// The metadata service could not name the node.
+    #[error("node metadata: {0}")]
+    Metadata(String),
     /// Serving failed.
     #[error(transparent)]
     Serve(#[from] stratus_csi::server::ServeError),
@@ -151,14 +155,20 @@ pub async fn run(
         services.controller = Some(Arc::new(controller));
     }
     if opts.provide_node {
-        let node_id = opts.node_id.clone().ok_or_else(|| {
-            AppError::Flag("--nodeid (or CSI_NODE_ID) is required for the node service".into())
-        })?;
-        let zone = opts.availability_zone.clone().ok_or_else(|| {
-            AppError::Flag(
-                "--availability-zone (or CSI_NODE_ZONE) is required for the node service".into(),
-            )
-        })?;
+        let (node_id, zone) = match (&opts.node_id, &opts.availability_zone) {
+            (Some(id), Some(zone)) => (id.clone(), zone.clone()),
+            (id, zone) => {
+                let http = HttpClient::new(&config.global.tls, config.metadata.request_timeout)
+                    .map_err(|e| AppError::Config(format!("[Global] {e}")))?;
+                let m = metadata::fetch(&http, metadata::METADATA_URL)
+                    .await
+                    .map_err(AppError::Metadata)?;
+                (
+                    id.clone().unwrap_or(m.uuid),
+                    zone.clone().unwrap_or(m.availability_zone),
+                )
+            }
+        };
         let finder: Arc<dyn DeviceFinder> = match &opts.loop_devices_dir {
             Some(dir) => Arc::new(LoopDevices::new(dir.clone(), opts.loop_device_size)),
             None => Arc::new(VirtioDevices::new(config.block_storage.rescan_on_resize)),

@@ -11,6 +11,7 @@ pub mod app;
 pub mod cinder;
 pub mod controller;
 pub mod devices;
+pub mod metadata;
 pub mod node;
 pub mod params;
 

@@ -29,12 +29,22 @@ pub fn node_server(env: &OpenStackEnv, name: &str) -> Result<String> {
     ids.into_iter().next().context("no server made")
 }
 
-/// Starts the driver with its socket, log and loop devices in `dir`; returns the child once
-/// its socket exists.
+/// Starts the driver (controller and node) with its socket, log and loop devices in `dir`;
+/// returns the child once its socket exists.
 pub async fn start_driver(
     env: &OpenStackEnv,
     dir: &Path,
     node_id: &str,
+) -> Result<(Child, PathBuf)> {
+    start_driver_with(env, dir, node_id, &[]).await
+}
+
+/// [`start_driver`] with `extra` flags (e.g. `--provide-node-service=false`).
+pub async fn start_driver_with(
+    env: &OpenStackEnv,
+    dir: &Path,
+    node_id: &str,
+    extra: &[&str],
 ) -> Result<(Child, PathBuf)> {
     let socket = dir.join("csi.sock");
     let _ = std::fs::remove_file(&socket);
@@ -54,6 +64,7 @@ pub async fn start_driver(
         .arg(format!("--loop-devices-dir={}", loops_dir(dir).display()))
         .arg("--operation-wait=5s")
         .arg("--v=4")
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(log)
         .kill_on_drop(true)
