@@ -10,32 +10,27 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use aws_sdk_ec2::types::{Filter, VolumeAttachmentState, VolumeState};
 use common::ZONE;
 use k8s_openapi::api::core::v1::{
-    Node, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    VolumeResourceRequirements,
+    PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
 };
 use k8s_openapi::api::storage::v1::{
-    CSINode, CSINodeDriver, CSINodeSpec, StorageClass, VolumeAttachment, VolumeAttachmentSource,
-    VolumeAttachmentSpec,
+    StorageClass, VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
-use kube::Client;
-use serde::Deserialize;
+use stratus_scenarios::csi_flow::{self, kubeconfig_with_token, log_tails, sidecar_args, spawn};
 use stratus_scenarios::ec2_fixture;
-use stratus_scenarios::kube_fixture::{apply_rbac_manifest, repo_root};
+use stratus_scenarios::kube_fixture::apply_rbac_manifest;
 use stratus_scenarios::nth_fixture::service_account_token;
 use stratus_scenarios::wait::wait_for;
 use stratus_testenv::tools::csi_sidecars::{self, Sidecars};
 use stratus_testenv::tools::kube_controller_manager;
 use stratus_testenv::{Identity, TestEnv};
-use tokio::process::{Child, Command};
 
 const DRIVER: &str = "ebs.csi.aws.com";
 const NAMESPACE: &str = "kube-system";
@@ -46,194 +41,14 @@ const STEP: Duration = Duration::from_secs(60);
 /// How long the whole flow may take.
 const FLOW_DEADLINE: Duration = Duration::from_secs(240);
 
-/// The chart rendered by the real helm: its RBAC documents (as one manifest) and the arguments
-/// of each sidecar container of the controller Deployment.
-struct RenderedChart {
-    rbac: String,
-    args: BTreeMap<String, Vec<String>>,
-}
-
-#[derive(Deserialize)]
-struct Doc {
-    kind: String,
-    spec: Option<DeploymentSpec>,
-}
-
-#[derive(Deserialize)]
-struct DeploymentSpec {
-    template: PodTemplate,
-}
-
-#[derive(Deserialize)]
-struct PodTemplate {
-    spec: PodSpec,
-}
-
-#[derive(Deserialize)]
-struct PodSpec {
-    containers: Vec<Container>,
-}
-
-#[derive(Deserialize)]
-struct Container {
-    name: String,
-    #[serde(default)]
-    args: Vec<String>,
-}
-
-fn render_chart() -> Result<RenderedChart> {
-    let helm = stratus_testenv::ensure_installed()?.helm;
-    let chart = repo_root().join("charts/aws-ebs-csi-driver");
-    let out = std::process::Command::new(helm)
-        .args(["template", "ebs", "--namespace", NAMESPACE])
-        .arg(&chart)
-        .output()
-        .context("running helm template")?;
-    if !out.status.success() {
-        bail!(
-            "helm template failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let text = String::from_utf8(out.stdout)?;
-    let mut rbac = Vec::new();
-    let mut args = BTreeMap::new();
-    for part in text.split("\n---") {
-        let Ok(doc) = serde_yaml::from_str::<Doc>(part) else {
-            continue;
-        };
-        match doc.kind.as_str() {
-            "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" => {
-                rbac.push(part.trim().to_string());
-            }
-            "Deployment" => {
-                for c in doc
-                    .spec
-                    .context("a Deployment without spec")?
-                    .template
-                    .spec
-                    .containers
-                {
-                    args.insert(c.name, c.args);
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(RenderedChart {
-        rbac: rbac.join("\n---\n"),
-        args,
-    })
-}
-
-/// A sidecar's arguments from the chart, run outside a pod: the socket, the ServiceAccount's
-/// kubeconfig and the lease namespace a pod would take from its own namespace.
-fn sidecar_args(
-    chart: &RenderedChart,
-    name: &str,
-    socket: &Path,
-    kubeconfig: &Path,
-) -> Result<Vec<String>> {
-    let args = chart
-        .args
-        .get(name)
-        .with_context(|| format!("the chart has no {name} container"))?;
-    let mut out: Vec<String> = args
-        .iter()
-        .map(|a| a.replace("$(ADDRESS)", &socket.display().to_string()))
-        .collect();
-    out.push(format!("--kubeconfig={}", kubeconfig.display()));
-    out.push(format!("--leader-election-namespace={NAMESPACE}"));
-    Ok(out)
-}
-
-fn spawn(program: &Path, args: &[String], log: &Path, envs: &[(String, String)]) -> Result<Child> {
-    let log_file = std::fs::File::create(log)?;
-    Command::new(program)
-        .args(args)
-        .envs(envs.iter().cloned())
-        .stdout(Stdio::null())
-        .stderr(log_file)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("starting {}", program.display()))
-}
-
-fn kubeconfig_with_token(path: &Path, server: &str, token: &str) -> Result<()> {
-    std::fs::write(
-        path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n"
-        ),
-    )?;
-    Ok(())
-}
-
-/// The tails of every log in `dir`, for a failure message.
-fn log_tails(dir: &Path) -> String {
-    let mut out = String::new();
-    for name in ["driver.log", "provisioner.log", "attacher.log", "kcm.log"] {
-        let text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(25).collect();
-        out.push_str(&format!("--- {name}\n"));
-        for line in tail.into_iter().rev() {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-async fn node_objects(admin: &Client, instance_id: &str) -> Result<()> {
-    let zone_labels: BTreeMap<String, String> = [
-        (stratus_csi_ebs::TOPOLOGY_KEY.to_string(), ZONE.to_string()),
-        (
-            stratus_csi_ebs::WELL_KNOWN_ZONE_KEY.to_string(),
-            ZONE.to_string(),
-        ),
-    ]
-    .into();
-    Api::<Node>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &Node {
-                metadata: ObjectMeta {
-                    name: Some(NODE.into()),
-                    labels: Some(zone_labels),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await?;
-    // What the node plugin's registrar makes the kubelet write.
-    Api::<CSINode>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &CSINode {
-                metadata: ObjectMeta {
-                    name: Some(NODE.into()),
-                    ..Default::default()
-                },
-                spec: CSINodeSpec {
-                    drivers: vec![CSINodeDriver {
-                        name: DRIVER.into(),
-                        node_id: instance_id.into(),
-                        topology_keys: Some(vec![
-                            stratus_csi_ebs::TOPOLOGY_KEY.into(),
-                            stratus_csi_ebs::WELL_KNOWN_ZONE_KEY.into(),
-                        ]),
-                        ..Default::default()
-                    }],
-                },
-            },
-        )
-        .await?;
-    Ok(())
-}
+/// The driver's logs and the sidecars' beside it.
+const LOGS: [&str; 4] = ["driver.log", "provisioner.log", "attacher.log", "kcm.log"];
 
 async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Result<()> {
-    let chart = tokio::task::spawn_blocking(render_chart).await??;
+    let chart = tokio::task::spawn_blocking(|| {
+        csi_flow::render_chart("aws-ebs-csi-driver", "ebs", NAMESPACE)
+    })
+    .await??;
     let admin = env.kube_client(Identity::Admin).await?;
     let rbac_file = dir.join("rbac.yaml");
     std::fs::write(&rbac_file, &chart.rbac)?;
@@ -251,7 +66,15 @@ async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Res
     let instance_id = ec2_fixture::launch(&ec2, &subnet, ZONE, 1, None, "m5.large").await?[0]
         .id
         .clone();
-    node_objects(&admin, &instance_id).await?;
+    let zone_labels: BTreeMap<String, String> = [
+        (stratus_csi_ebs::TOPOLOGY_KEY.to_string(), ZONE.to_string()),
+        (
+            stratus_csi_ebs::WELL_KNOWN_ZONE_KEY.to_string(),
+            ZONE.to_string(),
+        ),
+    ]
+    .into();
+    csi_flow::node_objects(&admin, NODE, DRIVER, &instance_id, zone_labels).await?;
 
     let socket = dir.join("csi.sock");
     let _driver = spawn(
@@ -285,13 +108,19 @@ async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Res
     )?;
     let _provisioner = spawn(
         &sidecars.provisioner,
-        &sidecar_args(&chart, "csi-provisioner", &socket, &sa_kubeconfig)?,
+        &sidecar_args(
+            &chart,
+            "csi-provisioner",
+            &socket,
+            &sa_kubeconfig,
+            NAMESPACE,
+        )?,
         &dir.join("provisioner.log"),
         &[],
     )?;
     let _attacher = spawn(
         &sidecars.attacher,
-        &sidecar_args(&chart, "csi-attacher", &socket, &sa_kubeconfig)?,
+        &sidecar_args(&chart, "csi-attacher", &socket, &sa_kubeconfig, NAMESPACE)?,
         &dir.join("attacher.log"),
         &[],
     )?;
@@ -501,8 +330,8 @@ async fn pvc_to_attached_volume_and_back_with_the_upstream_sidecars() -> Result<
         .with_context(|| {
             format!(
                 "the sidecar flow did not finish within {FLOW_DEADLINE:?}\n{}",
-                log_tails(&dir_path)
+                log_tails(&dir_path, &LOGS)
             )
         })?
-        .map_err(|e| e.context(log_tails(&dir_path)))
+        .map_err(|e| e.context(log_tails(&dir_path, &LOGS)))
 }

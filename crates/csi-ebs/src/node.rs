@@ -11,31 +11,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use stratus_csi::backend::{NodeBackend, Topology};
+use stratus_csi::devices::wait_for_device;
+pub use stratus_csi::devices::{DeviceFinder, LoopDevices};
 use stratus_csi::BackendError;
-use tokio::time::Instant;
 
 use crate::controller::DEVICE_PATH;
 use crate::{TOPOLOGY_KEY, WELL_KNOWN_ZONE_KEY};
-
-/// Finds the device of an attached volume.
-#[async_trait]
-pub trait DeviceFinder: Send + Sync + 'static {
-    /// The device now, `None` if it has not appeared (yet).
-    async fn locate(
-        &self,
-        volume_id: &str,
-        hint: Option<&str>,
-    ) -> Result<Option<PathBuf>, BackendError>;
-    /// Makes the kernel see the volume grown to `required_bytes`.
-    async fn rescan(
-        &self,
-        _volume_id: &str,
-        _device: &Path,
-        _required_bytes: i64,
-    ) -> Result<(), BackendError> {
-        Ok(())
-    }
-}
 
 /// One NVMe controller as sysfs shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,128 +124,6 @@ impl DeviceFinder for NvmeDevices {
     }
 }
 
-/// Loop devices standing in for EBS volumes (tests and the test environment): each volume gets
-/// a sparse backing file `<dir>/<volume>.img` attached with `losetup`.
-#[derive(Debug, Clone)]
-pub struct LoopDevices {
-    dir: PathBuf,
-    size_bytes: u64,
-    lock: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl LoopDevices {
-    /// Loop devices with backing files in `dir`, each `size_bytes` at first.
-    pub fn new(dir: PathBuf, size_bytes: u64) -> LoopDevices {
-        LoopDevices {
-            dir,
-            size_bytes,
-            lock: Arc::new(tokio::sync::Mutex::new(())),
-        }
-    }
-
-    fn backing(&self, volume_id: &str) -> PathBuf {
-        self.dir.join(format!("{volume_id}.img"))
-    }
-
-    /// The loop device bound to a backing file, if any.
-    async fn bound(file: &Path) -> Result<Option<PathBuf>, BackendError> {
-        let out = run("losetup", &["-j".as_ref(), file.as_os_str()]).await?;
-        Ok(out
-            .lines()
-            .next()
-            .and_then(|l| l.split(':').next())
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from))
-    }
-
-    /// Detaches every loop device of this directory and removes the backing files.
-    pub async fn release_all(&self) -> Result<(), BackendError> {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return Ok(());
-        };
-        for e in entries.flatten() {
-            let path = e.path();
-            if path.extension().is_some_and(|x| x == "img") {
-                while let Some(dev) = Self::bound(&path).await? {
-                    run("losetup", &["-d".as_ref(), dev.as_os_str()]).await?;
-                }
-                let _ = std::fs::remove_file(&path);
-            }
-        }
-        Ok(())
-    }
-}
-
-async fn run(program: &str, args: &[&std::ffi::OsStr]) -> Result<String, BackendError> {
-    let out = tokio::process::Command::new(program)
-        .args(args)
-        .output()
-        .await
-        .map_err(|e| BackendError::Internal(format!("running {program}: {e}")))?;
-    if !out.status.success() {
-        return Err(BackendError::Internal(format!(
-            "{program} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-#[async_trait]
-impl DeviceFinder for LoopDevices {
-    async fn locate(
-        &self,
-        volume_id: &str,
-        _hint: Option<&str>,
-    ) -> Result<Option<PathBuf>, BackendError> {
-        let _guard = self.lock.lock().await;
-        let file = self.backing(volume_id);
-        if let Some(dev) = Self::bound(&file).await? {
-            return Ok(Some(dev));
-        }
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| BackendError::Internal(format!("creating {}: {e}", self.dir.display())))?;
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&file)
-            .map_err(|e| BackendError::Internal(format!("creating {}: {e}", file.display())))?;
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        if len < self.size_bytes {
-            f.set_len(self.size_bytes)
-                .map_err(|e| BackendError::Internal(format!("sizing {}: {e}", file.display())))?;
-        }
-        let out = run(
-            "losetup",
-            &["--find".as_ref(), "--show".as_ref(), file.as_os_str()],
-        )
-        .await?;
-        Ok(Some(PathBuf::from(out.trim())))
-    }
-
-    async fn rescan(
-        &self,
-        volume_id: &str,
-        device: &Path,
-        required_bytes: i64,
-    ) -> Result<(), BackendError> {
-        let file = self.backing(volume_id);
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&file)
-            .map_err(|e| BackendError::Internal(format!("opening {}: {e}", file.display())))?;
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let want = u64::try_from(required_bytes).unwrap_or(0);
-        if want > len {
-            f.set_len(want)
-                .map_err(|e| BackendError::Internal(format!("growing {}: {e}", file.display())))?;
-            run("losetup", &["-c".as_ref(), device.as_os_str()]).await?;
-        }
-        Ok(())
-    }
-}
-
 /// The EBS node backend.
 pub struct EbsNode {
     node_id: String,
@@ -319,20 +178,14 @@ impl NodeBackend for EbsNode {
         publish_context: &BTreeMap<String, String>,
     ) -> Result<PathBuf, BackendError> {
         let hint = publish_context.get(DEVICE_PATH).map(String::as_str);
-        let deadline = Instant::now() + self.wait;
-        loop {
-            if let Some(dev) = self.finder.locate(volume_id, hint).await? {
-                return Ok(dev);
-            }
-            if Instant::now() >= deadline {
-                return Err(BackendError::Pending(format!(
-                    "no device for volume {volume_id} after {:?} (NVMe serial or {})",
-                    self.wait,
-                    hint.unwrap_or("no device name")
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        wait_for_device(
+            self.finder.as_ref(),
+            volume_id,
+            hint,
+            self.wait,
+            "NVMe serial",
+        )
+        .await
     }
 
     async fn rescan(

@@ -8,6 +8,7 @@
 pub mod backend;
 pub mod batch;
 pub mod controller;
+pub mod devices;
 pub mod error;
 pub mod http;
 pub mod identity;

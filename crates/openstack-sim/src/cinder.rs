@@ -1,6 +1,7 @@
 //! Cinder (block-storage v3, microversions 3.0–3.70) under `/volume/v3/{project_id}`: volumes
 //! (create creating → available, list, detail with filters and paging, get, update, delete
-//! deleting → gone) and volume types (list, default, get).
+//! deleting → gone) and volume types (list, default, get); the `os-extend` action is in
+//! [`crate::cinder_actions`].
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use hyper::body::Bytes;
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
+use crate::attachments::type_is_multiattach;
 use crate::auth::Caller;
 use crate::errors::{ApiError, Service};
 use crate::microversion::{self, Version, VersionError};
@@ -27,7 +29,7 @@ pub const MIN_VERSION: Version = Version::new(3, 0);
 /// The highest microversion served.
 pub const MAX_VERSION: Version = Version::new(3, 70);
 
-fn err(status: StatusCode, message: impl Into<String>) -> ApiError {
+pub(crate) fn err(status: StatusCode, message: impl Into<String>) -> ApiError {
     ApiError::new(Service::BlockStorage, status, message)
 }
 
@@ -68,6 +70,7 @@ pub(crate) fn routes() -> Router<Arc<Sim>> {
         .route(&format!("{BASE}/types"), get(list_types))
         .route(&format!("{BASE}/types/default"), get(default_type))
         .route(&format!("{BASE}/types/{{id}}"), get(show_type))
+        .merge(crate::cinder_actions::routes())
         .route_layer(middleware::from_fn(with_microversion))
 }
 
@@ -98,7 +101,7 @@ async fn with_microversion(mut request: Request, next: Next) -> Response {
 }
 
 /// The URL's project must be the token's (an admin may name any).
-fn check_project(caller: &Caller, project: &str) -> Result<(), ApiError> {
+pub(crate) fn check_project(caller: &Caller, project: &str) -> Result<(), ApiError> {
     if caller.is_admin || caller.project_id == project {
         Ok(())
     } else {
@@ -106,14 +109,14 @@ fn check_project(caller: &Caller, project: &str) -> Result<(), ApiError> {
     }
 }
 
-fn owner(volume: &Value) -> &str {
+pub(crate) fn owner(volume: &Value) -> &str {
     volume["os-vol-tenant-attr:tenant_id"]
         .as_str()
         .unwrap_or_default()
 }
 
 /// Drops the fields newer than `version`.
-fn render(volume: &Value, version: Version) -> Value {
+pub(crate) fn render(volume: &Value, version: Version) -> Value {
     let mut out = volume.clone();
     if let Some(o) = out.as_object_mut() {
         for (field, since) in [
@@ -132,7 +135,7 @@ fn render(volume: &Value, version: Version) -> Value {
     out
 }
 
-fn not_found(id: &str) -> ApiError {
+pub(crate) fn not_found(id: &str) -> ApiError {
     err(
         StatusCode::NOT_FOUND,
         format!("Volume {id} could not be found."),
@@ -225,7 +228,7 @@ async fn list(
 }
 
 /// Removes the simulator's private fields (`_seq`).
-fn strip(mut volume: Value) -> Value {
+pub(crate) fn strip(mut volume: Value) -> Value {
     if let Some(o) = volume.as_object_mut() {
         o.remove("_seq");
     }
@@ -348,7 +351,7 @@ async fn create_volume(
                   {"rel": "bookmark", "href": format!("{origin}/volume/{project}/volumes/{id}")}],
         "user_id": caller.user_id, "bootable": if input.contains_key("imageRef") { "true" } else { "false" },
         "encrypted": false, "replication_status": Value::Null, "consistencygroup_id": Value::Null,
-        "multiattach": input.get("multiattach").cloned().unwrap_or(json!(false)), "attachments": [],
+        "multiattach": input.get("multiattach") == Some(&json!(true)) || type_is_multiattach(&vtype), "attachments": [],
         "migration_status": Value::Null, "os-vol-tenant-attr:tenant_id": caller.project_id,
         "group_id": Value::Null, "provider_id": Value::Null, "service_uuid": new_id(),
         "shared_targets": false, "consumes_quota": true, "_seq": seq,

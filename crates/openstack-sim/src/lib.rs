@@ -8,21 +8,25 @@
 //!
 //! It watches nothing and writes nothing outside its own memory.
 
+pub mod attachments;
 pub mod auth;
 pub mod errors;
 mod handle;
 mod handle_adopt;
 mod handle_lb;
+mod handle_volumes;
 pub mod microversion;
 pub mod model;
 pub mod paging;
 pub mod util;
 
 mod cinder;
+mod cinder_actions;
 mod glance;
 mod neutron;
 mod neutron_routes;
 mod nova;
+mod nova_volumes;
 mod octavia;
 pub mod octavia_model;
 mod octavia_tree;

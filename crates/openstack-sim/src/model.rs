@@ -131,6 +131,12 @@ pub enum Change {
     Volume(&'static str),
     /// A volume is gone.
     VolumeGone,
+    /// A volume attachment (by attachment id) is attached.
+    Attached,
+    /// A volume attachment (by attachment id) is gone.
+    Detached,
+    /// A volume's extension to this size (GiB) is done.
+    Extended(u64),
     /// A load balancer's `provisioning_status` becomes this (and `operating_status` follows).
     LoadBalancer(&'static str),
     /// A load balancer is gone.
@@ -161,6 +167,8 @@ pub struct Knobs {
     pub volume_delay: Duration,
     /// Load balancers: PENDING_* → ACTIVE / gone.
     pub lb_delay: Duration,
+    /// Volume attachments: attaching → attached, detaching → gone.
+    pub attach_delay: Duration,
     /// New transitions are stalled (never due until released).
     pub stall: bool,
     /// New server builds end in ERROR, new volumes in `error`, new load balancers in `ERROR`.
@@ -175,6 +183,7 @@ impl Default for Knobs {
             delete_delay: Duration::ZERO,
             volume_delay: Duration::from_millis(200),
             lb_delay: Duration::from_millis(500),
+            attach_delay: Duration::from_millis(200),
             stall: false,
             fail: false,
         }
@@ -262,6 +271,8 @@ pub struct State {
     pub volumes: BTreeMap<String, Value>,
     /// Cinder volume types by id.
     pub volume_types: BTreeMap<String, Value>,
+    /// Volume attachments by attachment id.
+    pub attachments: BTreeMap<String, crate::attachments::Attachment>,
     /// The default volume type's id.
     pub default_volume_type: String,
     /// Glance images by id.
@@ -296,6 +307,8 @@ pub mod seed {
     pub const VOLUME_TYPE: &str = "__DEFAULT__";
     /// The second volume type.
     pub const SSD_VOLUME_TYPE: &str = "ssd";
+    /// The multi-attach volume type (`multiattach: <is> True`).
+    pub const MULTIATTACH_VOLUME_TYPE: &str = "multiattach";
     /// The default availability zone.
     pub const ZONE: &str = "nova";
 }
@@ -332,6 +345,7 @@ impl State {
             neutron: Neutron::default(),
             volumes: BTreeMap::new(),
             volume_types: BTreeMap::new(),
+            attachments: BTreeMap::new(),
             default_volume_type: String::new(),
             images: BTreeMap::new(),
             load_balancers: BTreeMap::new(),
@@ -408,9 +422,14 @@ impl State {
                 "schema": "/v2/schemas/image", "cinder_img_volume_type": seed::SSD_VOLUME_TYPE,
             }),
         );
-        for (name, description) in [
-            (seed::VOLUME_TYPE, "Default Volume Type"),
-            (seed::SSD_VOLUME_TYPE, "Fast disks"),
+        for (name, description, extra_specs) in [
+            (seed::VOLUME_TYPE, "Default Volume Type", json!({})),
+            (seed::SSD_VOLUME_TYPE, "Fast disks", json!({})),
+            (
+                seed::MULTIATTACH_VOLUME_TYPE,
+                "Shared disks",
+                json!({crate::attachments::MULTIATTACH_SPEC: "<is> True"}),
+            ),
         ] {
             let id = new_id();
             if name == seed::VOLUME_TYPE {
@@ -419,7 +438,7 @@ impl State {
             state.volume_types.insert(
                 id.clone(),
                 json!({"id": id, "name": name, "description": description, "is_public": true,
-                       "os-volume-type-access:is_public": true, "extra_specs": {}, "qos_specs_id": null}),
+                       "os-volume-type-access:is_public": true, "extra_specs": extra_specs, "qos_specs_id": null}),
             );
         }
         state
@@ -850,6 +869,9 @@ impl State {
             Change::VolumeGone => {
                 self.volumes.remove(id);
             }
+            Change::Attached | Change::Detached | Change::Extended(_) => {
+                self.apply_volume_change(id, change);
+            }
             Change::LoadBalancer(status) => {
                 if let Some(lb) = self.load_balancers.get_mut(id) {
                     lb["provisioning_status"] = json!(status);
@@ -889,6 +911,7 @@ impl State {
     pub fn remove_server(&mut self, id: &str) -> Option<Server> {
         let server = self.servers.remove(id)?;
         self.timed.retain(|t| t.id != id);
+        self.drop_server_attachments(id);
         let ports: Vec<String> = self
             .neutron
             .ports

@@ -1,6 +1,6 @@
 //! Nova (compute v2.1, microversions 2.1–2.96): servers (list, detail with filters and
 //! paging, create BUILD → ACTIVE, get, update, delete, os-stop/os-start/reboot actions,
-//! os-interface), flavors, availability zones and server groups. Addresses are read from
+//! os-interface, os-volume_attachments in [`crate::nova_volumes`]), flavors, availability zones and server groups. Addresses are read from
 //! Neutron's ports and floating IPs, so associations show at once.
 
 use std::collections::HashMap;
@@ -33,7 +33,7 @@ pub const MIN_VERSION: Version = Version::new(2, 1);
 pub const MAX_VERSION: Version = Version::new(2, 96);
 const BASE: &str = "/compute/v2.1";
 
-fn err(status: StatusCode, message: impl Into<String>) -> ApiError {
+pub(crate) fn err(status: StatusCode, message: impl Into<String>) -> ApiError {
     ApiError::new(Service::Compute, status, message)
 }
 
@@ -113,6 +113,7 @@ pub(crate) fn routes() -> Router<Arc<Sim>> {
             &format!("{BASE}/os-server-groups/{{id}}"),
             get(show_server_group).delete(delete_server_group),
         )
+        .merge(crate::nova_volumes::routes())
         .route_layer(middleware::from_fn(with_microversion))
 }
 
@@ -266,7 +267,7 @@ fn render_server(
         "key_name": server.key_name, "OS-SRV-USG:launched_at": server.launched_at.map(iso_micro),
         "OS-SRV-USG:terminated_at": deleted_at.map(iso_micro), "OS-EXT-STS:task_state": task_state,
         "OS-EXT-STS:vm_state": vm_state, "OS-EXT-STS:power_state": power_state,
-        "os-extended-volumes:volumes_attached": [],
+        "os-extended-volumes:volumes_attached": crate::nova_volumes::volumes_attached(state, &server.id, version),
         "security_groups": server.security_groups.iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
     });
     let extra = |out: &mut Value, key: &str, value: Value| {
@@ -303,7 +304,7 @@ fn render_server(
     out
 }
 
-fn visible(server: &Server, caller: &Caller, all_tenants: bool) -> bool {
+pub(crate) fn visible(server: &Server, caller: &Caller, all_tenants: bool) -> bool {
     server.project_id == caller.project_id || (caller.is_admin && all_tenants)
 }
 
@@ -498,7 +499,7 @@ async fn list_servers_detail(
     list(&sim, &caller, version, &origin, &query, true).await
 }
 
-fn not_found(id: &str) -> ApiError {
+pub(crate) fn not_found(id: &str) -> ApiError {
     err(
         StatusCode::NOT_FOUND,
         format!("Instance {id} could not be found."),

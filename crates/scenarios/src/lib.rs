@@ -6,6 +6,7 @@
 pub mod behaviour;
 pub mod ccm;
 pub mod cloud_fixture;
+pub mod csi_flow;
 pub mod dvp_fixture;
 pub mod dvp_rbac;
 pub mod ec2_fixture;

@@ -180,6 +180,60 @@ def volumes(conn):
     return v.id
 
 
+@step("volume attachments")
+def volume_attachments(conn):
+    bs, compute = conn.block_storage, conn.compute
+    a, b = CTX["servers"][0], CTX["servers"][1]
+    v = bs.create_volume(size=1, name="conformance-attach")
+    v = bs.wait_for_status(v, status="available", wait=30, interval=0.2)
+    made = compute.create_volume_attachment(a, volume=v)
+    assert made.volume_id == v.id and made.device == "/dev/vdb", made
+    try:
+        compute.create_volume_attachment(b, volume=v)
+        raise AssertionError("a second attach of a single-attach volume must be refused")
+    except exceptions.BadRequestException as e:
+        assert "status must be available" in str(e), str(e)
+    v = bs.wait_for_status(v, status="in-use", wait=30, interval=0.2)
+    assert [x["server_id"] for x in v.attachments] == [a.id], v.attachments
+    assert [x.volume_id for x in compute.volume_attachments(a)] == [v.id]
+    assert compute.get_volume_attachment(a, v).device == "/dev/vdb"
+    assert v.id in [x["id"] for x in compute.get_server(a.id).attached_volumes]
+    try:
+        bs.delete_volume(v)
+        raise AssertionError("deleting an in-use volume must be refused")
+    except exceptions.BadRequestException:
+        pass
+    bs.extend_volume(v, 3)
+    assert bs.get_volume(v.id).status == "extending"
+    v = wait("extended", lambda: (lambda x: x if x.size == 3 and x.status == "in-use" else None)(bs.get_volume(v.id)))
+    compute.delete_volume_attachment(a, v)
+    v = bs.wait_for_status(v, status="available", wait=30, interval=0.2)
+    assert v.attachments == [], v.attachments
+    assert list(compute.volume_attachments(a)) == []
+    try:
+        compute.delete_volume_attachment(a, v, ignore_missing=False)
+        raise AssertionError("detaching a detached volume must be NotFound")
+    except exceptions.NotFoundException:
+        pass
+
+    shared = bs.create_volume(size=1, name="conformance-shared", volume_type="multiattach")
+    shared = bs.wait_for_status(shared, status="available", wait=30, interval=0.2)
+    assert shared.is_multiattach, shared
+    compute.create_volume_attachment(a, volume=shared)
+    shared = bs.wait_for_status(shared, status="in-use", wait=30, interval=0.2)
+    compute.create_volume_attachment(b, volume=shared)
+    shared = wait("two attachments", lambda: (lambda x: x if len(x.attachments) == 2 and x.status == "in-use" else None)(bs.get_volume(shared.id)))
+    assert sorted(x["server_id"] for x in shared.attachments) == sorted([a.id, b.id]), shared.attachments
+    compute.delete_volume_attachment(b, shared)
+    wait("one attachment left", lambda: len(bs.get_volume(shared.id).attachments) == 1)
+    assert bs.get_volume(shared.id).status == "in-use"
+    # Left attached to server a: deleting the server detaches it (checked in "delete servers").
+    CTX["attached"] = shared
+    bs.delete_volume(v)
+    bs.wait_for_delete(v, wait=30, interval=0.2)
+    return [v.id, shared.id]
+
+
 @step("load balancers")
 def load_balancers(conn):
     subnet = next(s for s in conn.network.subnets(network_id=CTX["internal"].id) if s.ip_version == 4)
@@ -287,6 +341,10 @@ def delete(conn):
     conn.network.delete_port(CTX["port"])
     left = [s.name for s in conn.compute.servers() if s.name.startswith("conformance")]
     assert not left, left
+    shared = conn.block_storage.wait_for_status(CTX["attached"], status="available", wait=30, interval=0.2)
+    assert shared.attachments == [], shared.attachments
+    conn.block_storage.delete_volume(shared)
+    conn.block_storage.wait_for_delete(shared, wait=30, interval=0.2)
     return "ok"
 
 

@@ -121,7 +121,7 @@ async fn openstacksdk_drives_the_simulators() -> Result<()> {
         .lines()
         .filter(|l| l.contains("\"ok\": true"))
         .count();
-    assert_eq!(steps, 17, "every step ran: {stdout}");
+    assert_eq!(steps, 18, "every step ran: {stdout}");
     let counts = env.request_counts().await?;
     for key in [
         "identity:POST /v3/auth/tokens",
@@ -131,6 +131,9 @@ async fn openstacksdk_drives_the_simulators() -> Result<()> {
         "network:POST /floatingips",
         "network:PUT /floatingips/{id}",
         "block-storage:POST /volumes",
+        "block-storage:POST /volumes/{id}/action",
+        "compute:POST /servers/{id}/os-volume_attachments",
+        "compute:DELETE /servers/{id}/os-volume_attachments/{id}",
         "image:GET /images",
         "load-balancer:POST /lbaas/loadbalancers",
         "load-balancer:PUT /lbaas/pools/{id}/members",

@@ -1,0 +1,116 @@
+//! What the driver's integration tests share: a Nova server standing for the node, and the real
+//! `cinder-csi-plugin` binary started on the OpenStack test cloud (Keystone + simulators) with
+//! loop devices for the node side.
+#![allow(dead_code)] // each test binary uses a part of it
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use stratus_openstack_sim::{ServerSpec, SimHandle};
+use stratus_testenv::OpenStackEnv;
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+/// The zone of the test node and its volumes.
+pub const ZONE: &str = "nova";
+/// The `--cluster` the driver runs with.
+pub const CLUSTER: &str = "stratus-test";
+
+/// The in-process simulator of `env`.
+pub fn sim(env: &OpenStackEnv) -> Result<&SimHandle> {
+    env.sim().context("the OpenStack simulator runs in process")
+}
+
+/// Makes an ACTIVE Nova server standing for a node; returns its id.
+pub fn node_server(env: &OpenStackEnv, name: &str) -> Result<String> {
+    let ids = sim(env)?.create_servers(&[ServerSpec::active(name)])?;
+    ids.into_iter().next().context("no server made")
+}
+
+/// Starts the driver (controller and node) with its socket, log and loop devices in `dir`;
+/// returns the child once its socket exists.
+pub async fn start_driver(
+    env: &OpenStackEnv,
+    dir: &Path,
+    node_id: &str,
+) -> Result<(Child, PathBuf)> {
+    start_driver_with(env, dir, node_id, &[]).await
+}
+
+/// [`start_driver`] with `extra` flags (e.g. `--provide-node-service=false`).
+pub async fn start_driver_with(
+    env: &OpenStackEnv,
+    dir: &Path,
+    node_id: &str,
+    extra: &[&str],
+) -> Result<(Child, PathBuf)> {
+    let socket = dir.join("csi.sock");
+    let _ = std::fs::remove_file(&socket);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("driver.log"))?;
+    let child = Command::new(env!("CARGO_BIN_EXE_cinder-csi-plugin"))
+        .arg(format!("--endpoint=unix://{}", socket.display()))
+        .arg(format!(
+            "--cloud-config={}",
+            env.cloud_conf_path().display()
+        ))
+        .arg(format!("--cluster={CLUSTER}"))
+        .arg(format!("--nodeid={node_id}"))
+        .arg(format!("--availability-zone={ZONE}"))
+        .arg(format!("--loop-devices-dir={}", loops_dir(dir).display()))
+        .arg("--operation-wait=5s")
+        .arg("--v=4")
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting cinder-csi-plugin")?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !socket.exists() {
+        if Instant::now() >= deadline {
+            bail!(
+                "cinder-csi-plugin did not create {} within 30 s; log:\n{}",
+                socket.display(),
+                driver_log(dir)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok((child, socket))
+}
+
+/// Where the driver started in `dir` keeps its loop devices' backing files.
+pub fn loops_dir(dir: &Path) -> PathBuf {
+    dir.join("loops")
+}
+
+/// The driver's log so far.
+pub fn driver_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("driver.log")).unwrap_or_default()
+}
+
+/// Waits until the simulator holds no volumes (deletions finish after a delay).
+pub async fn wait_no_volumes(sim: &SimHandle, within: Duration) -> Result<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = sim.volumes();
+        if left.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "{} volumes left: {:?}",
+                left.len(),
+                left.iter()
+                    .map(|v| format!("{} {} {}", v["id"], v["name"], v["status"]))
+                    .collect::<Vec<_>>()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
