@@ -44,7 +44,7 @@ async fn first_run_metrics(port: u16, started: tokio::time::Instant) -> Result<S
             .ok()
             .and_then(|o| {
                 let t = String::from_utf8_lossy(&o.stdout).into_owned();
-                t.contains("cloud_data_discovery_update_resource_error 0")
+                t.contains("cloud_data_discovery_runs_total{result=")
                     .then_some(t)
             });
         if let Some(t) = done {

@@ -1,8 +1,11 @@
 //! Deckhouse's metrics (namespace `cloud_data`, subsystem `discovery`, all gauges):
 //! `cloud_request_error{type}`, `update_resource_error`, `orphaned_disk_info{id,name}` and
-//! `cloud_conditions_error{name,message}` (the last two reset every run).
+//! `cloud_conditions_error{name,message}` (the last two reset every run); and one of Stratus's,
+//! `runs_total{result=ok|failed}`, counting finished runs (when the first one is done, and how
+//! many failed).
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -35,6 +38,11 @@ struct TypeLabel {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DiskLabels {
     id: String,
     name: String,
@@ -53,6 +61,7 @@ pub struct Metrics {
     update_resource_error: Gauge,
     orphaned_disk_info: Family<DiskLabels, Gauge>,
     cloud_conditions_error: Family<ConditionLabels, Gauge>,
+    runs: Family<ResultLabel, Counter>,
 }
 
 impl Metrics {
@@ -80,7 +89,17 @@ impl Metrics {
             "An unmet cloud condition",
             m.cloud_conditions_error.clone(),
         );
+        sub.register("runs", "Finished discovery runs", m.runs.clone());
         m
+    }
+
+    /// Counts a finished run.
+    pub fn run_done(&self, failed: bool) {
+        self.runs
+            .get_or_create(&ResultLabel {
+                result: if failed { "failed" } else { "ok" },
+            })
+            .inc();
     }
 
     /// Sets `cloud_request_error{type}` to 1 (failed) or 0.

@@ -225,6 +225,8 @@ impl Reconciler {
 
         self.metrics.update_resource(kube_failed);
         self.health.record(&report.failed_steps);
+        self.metrics
+            .run_done(kube_failed || !report.failed_steps.is_empty());
         report
     }
 

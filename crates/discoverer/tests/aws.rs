@@ -200,6 +200,10 @@ async fn aws_discoverer_on_moto_under_shipped_rbac() -> Result<()> {
         text.contains("cloud_data_discovery_update_resource_error 0"),
         "{text}"
     );
+    assert!(
+        text.contains("cloud_data_discovery_runs_total{result=\"ok\"} 1"),
+        "{text}"
+    );
 
     // Second run, nothing changed: zero Kubernetes writes.
     let writes = env.kube_writes_by(ME.username())?;

@@ -116,7 +116,9 @@ impl OpenStackDiscoverer {
 
     async fn inventory(&self) -> Result<Inventory, DiscoveryError> {
         let flavors = self.flavors().await?;
-        let images: Vec<Image> = list(&self.image, "ListImages", "/v2/images", "images").await?;
+        // Glance pages by 25 unless asked for more (1000 is its usual maximum).
+        let images: Vec<Image> =
+            list(&self.image, "ListImages", "/v2/images?limit=1000", "images").await?;
         let networks: Vec<Named> = list(
             &self.network,
             "ListNetworks",
