@@ -237,7 +237,14 @@ async fn openstack_discoverer_on_keystone_and_the_simulators_under_shipped_rbac(
         .iter()
         .map(|t| (t["name"].as_str().unwrap_or(""), t["isDefault"] == true))
         .collect();
-    assert_eq!(types, vec![("__DEFAULT__", true), ("ssd", false)]);
+    assert_eq!(
+        types,
+        vec![
+            ("__DEFAULT__", true),
+            ("multiattach", false),
+            ("ssd", false)
+        ]
+    );
 
     let catalog = catalog_api(admin.clone())
         .get("for-cluster-autoscaler")
