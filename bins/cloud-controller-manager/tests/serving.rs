@@ -162,8 +162,22 @@ async fn metrics_need_an_accepted_token_of_an_allowed_user() {
         nobody.body
     );
 
-    // A user allowed `get /metrics`: the registry the AWS metrics live in.
-    let scrape = get(addr, "/metrics", Some(s.env.token(Identity::Prometheus))).await;
+    // A user allowed `get /metrics`: the registry the AWS metrics live in (once the instance
+    // cache has made its first listing, which a loaded machine may delay).
+    let scrape = wait_for(
+        "the first DescribeInstances in the metrics",
+        WAIT,
+        || async {
+            let scrape = get(addr, "/metrics", Some(s.env.token(Identity::Prometheus))).await;
+            let listed = scrape.body.lines().any(|l| {
+                l.starts_with("stratus_cloud_api_requests_total{")
+                    && l.contains("operation=\"DescribeInstances\"")
+            });
+            Ok((scrape.status != 200 || listed).then_some(scrape))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
     assert_eq!(scrape.status, 200, "{scrape:?}");
     assert!(
         scrape
