@@ -110,7 +110,8 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<DvpConfig, AppError> {
     .map_err(|e| AppError::Config(e.to_string()))
 }
 
-async fn parent(config: &DvpConfig) -> Result<Parent, AppError> {
+/// A client of the parent namespace the configuration names.
+pub async fn connect(config: &DvpConfig) -> Result<Parent, AppError> {
     let client_config = kube::Config::from_custom_kubeconfig(
         config.kubeconfig.clone(),
         &KubeConfigOptions::default(),
@@ -148,7 +149,7 @@ pub async fn run(
         let config = load_config(opts.cloud_config.as_ref())?;
         tracing::info!(server = %config.server, namespace = %config.namespace, "DVP parent cluster");
         let controller = DvpController::new(
-            parent(&config).await?,
+            connect(&config).await?,
             DvpOptions {
                 cluster_uuid: opts.cluster_uuid.clone(),
                 operation_wait: opts.operation_wait,
