@@ -14,10 +14,10 @@ use common::{driver_env, node_vm, wait_parent_empty};
 use kube::api::{Api, DeleteParams};
 use stratus_csi::backend::{ControllerBackend, CreateVolumeRequest};
 use stratus_csi::BackendError;
-use stratus_csi_dvp::names::vmbda_name;
+use stratus_csi_dvp::names::{serial, vmbda_name};
 use stratus_csi_dvp::{DvpController, DvpOptions};
 use stratus_dvp::config::DvpConfig;
-use stratus_dvp_api::{VirtualMachine, VirtualMachineBlockDeviceAttachment};
+use stratus_dvp_api::{VirtualDisk, VirtualMachine, VirtualMachineBlockDeviceAttachment};
 use stratus_testenv::DvpEnv;
 
 fn request(name: &str) -> CreateVolumeRequest {
@@ -82,7 +82,14 @@ async fn failed_conflicting_and_orphaned_attachments() -> Result<()> {
     // Attached to A: B is refused permanently; publishing to A again is idempotent.
     let ok = controller.create_volume(&request("pvc-ok")).await?.id;
     let ctx = controller.publish(&ok, "node-a", false).await?;
-    assert_eq!(ctx.get("serial").map(String::len), Some(32), "{ctx:?}");
+    let uid = Api::<VirtualDisk>::namespaced(admin.clone(), env.namespace())
+        .get(&ok)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default();
+    assert_eq!(ctx.get("serial"), Some(&serial(&uid)), "{ctx:?}");
+    assert_eq!(serial(&uid).len(), 32);
     assert_eq!(controller.publish(&ok, "node-a", false).await?, ctx);
     let err = controller.publish(&ok, "node-b", false).await.unwrap_err();
     assert!(
@@ -92,6 +99,20 @@ async fn failed_conflicting_and_orphaned_attachments() -> Result<()> {
     assert_eq!(
         controller.get_volume(&ok).await?.map(|v| v.attached_to),
         Some(vec!["node-a".to_string()])
+    );
+    let listed: Vec<(String, Vec<String>)> = controller
+        .list_volumes()
+        .await?
+        .into_iter()
+        .map(|v| (v.id, v.attached_to))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            (disk.clone(), vec![]),
+            (ok.clone(), vec!["node-a".to_string()])
+        ],
+        "ListVolumes reports the published node"
     );
 
     // The VM goes; unpublish still succeeds and leaves no attachment.

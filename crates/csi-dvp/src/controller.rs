@@ -288,9 +288,19 @@ impl ControllerBackend for DvpController {
             .filter(|d| d.metadata.deletion_timestamp.is_none())
             .collect();
         disks.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let mut nodes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for a in self.parent.all_attachments().await? {
+            let disk = a.spec.block_device_ref.name;
+            if let Some(node) = node_of(&disk, a.metadata.name.as_deref().unwrap_or_default()) {
+                nodes.entry(disk).or_default().push(node);
+            }
+        }
         Ok(disks
             .iter()
-            .map(|d| self.to_volume(d, Vec::new()))
+            .map(|d| {
+                let name = d.metadata.name.clone().unwrap_or_default();
+                self.to_volume(d, nodes.remove(&name).unwrap_or_default())
+            })
             .collect())
     }
 

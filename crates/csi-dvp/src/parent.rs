@@ -142,6 +142,18 @@ impl Parent {
             .items)
     }
 
+    /// Every attachment the driver made (any disk).
+    pub async fn all_attachments(
+        &self,
+    ) -> Result<Vec<VirtualMachineBlockDeviceAttachment>, BackendError> {
+        Ok(self
+            .vmbdas
+            .list(&ListParams::default().labels(VMBDA_DISK_LABEL))
+            .await
+            .map_err(|e| map_error("listing attachments", e))?
+            .items)
+    }
+
     /// The attachment, `None` if it does not exist.
     pub async fn attachment(
         &self,
