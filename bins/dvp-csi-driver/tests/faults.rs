@@ -1,8 +1,9 @@
 //! The DVP controller against the parent apiserver and the platform simulator, as the shipped
 //! Role, for what csi-sanity and the sidecar flow do not reach: a VMBDA the platform marks
 //! `Failed` is a clear Internal error naming it; a disk attached to another VM is
-//! FailedPrecondition; a node without a VM is NotFound; publishing again is idempotent; Unpublish
-//! after the VM is gone succeeds and leaves no VMBDA; expansion waits for the platform's capacity.
+//! FailedPrecondition, and so is deleting it; a node without a VM is NotFound; publishing again
+//! is idempotent; ListVolumes names the published node; Unpublish after the VM is gone succeeds
+//! and leaves no VMBDA; expansion waits for the platform's capacity.
 
 mod common;
 
@@ -99,6 +100,11 @@ async fn failed_conflicting_and_orphaned_attachments() -> Result<()> {
     assert_eq!(
         controller.get_volume(&ok).await?.map(|v| v.attached_to),
         Some(vec!["node-a".to_string()])
+    );
+    let err = controller.delete_volume(&ok).await.unwrap_err();
+    assert!(
+        matches!(&err, BackendError::FailedPrecondition(m) if m.contains("attached")),
+        "{err}"
     );
     let listed: Vec<(String, Vec<String>)> = controller
         .list_volumes()

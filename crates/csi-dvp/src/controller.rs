@@ -242,15 +242,20 @@ impl ControllerBackend for DvpController {
         };
         if disk.metadata.deletion_timestamp.is_none() {
             let attachments = self.parent.attachments_of(volume_id).await?;
-            if let Some(a) = attachments
-                .iter()
-                .find(|a| a.metadata.deletion_timestamp.is_none())
-            {
-                return Err(BackendError::FailedPrecondition(format!(
-                    "VirtualDisk {volume_id} is attached to VM {} by {}",
-                    a.spec.virtual_machine_name,
-                    a.metadata.name.as_deref().unwrap_or_default()
-                )));
+            if let Some(a) = attachments.first() {
+                let (vm, name) = (
+                    &a.spec.virtual_machine_name,
+                    a.metadata.name.as_deref().unwrap_or_default(),
+                );
+                return Err(if a.metadata.deletion_timestamp.is_some() {
+                    BackendError::Unavailable(format!(
+                        "VirtualDisk {volume_id} is still being detached from VM {vm} ({name}); retrying"
+                    ))
+                } else {
+                    BackendError::FailedPrecondition(format!(
+                        "VirtualDisk {volume_id} is attached to VM {vm} by {name}"
+                    ))
+                });
             }
             self.parent.delete_disk(volume_id).await?;
             tracing::info!(disk = volume_id, "deleting VirtualDisk");
