@@ -16,6 +16,7 @@ use crate::server::DriverInfo;
 pub struct IdentityService {
     info: DriverInfo,
     with_controller: bool,
+    topology: bool,
     ready: Arc<AtomicBool>,
     metrics: Arc<CsiMetrics>,
 }
@@ -32,9 +33,16 @@ impl IdentityService {
         Self {
             info,
             with_controller,
+            topology: true,
             ready,
             metrics,
         }
+    }
+
+    /// Whether VOLUME_ACCESSIBILITY_CONSTRAINTS is advertised (yes unless told otherwise).
+    pub fn with_topology(mut self, topology: bool) -> Self {
+        self.topology = topology;
+        self
     }
 }
 
@@ -67,16 +75,16 @@ impl Identity for IdentityService {
         &self,
         _request: Request<csi::GetPluginCapabilitiesRequest>,
     ) -> Result<Response<csi::GetPluginCapabilitiesResponse>, Status> {
-        let mut capabilities = vec![
-            service_cap(service::Type::VolumeAccessibilityConstraints),
-            csi::PluginCapability {
-                r#type: Some(plugin_capability::Type::VolumeExpansion(
-                    plugin_capability::VolumeExpansion {
-                        r#type: volume_expansion::Type::Online as i32,
-                    },
-                )),
-            },
-        ];
+        let mut capabilities = vec![csi::PluginCapability {
+            r#type: Some(plugin_capability::Type::VolumeExpansion(
+                plugin_capability::VolumeExpansion {
+                    r#type: volume_expansion::Type::Online as i32,
+                },
+            )),
+        }];
+        if self.topology {
+            capabilities.push(service_cap(service::Type::VolumeAccessibilityConstraints));
+        }
         if self.with_controller {
             capabilities.push(service_cap(service::Type::ControllerService));
         }

@@ -82,6 +82,9 @@ pub struct Services {
     pub controller: Option<Arc<dyn ControllerBackend>>,
     /// The Node service's backend and mounter, in node (or all-in-one) mode.
     pub node: Option<(Arc<dyn NodeBackend>, Arc<dyn Mounter>)>,
+    /// The driver has no topology (every volume attaches anywhere): VOLUME_ACCESSIBILITY_CONSTRAINTS
+    /// is not advertised.
+    pub without_topology: bool,
 }
 
 /// Serves Identity plus the configured services on `endpoint` until `shutdown` completes. A
@@ -109,7 +112,8 @@ pub async fn serve(
     let listener = UnixListener::bind(&endpoint.path).map_err(listen_err)?;
     tracing::info!(endpoint = %endpoint.path.display(), driver = info.name, "serving CSI");
     let identity =
-        IdentityService::new(info, services.controller.is_some(), ready, metrics.clone());
+        IdentityService::new(info, services.controller.is_some(), ready, metrics.clone())
+            .with_topology(!services.without_topology);
     let mut router = tonic::transport::Server::builder().add_service(IdentityServer::new(identity));
     if let Some(backend) = services.controller {
         router = router.add_service(ControllerServer::new(ControllerService::new(

@@ -85,10 +85,10 @@ pub fn check_one(cap: &VolumeCapability, multi_attach: bool) -> Result<(), Statu
 fn supported_mode(mode: Mode, cap: &VolumeCapability, multi_attach: bool) -> Result<(), Status> {
     let ok = match mode {
         Mode::Unknown => false,
-        Mode::SingleNodeWriter
-        | Mode::SingleNodeReaderOnly
-        | Mode::SingleNodeSingleWriter
-        | Mode::SingleNodeMultiWriter => true,
+        Mode::SingleNodeWriter | Mode::SingleNodeReaderOnly => true,
+        // Only offered (the SINGLE_NODE_MULTI_WRITER capability) by backends that attach a
+        // volume more than once; the others take the two classic single-node modes only.
+        Mode::SingleNodeSingleWriter | Mode::SingleNodeMultiWriter => multi_attach,
         // A volume shared by several nodes is only safe as a raw block device (no file system
         // is cluster-aware), and only when the cloud can attach it more than once.
         Mode::MultiNodeReaderOnly | Mode::MultiNodeSingleWriter | Mode::MultiNodeMultiWriter => {
@@ -208,6 +208,9 @@ mod tests {
             (cap(MultiNodeMultiWriter, true, ""), false, false),
             (cap(MultiNodeMultiWriter, false, "ext4"), true, false),
             (cap(Unknown, false, ""), false, false),
+            (cap(SingleNodeMultiWriter, false, "ext4"), true, true),
+            (cap(SingleNodeMultiWriter, false, "ext4"), false, false),
+            (cap(SingleNodeSingleWriter, true, ""), false, false),
         ];
         for (i, (c, multi, ok)) in cases.into_iter().enumerate() {
             assert_eq!(check_one(&c, multi).is_ok(), ok, "case {i}");

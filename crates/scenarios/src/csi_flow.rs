@@ -56,9 +56,20 @@ struct Container {
 
 /// Renders `charts/<chart>` as release `release` in `namespace`. Blocking.
 pub fn render_chart(chart: &str, release: &str, namespace: &str) -> Result<RenderedChart> {
+    render_chart_with(chart, release, namespace, &[])
+}
+
+/// [`render_chart`] with `--set` values (`key=value`). Blocking.
+pub fn render_chart_with(
+    chart: &str,
+    release: &str,
+    namespace: &str,
+    sets: &[&str],
+) -> Result<RenderedChart> {
     let helm = stratus_testenv::ensure_installed()?.helm;
     let out = std::process::Command::new(helm)
         .args(["template", release, "--namespace", namespace])
+        .args(sets.iter().flat_map(|s| ["--set", s]))
         .arg(repo_root().join("charts").join(chart))
         .output()
         .context("running helm template")?;

@@ -13,7 +13,13 @@ use serde::Deserialize;
 pub const MANIFEST: &str = "deploy/dvp/parent-rbac.yaml";
 
 fn rules_of(kind: &str) -> anyhow::Result<Vec<PolicyRule>> {
-    let path = crate::kube_fixture::repo_root().join(MANIFEST);
+    rules_in(MANIFEST, kind)
+}
+
+/// The rules of the first `kind` (`Role` or `ClusterRole`) in the manifest at `manifest` (a path
+/// under the repository root).
+pub fn rules_in(manifest: &str, kind: &str) -> anyhow::Result<Vec<PolicyRule>> {
+    let path = crate::kube_fixture::repo_root().join(manifest);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     for doc in serde_yaml::Deserializer::from_str(&text) {

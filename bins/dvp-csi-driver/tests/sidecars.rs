@@ -1,0 +1,360 @@
+//! The real Kubernetes flow of the DVP driver: the upstream external-provisioner and
+//! external-attacher (built by the test environment) and kube-controller-manager's
+//! persistent-volume binder against the tenant cluster's real kube-apiserver, the driver's
+//! controller talking to the parent cluster's apiserver as a ServiceAccount bound to the shipped
+//! parent Role, the platform simulator playing the virtualization controllers. The sidecars
+//! authenticate as the chart's ServiceAccount with the chart's RBAC applied and run with the
+//! chart's arguments. A PVC gets a PV backed by a VirtualDisk labelled as Deckhouse labels it; a
+//! VolumeAttachment hot-plugs it with one VMBDA. The attachment is stalled by the simulator: the
+//! attacher sees the driver's deadline error (Unavailable, retried), the controller pod is
+//! SIGKILLed while the VMBDA is in progress, and once the platform attaches, there is exactly one
+//! VMBDA and the VolumeAttachment is attached. Deleting both leaves zero VirtualDisks and VMBDAs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use common::{driver_env, node_vm, parent_objects, start_driver, wait_parent_empty, CLUSTER_UUID};
+use k8s_openapi::api::core::v1::{
+    PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
+};
+use k8s_openapi::api::storage::v1::{
+    StorageClass, VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use stratus_csi_dvp::names::{vmbda_name, DISK_NAME_LABEL, VMBDA_DISK_LABEL, VMBDA_VM_LABEL};
+use stratus_csi_dvp::{DRIVER_NAME, STORAGE_CLASS_PARAM};
+use stratus_dvp_api::labels::{CLUSTER_UUID as CLUSTER_UUID_LABEL, MANAGED_BY};
+use stratus_dvp_api::{VirtualDisk, VirtualMachineBlockDeviceAttachment};
+use stratus_scenarios::csi_flow::{
+    self, kubeconfig_with_token, log_tails, sidecar_args, spawn, RenderedChart,
+};
+use stratus_scenarios::kube_fixture::apply_rbac_manifest;
+use stratus_scenarios::nth_fixture::service_account_token;
+use stratus_scenarios::wait::wait_for;
+use stratus_testenv::tools::csi_sidecars::{self, Sidecars};
+use stratus_testenv::tools::kube_controller_manager;
+use stratus_testenv::{DvpEnv, Identity};
+use tokio::process::Child;
+
+const NAMESPACE: &str = "kube-system";
+const CONTROLLER_SA: &str = "csi-dvp-controller-sa";
+/// The tenant node and the VM backing it (named differently: found by its hostname label).
+const NODE: &str = "node-1";
+const VM: &str = "tenant-vm-1";
+/// The parent StorageClass the tenant StorageClass names.
+const PARENT_CLASS: &str = "linstor-thin-r2";
+/// How long each step of the flow may take.
+const STEP: Duration = Duration::from_secs(60);
+/// How long the whole flow may take.
+const FLOW_DEADLINE: Duration = Duration::from_secs(300);
+/// The driver's log and the sidecars' beside it.
+const LOGS: [&str; 4] = ["driver.log", "provisioner.log", "attacher.log", "kcm.log"];
+
+/// The controller pod: the driver and its sidecars, started and SIGKILLed together.
+struct ControllerPod {
+    driver: Child,
+    provisioner: Child,
+    attacher: Child,
+}
+
+struct Setup<'a> {
+    dir: &'a Path,
+    sidecars: &'a Sidecars,
+    chart: RenderedChart,
+    kubeconfig: PathBuf,
+    vars: Vec<(String, String)>,
+}
+
+impl Setup<'_> {
+    async fn start_pod(&self) -> Result<ControllerPod> {
+        let (driver, socket) = start_driver(
+            &self.vars,
+            self.dir,
+            NODE,
+            &["--provide-node-service=false"],
+        )
+        .await?;
+        let sidecar =
+            |name: &str| sidecar_args(&self.chart, name, &socket, &self.kubeconfig, NAMESPACE);
+        let provisioner = spawn(
+            &self.sidecars.provisioner,
+            &sidecar("csi-provisioner")?,
+            &self.dir.join("provisioner.log"),
+            &[],
+        )?;
+        let attacher = spawn(
+            &self.sidecars.attacher,
+            &sidecar("csi-attacher")?,
+            &self.dir.join("attacher.log"),
+            &[],
+        )?;
+        Ok(ControllerPod {
+            driver,
+            provisioner,
+            attacher,
+        })
+    }
+}
+
+impl ControllerPod {
+    /// SIGKILLs every container and reaps it.
+    async fn kill(mut self) -> Result<()> {
+        for child in [&mut self.driver, &mut self.provisioner, &mut self.attacher] {
+            child.kill().await?;
+        }
+        Ok(())
+    }
+}
+
+fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+async fn flow(env: &DvpEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Result<()> {
+    let cluster = &env.tenant;
+    let chart = tokio::task::spawn_blocking(|| {
+        csi_flow::render_chart_with(
+            "dvp-csi-driver",
+            "dvp",
+            NAMESPACE,
+            &[
+                "dvp.parentKubeconfigSecret.name=dvp-parent",
+                "dvp.namespace=tenant-project",
+            ],
+        )
+    })
+    .await??;
+    let admin = cluster.kube_client(Identity::Admin).await?;
+    let rbac_file = dir.join("rbac.yaml");
+    std::fs::write(&rbac_file, &chart.rbac)?;
+    let applied = apply_rbac_manifest(&admin, &rbac_file).await?;
+    anyhow::ensure!(
+        applied >= 5,
+        "the chart rendered only {applied} RBAC objects"
+    );
+    let token = service_account_token(&admin, NAMESPACE, CONTROLLER_SA).await?;
+    let kubeconfig = dir.join("kubeconfig-controller-sa.yaml");
+    kubeconfig_with_token(&kubeconfig, cluster.apiserver_url(), &token)?;
+
+    node_vm(env, VM, NODE).await?;
+    csi_flow::node_objects(&admin, NODE, DRIVER_NAME, NODE, Default::default()).await?;
+    let _kcm = spawn(
+        kcm,
+        &[
+            format!("--kubeconfig={}", cluster.kubeconfig(Identity::Admin).display()),
+            "--controllers=persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller".into(),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            "--v=2".into(),
+        ],
+        &dir.join("kcm.log"),
+        &[],
+    )?;
+    let setup = Setup {
+        dir,
+        sidecars,
+        chart,
+        kubeconfig,
+        vars: driver_env(env).await?,
+    };
+    let parent = env.parent_admin().await?;
+    let disks = Api::<VirtualDisk>::namespaced(parent.clone(), env.namespace());
+    let vmbdas = Api::<VirtualMachineBlockDeviceAttachment>::namespaced(parent, env.namespace());
+
+    // PVC → PV → VirtualDisk in the parent.
+    let pod = setup.start_pod().await?;
+    Api::<StorageClass>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &StorageClass {
+                metadata: ObjectMeta {
+                    name: Some("dvp".into()),
+                    ..Default::default()
+                },
+                provisioner: DRIVER_NAME.into(),
+                parameters: Some(
+                    [(STORAGE_CLASS_PARAM.to_string(), PARENT_CLASS.to_string())].into(),
+                ),
+                reclaim_policy: Some("Delete".into()),
+                volume_binding_mode: Some("Immediate".into()),
+                allow_volume_expansion: Some(true),
+                ..Default::default()
+            },
+        )
+        .await?;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(admin.clone(), "default");
+    pvcs.create(
+        &PostParams::default(),
+        &PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some("data".into()),
+                ..Default::default()
+            },
+            spec: Some(PersistentVolumeClaimSpec {
+                access_modes: Some(vec!["ReadWriteOnce".into()]),
+                storage_class_name: Some("dvp".into()),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some([("storage".to_string(), Quantity("2Gi".into()))].into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let pv_name = wait_for("the PVC to be bound to a provisioned PV", STEP, || async {
+        let pvc = pvcs.get("data").await?;
+        let bound = pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+        Ok(bound
+            .then(|| pvc.spec.and_then(|s| s.volume_name))
+            .flatten())
+    })
+    .await?;
+    let pvs = Api::<PersistentVolume>::all(admin.clone());
+    let pv = pvs.get(&pv_name).await?;
+    let csi = pv
+        .spec
+        .as_ref()
+        .and_then(|s| s.csi.as_ref())
+        .context("the PV has no CSI source")?;
+    anyhow::ensure!(csi.driver == DRIVER_NAME, "PV driver {}", csi.driver);
+    let volume_id = csi.volume_handle.clone();
+    anyhow::ensure!(
+        volume_id == pv_name,
+        "the VirtualDisk is named as the volume ({pv_name}), not {volume_id}"
+    );
+    let disk = disks.get(&volume_id).await?;
+    let pvc_spec = disk
+        .spec
+        .persistent_volume_claim
+        .clone()
+        .unwrap_or_default();
+    anyhow::ensure!(
+        label(&disk.metadata, MANAGED_BY) == Some("deckhouse")
+            && label(&disk.metadata, CLUSTER_UUID_LABEL) == Some(CLUSTER_UUID)
+            && label(&disk.metadata, DISK_NAME_LABEL) == Some(volume_id.as_str())
+            && pvc_spec.size.as_deref() == Some("2147483648")
+            && pvc_spec.storage_class_name.as_deref() == Some(PARENT_CLASS),
+        "the VirtualDisk is not what the PVC asked for: {disk:?}"
+    );
+
+    // VolumeAttachment → VMBDA; the platform stalls it: the attacher gets the driver's deadline
+    // error, the pod is SIGKILLed while the VMBDA is in progress, then the platform attaches.
+    env.sim().set_knobs(|k| k.stall_attachments = true);
+    let vas = Api::<VolumeAttachment>::all(admin.clone());
+    vas.create(
+        &PostParams::default(),
+        &VolumeAttachment {
+            metadata: ObjectMeta {
+                name: Some("csi-data".into()),
+                ..Default::default()
+            },
+            spec: VolumeAttachmentSpec {
+                attacher: DRIVER_NAME.into(),
+                node_name: NODE.into(),
+                source: VolumeAttachmentSource {
+                    persistent_volume_name: Some(pv_name.clone()),
+                    ..Default::default()
+                },
+            },
+            ..Default::default()
+        },
+    )
+    .await?;
+    let mine = vmbda_name(&volume_id, NODE);
+    wait_for("the VMBDA to be in progress", STEP, || async {
+        let a = vmbdas.get_opt(&mine).await?;
+        Ok(
+            a.filter(|a| a.status.as_ref().is_some_and(|s| s.phase == "InProgress"))
+                .map(|_| ()),
+        )
+    })
+    .await?;
+    let error = wait_for(
+        "the attacher to record the deadline error",
+        STEP,
+        || async {
+            let va = vas.get("csi-data").await?;
+            Ok(va
+                .status
+                .and_then(|s| s.attach_error)
+                .and_then(|e| e.message))
+        },
+    )
+    .await?;
+    anyhow::ensure!(
+        error.contains("Unavailable") && error.contains("not Attached"),
+        "a stalled attachment answers a retryable deadline error, got {error:?}"
+    );
+    pod.kill().await?;
+    let pod = setup.start_pod().await?;
+    env.sim().set_knobs(|k| k.stall_attachments = false);
+    wait_for("the VolumeAttachment to be attached", STEP, || async {
+        let va = vas.get("csi-data").await?;
+        Ok(va.status.is_some_and(|s| s.attached).then_some(()))
+    })
+    .await?;
+    let (_, names) = parent_objects(env).await?;
+    anyhow::ensure!(
+        names == vec![mine.clone()],
+        "exactly one VMBDA ({mine}) after the crash: {names:?}"
+    );
+    let a = vmbdas.get(&mine).await?;
+    let owner = a.metadata.owner_references.clone().unwrap_or_default();
+    anyhow::ensure!(
+        a.spec.virtual_machine_name == VM
+            && a.spec.block_device_ref.name == volume_id
+            && label(&a.metadata, VMBDA_DISK_LABEL) == Some(volume_id.as_str())
+            && label(&a.metadata, VMBDA_VM_LABEL) == Some(VM)
+            && owner.len() == 1
+            && owner[0].kind == "VirtualMachine"
+            && owner[0].name == VM
+            && a.status.as_ref().is_some_and(|s| s.phase == "Attached"),
+        "the VMBDA is not what the attachment needs: {a:?}"
+    );
+
+    // Deletion: detach, then the claim, then nothing is left in the parent.
+    vas.delete("csi-data", &DeleteParams::default()).await?;
+    wait_for(
+        "the VolumeAttachment to be detached and gone",
+        STEP,
+        || async { Ok(vas.get_opt("csi-data").await?.is_none().then_some(())) },
+    )
+    .await?;
+    anyhow::ensure!(
+        vmbdas.get_opt(&mine).await?.is_none(),
+        "{mine} is left after its VolumeAttachment is gone"
+    );
+    pvcs.delete("data", &DeleteParams::default()).await?;
+    wait_for("the PV to be deleted", STEP, || async {
+        Ok(pvs.get_opt(&pv_name).await?.is_none().then_some(()))
+    })
+    .await?;
+    wait_parent_empty(env, STEP).await?;
+    pod.kill().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pvc_to_hot_plugged_disk_and_back_surviving_a_crash_and_a_stall() -> Result<()> {
+    // Built once per machine (minutes the first time), outside the flow's deadline.
+    let sidecars = tokio::task::spawn_blocking(csi_sidecars::ensure_installed).await??;
+    let kcm = tokio::task::spawn_blocking(kube_controller_manager::ensure_installed).await??;
+    let env = DvpEnv::start().await?;
+    let dir = tempfile::tempdir()?;
+    let dir_path: PathBuf = dir.path().to_path_buf();
+    tokio::time::timeout(FLOW_DEADLINE, flow(&env, &dir_path, &sidecars, &kcm))
+        .await
+        .with_context(|| {
+            format!(
+                "the sidecar flow did not finish within {FLOW_DEADLINE:?}\n{}",
+                log_tails(&dir_path, &LOGS)
+            )
+        })?
+        .map_err(|e| e.context(log_tails(&dir_path, &LOGS)))
+}
