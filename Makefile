@@ -24,7 +24,7 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp env-up env-down clean-env
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp env-up env-down clean-env images
 
 all: test
 
@@ -118,6 +118,17 @@ bench-discoverer: install
 	$(CARGO) build -q --release -p cloud-data-discoverer -p stratus-discoverer --bin cloud-data-discoverer --example bench_discoverer
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/examples/bench_discoverer --cloud $(DISCOVERER_CLOUD) --binary $(CARGO_TARGET_DIR)/release/cloud-data-discoverer --volumes $(DISCOVERER_VOLUMES) | tee bench/results/bench-discoverer$(if $(filter openstack,$(DISCOVERER_CLOUD)),-openstack).json
+
+## images: release binaries as OCI archives (server binaries) and tarballs (node binaries) with
+## manifest.json in IMAGES_DIR, no Docker daemon; --version and the image labels carry the
+## version, git revision and build date given here (the binary list is crates/images/src/table.rs)
+IMAGES_DIR ?= dist/images
+images:
+	export STRATUS_GIT_REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
+		STRATUS_BUILD_DATE=$$(date -u +%Y-%m-%dT%H:%M:%SZ) && \
+	$(CARGO) build -q --release -p stratus-images --bin stratus-images && \
+	$(CARGO) build --release --bins $$($(CARGO_TARGET_DIR)/release/stratus-images --print-cargo-packages) && \
+	$(CARGO_TARGET_DIR)/release/stratus-images --bin-dir $(CARGO_TARGET_DIR)/release --out $(IMAGES_DIR)
 
 ## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env);
 ## CLOUD=openstack starts Keystone and the OpenStack simulators instead of moto

@@ -262,7 +262,7 @@ fn default_values_render_the_ccm_daemonset_and_its_rbac() {
     };
     assert_eq!(
         container.image.as_deref(),
-        Some("stratus/cloud-controller-manager:0.1.0"),
+        Some("ghcr.io/stratus/cloud-controller-manager:0.1.0"),
         "the tag defaults to the appVersion"
     );
     assert_eq!(

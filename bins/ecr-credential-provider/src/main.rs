@@ -23,7 +23,10 @@ const DEFAULT_CACHE_DIR: &str = "/var/lib/kubelet/ecr-credential-provider";
 /// Reads a CredentialProviderRequest (credentialprovider.kubelet.k8s.io v1, v1beta1 or
 /// v1alpha1) on stdin and writes the CredentialProviderResponse on stdout.
 #[derive(Parser, Debug)]
-#[command(name = "ecr-credential-provider", version)]
+#[command(
+    name = "ecr-credential-provider",
+    version = stratus_runtime::build_info::version()
+)]
 struct Args {
     /// Directory of the on-disk token cache (created 0700; entries 0600).
     #[arg(

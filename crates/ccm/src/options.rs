@@ -59,7 +59,7 @@ const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "cloud-controller-manager",
-    version,
+    version = stratus_runtime::build_info::version(),
     about = "Stratus cloud-controller-manager",
     // As pflag: a flag given twice takes the last value.
     args_override_self = true

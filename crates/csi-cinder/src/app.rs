@@ -31,7 +31,7 @@ use crate::DRIVER_NAME;
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "cinder-csi-plugin",
-    version,
+    version = stratus_runtime::build_info::version(),
     about = "Stratus Cinder CSI driver (cinder.csi.openstack.org)"
 )]
 pub struct Options {

@@ -29,7 +29,7 @@ use crate::DRIVER_NAME;
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "dvp-csi-driver",
-    version,
+    version = stratus_runtime::build_info::version(),
     about = "Stratus DVP CSI driver (csi.dvp.deckhouse.io)"
 )]
 pub struct Options {

@@ -38,7 +38,7 @@ pub enum Mode {
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "ebs-csi-driver",
-    version,
+    version = stratus_runtime::build_info::version(),
     about = "Stratus EBS CSI driver (ebs.csi.aws.com)"
 )]
 pub struct Options {

@@ -44,6 +44,7 @@ pub enum CloudProvider {
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "cloud-data-discoverer",
+    version = stratus_runtime::build_info::version(),
     about = "Publishes cloud inventory for Deckhouse: instance types, discovery data, orphaned disks"
 )]
 pub struct Options {

@@ -3,6 +3,7 @@
 //! Watches and writes nothing in Kubernetes.
 
 pub mod backoff;
+pub mod build_info;
 pub mod duration;
 pub mod logging;
 pub mod memory;

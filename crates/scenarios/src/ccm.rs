@@ -60,9 +60,6 @@ impl CcmProcess {
         vars: Vec<(String, String)>,
         args: &[String],
     ) -> anyhow::Result<CcmProcess> {
-        let n = std::fs::read_dir(cluster.dir())?.count();
-        let log = cluster.dir().join(format!("ccm-{n}.log"));
-        let out = std::fs::File::create(&log)?;
         let mut cmd = Command::new(bin);
         if !args.iter().any(|a| a.starts_with("--secure-port")) {
             cmd.arg("--secure-port=0");
@@ -75,13 +72,22 @@ impl CcmProcess {
                     .display()
             ))
             .envs(vars)
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
+            .env_remove("KUBECONFIG");
+        CcmProcess::spawn(cmd, cluster)
+    }
+
+    /// Spawns a prepared command (e.g. the CCM inside an unpacked image, under `chroot`) with
+    /// its output in a new log file in the cluster's directory.
+    pub fn spawn(mut cmd: Command, cluster: &KubeCluster) -> anyhow::Result<CcmProcess> {
+        let n = std::fs::read_dir(cluster.dir())?.count();
+        let log = cluster.dir().join(format!("ccm-{n}.log"));
+        let out = std::fs::File::create(&log)?;
+        cmd.stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out);
         let child = cmd
             .spawn()
-            .with_context(|| format!("start {}", bin.display()))?;
+            .with_context(|| format!("start {:?}", cmd.get_program()))?;
         Ok(CcmProcess { child, log })
     }
 

@@ -31,7 +31,7 @@ pub fn go_bool(text: &str) -> Result<bool, String> {
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "node-termination-handler",
-    version,
+    version = stratus_runtime::build_info::version(),
     about = "Cordons and drains Kubernetes nodes before EC2 interrupts, retires or terminates them (drop-in for aws-node-termination-handler)"
 )]
 pub struct Options {

@@ -1,0 +1,79 @@
+//! The binaries Stratus ships and what each becomes: one line per binary.
+
+/// What a binary is released as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A server run as a pod: an OCI image with the binary as its entrypoint.
+    Image,
+    /// A kubelet plugin installed on the node: a plain `.tar.gz` holding the binary.
+    NodeTarball,
+}
+
+/// One shipped binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Binary {
+    /// The cargo binary name (also the image's name and the entrypoint's file name).
+    pub name: &'static str,
+    /// The cargo package that builds it.
+    pub package: &'static str,
+    /// What it is released as.
+    pub kind: Kind,
+}
+
+/// Where the images are meant to be pushed; the charts' `image.repository` defaults name it.
+pub const REPOSITORY_PREFIX: &str = "ghcr.io/stratus";
+
+/// Every shipped binary. Adding one is one line here (and its package in the workspace).
+pub const BINARIES: &[Binary] = &[
+    bin("cloud-controller-manager", Kind::Image),
+    bin("cloud-data-discoverer", Kind::Image),
+    bin("node-termination-handler", Kind::Image),
+    bin("ebs-csi-driver", Kind::Image),
+    bin("cinder-csi-plugin", Kind::Image),
+    bin("dvp-csi-driver", Kind::Image),
+    bin("ecr-credential-provider", Kind::NodeTarball),
+];
+
+/// A binary whose package has its name (as every Stratus binary's does).
+const fn bin(name: &'static str, kind: Kind) -> Binary {
+    Binary {
+        name,
+        package: name,
+        kind,
+    }
+}
+
+impl Binary {
+    /// The image repository, e.g. `ghcr.io/stratus/cloud-controller-manager`.
+    pub fn repository(&self) -> String {
+        format!("{REPOSITORY_PREFIX}/{}", self.name)
+    }
+
+    /// The binary's path inside its image.
+    pub fn entrypoint(&self) -> String {
+        format!("/usr/local/bin/{}", self.name)
+    }
+}
+
+/// The binary called `name`, if Stratus ships one.
+pub fn find(name: &str) -> Option<&'static Binary> {
+    BINARIES.iter().find(|b| b.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_found() {
+        for b in BINARIES {
+            assert_eq!(find(b.name), Some(b));
+            assert_eq!(BINARIES.iter().filter(|o| o.name == b.name).count(), 1);
+        }
+        assert_eq!(
+            find("cloud-controller-manager").unwrap().repository(),
+            "ghcr.io/stratus/cloud-controller-manager"
+        );
+        assert!(find("sh").is_none());
+    }
+}
