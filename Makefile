@@ -45,6 +45,8 @@ lint:
 
 ## test: everything on a fresh machine — tools, lint, unit, integration (real apiserver + moto)
 test: install lint
+	# Every binary, also of packages without integration tests: the image tests package them.
+	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace --no-fail-fast
 
 ## demo: local control plane + emulated AWS, nodes initialised and retired by the CCM;
