@@ -2,12 +2,17 @@
 //! LoadBalancer Service in the parent namespace (Deckhouse's name rule, ports to the tenant
 //! NodePorts, settings copied) selecting the target nodes' VMs by a per-LB label; the tenant
 //! ingress is written within a second of the parent Service getting one (a watch, not a poll);
-//! target changes move the labels; deleting the Service leaves no parent object and no label.
+//! target changes move the labels; under `externalTrafficPolicy: Local` an EndpointSlice change
+//! moves them to the nodes whose health check passes; deleting the Service leaves no parent object and no label.
 //! Where the platform offers ServiceWithHealthchecks (its CRD, the ModuleConfig on, the shipped
 //! ClusterRole to read it), one of those stands in for the parent Service.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -222,18 +227,22 @@ async fn dvp_load_balancer_follows_its_service() {
 
 /// Answers every connection on `listener` with `200 OK`, as kube-proxy's health check does for a
 /// node with a local endpoint.
-async fn serve_healthy(listener: tokio::net::TcpListener) {
+/// Plays kube-proxy's health check on `listener`: 200 while `healthy` holds, else 503.
+async fn serve_health(listener: tokio::net::TcpListener, healthy: Arc<AtomicBool>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
             return;
         };
+        let answer: &[u8] = if healthy.load(Ordering::SeqCst) {
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+        } else {
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"
+        };
         tokio::spawn(async move {
             let mut buf = [0u8; 512];
             let _ = stream.read(&mut buf).await;
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-                .await;
+            let _ = stream.write_all(answer).await;
         });
     }
 }
@@ -260,16 +269,26 @@ async fn dvp_local_traffic_policy_targets_only_nodes_with_local_endpoints() {
             .await
             .unwrap();
     }
-    // Only vm-a's "kube-proxy" reports a local endpoint; nothing listens on vm-b.
+    // Only vm-a's "kube-proxy" reports a local endpoint; vm-b's answers 503.
     let mut bound = None;
     for port in 31500..31600u16 {
-        if let Ok(l) = tokio::net::TcpListener::bind((ips[0].as_str(), port)).await {
-            bound = Some((port, l));
-            break;
-        }
+        let (Ok(a), Ok(b)) = (
+            tokio::net::TcpListener::bind((ips[0].as_str(), port)).await,
+            tokio::net::TcpListener::bind((ips[1].as_str(), port)).await,
+        ) else {
+            continue;
+        };
+        bound = Some((port, a, b));
+        break;
     }
-    let (hc_port, listener) = bound.expect("a free health-check port on vm-a's address");
-    tokio::spawn(serve_healthy(listener));
+    let (hc_port, listener_a, listener_b) =
+        bound.expect("a free health-check port on both VMs' addresses");
+    let (a_healthy, b_healthy) = (
+        Arc::new(AtomicBool::new(true)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    tokio::spawn(serve_health(listener_a, a_healthy.clone()));
+    tokio::spawn(serve_health(listener_b, b_healthy.clone()));
 
     let vars = env
         .bound_account_env(
@@ -331,6 +350,51 @@ async fn dvp_local_traffic_policy_targets_only_nodes_with_local_endpoints() {
     assert_eq!(
         parent_svc.spec.unwrap().external_traffic_policy.as_deref(),
         Some("Local")
+    );
+    let tenant_services = Api::<Service>::namespaced(admin.clone(), "default");
+    wait_for("the tenant ingress", WAIT, || async {
+        Ok(tenant_ingress(&tenant_services.get("local").await?))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+
+    // The endpoint moves from node-a to node-b. Until its EndpointSlice changes, nothing makes
+    // the CCM look again (the periodic pass is minutes away): vm-a keeps the label.
+    a_healthy.store(false, Ordering::SeqCst);
+    b_healthy.store(true, Ordering::SeqCst);
+    let still = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < still {
+        let all = vms.list(&ListParams::default()).await.unwrap().items;
+        assert_eq!(
+            labelled_with(&all, &label_key),
+            ["vm-a"],
+            "moved without a trigger"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The EndpointSlice change wakes the service controller: the label follows within seconds.
+    let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "local-x1", "namespace": "default",
+                     "labels": {"kubernetes.io/service-name": "local"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.7"], "nodeName": "node-b"}],
+        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]
+    }))
+    .unwrap();
+    let moved_from = tokio::time::Instant::now();
+    Api::<EndpointSlice>::namespaced(admin.clone(), "default")
+        .create(&kube::api::PostParams::default(), &slice)
+        .await
+        .unwrap();
+    wait_for("only vm-b labelled", Duration::from_secs(15), || async {
+        let all = vms.list(&ListParams::default()).await?.items;
+        Ok((labelled_with(&all, &label_key) == ["vm-b"]).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+    eprintln!(
+        "label followed the endpoint in {:.1} s",
+        moved_from.elapsed().as_secs_f32()
     );
 }
 

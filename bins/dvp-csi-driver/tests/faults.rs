@@ -1,6 +1,6 @@
 //! The DVP controller against the parent apiserver and the platform simulator, as the shipped
 //! Role, for what csi-sanity and the sidecar flow do not reach: a VMBDA the platform marks
-//! `Failed` is a clear Internal error naming it; a disk attached to another VM is
+//! `Failed` is removed with a retryable error naming it and the retry attaches anew; a disk attached to another VM is
 //! FailedPrecondition, and so is deleting it; a node without a VM is NotFound; publishing again
 //! is idempotent; ListVolumes names the published node; Unpublish after the VM is gone succeeds
 //! and leaves no VMBDA; expansion waits for the platform's capacity.
@@ -56,19 +56,39 @@ async fn failed_conflicting_and_orphaned_attachments() -> Result<()> {
     let vmbdas =
         Api::<VirtualMachineBlockDeviceAttachment>::namespaced(admin.clone(), env.namespace());
 
-    // A Failed attachment is a clear, named error.
+    // A Failed attachment is replaced: removed, with a retryable error naming it, and the
+    // retry attaches anew once the platform can.
     let disk = controller.create_volume(&request("pvc-failed")).await?.id;
     let failed = vmbda_name(&disk, "node-a");
     env.sim().set_knobs(|k| {
         k.failed_attachments.insert(failed.clone());
     });
-    let err = controller
-        .publish(&disk, "node-a", false)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, BackendError::Internal(m) if m.contains(&failed) && m.contains("Failed")),
-        "{err}"
+    for _ in 0..2 {
+        let err = controller
+            .publish(&disk, "node-a", false)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, BackendError::Unavailable(m) if m.contains(&failed) && m.contains("Failed")),
+            "{err}"
+        );
+        let gone = tokio::time::Instant::now() + Duration::from_secs(10);
+        while vmbdas.get_opt(&failed).await?.is_some() {
+            assert!(
+                tokio::time::Instant::now() < gone,
+                "the Failed attachment stays"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    env.sim().set_knobs(|k| {
+        k.failed_attachments.clear();
+    });
+    controller.publish(&disk, "node-a", false).await?;
+    let attached = vmbdas.get(&failed).await?;
+    assert_eq!(
+        attached.status.map(|s| s.phase).as_deref(),
+        Some("Attached")
     );
     controller.unpublish(&disk, "node-a").await?;
     assert!(vmbdas.get_opt(&failed).await?.is_none());

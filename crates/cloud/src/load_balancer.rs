@@ -136,7 +136,9 @@ pub struct Ingress {
 ///   when to look again: the controller requeues without a Warning Event and without holding a
 ///   worker while it waits;
 /// - a provider that learns of a change in its cloud (an address appeared) may ask for a
-///   Service to be synced again through [`LoadBalancer::resync_requests`].
+///   Service to be synced again through [`LoadBalancer::resync_requests`];
+/// - a provider whose `externalTrafficPolicy: Local` targets depend on where endpoints run says
+///   so through [`LoadBalancer::targets_follow_endpoints`].
 #[async_trait]
 pub trait LoadBalancer: Send + Sync {
     /// Creates or updates the load balancer and returns its ingress.
@@ -159,6 +161,13 @@ pub trait LoadBalancer: Send + Sync {
     /// Each call subscribes anew.
     fn resync_requests(&self) -> Option<BoxStream<'static, ServiceKey>> {
         None
+    }
+    /// Whether the provider picks an `externalTrafficPolicy: Local` Service's targets by where
+    /// its endpoints run (DVP probes kube-proxy's health check on each node): the service
+    /// controller then syncs such a Service again when its EndpointSlices change, instead of
+    /// waiting for the periodic pass.
+    fn targets_follow_endpoints(&self) -> bool {
+        false
     }
 }
 

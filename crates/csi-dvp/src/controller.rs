@@ -114,6 +114,21 @@ fn node_of(disk: &str, vmbda: &str) -> Option<String> {
 }
 
 impl DvpController {
+    /// Removes an attachment the platform reports `Failed` and answers the retryable error that
+    /// makes the caller try again (which creates it anew).
+    async fn replace_failed(&self, name: &str) -> BackendError {
+        tracing::warn!(
+            attachment = name,
+            "the platform failed the hot plug; removing the attachment to retry"
+        );
+        match self.parent.delete_attachment(name).await {
+            Ok(()) => BackendError::Unavailable(format!(
+                "the platform failed to attach the disk (attachment {name} was Failed); removed it, the next attempt attaches anew"
+            )),
+            Err(e) => e,
+        }
+    }
+
     /// A controller writing in `parent`.
     pub fn new(parent: Parent, options: DvpOptions) -> DvpController {
         DvpController { parent, options }
@@ -323,14 +338,18 @@ impl ControllerBackend for DvpController {
         let context = BTreeMap::from([(SERIAL_KEY.to_string(), serial(&uid))]);
         let mine = vmbda_name(volume_id, node_id);
         let attachments = self.parent.attachments_of(volume_id).await?;
-        if plan_publish(&attachments, vm.name(), &mine)? == PublishStep::Create {
-            self.parent.create_attachment(&mine, volume_id, &vm).await?;
-            tracing::info!(
-                disk = volume_id,
-                vm = vm.name(),
-                attachment = mine,
-                "attaching"
-            );
+        match plan_publish(&attachments, vm.name(), &mine)? {
+            PublishStep::Create => {
+                self.parent.create_attachment(&mine, volume_id, &vm).await?;
+                tracing::info!(
+                    disk = volume_id,
+                    vm = vm.name(),
+                    attachment = mine,
+                    "attaching"
+                );
+            }
+            PublishStep::Replace => return Err(self.replace_failed(&mine).await),
+            PublishStep::Done | PublishStep::Wait => {}
         }
         self.wait(&format!("attachment {mine} is not Attached"), || async {
             let Some(a) = self.parent.attachment(&mine).await? else {
@@ -338,10 +357,11 @@ impl ControllerBackend for DvpController {
                     "attachment {mine} disappeared while attaching; retrying"
                 )));
             };
-            Ok(match plan_publish(&[a], vm.name(), &mine)? {
-                PublishStep::Done => Some(()),
-                _ => None,
-            })
+            match plan_publish(&[a], vm.name(), &mine)? {
+                PublishStep::Done => Ok(Some(())),
+                PublishStep::Replace => Err(self.replace_failed(&mine).await),
+                PublishStep::Create | PublishStep::Wait => Ok(None),
+            }
         })
         .await?;
         Ok(context)

@@ -1,7 +1,8 @@
 //! What ControllerPublish must do next, decided from the disk's attachments as the parent shows
 //! them (pure). Transient states (an attachment in progress, one being removed) are answered
-//! with a retryable error, never a permanent one; only a disk attached to another VM, or an
-//! attachment the platform reports `Failed`, stops the caller.
+//! with a retryable error, never a permanent one; only a disk attached to another VM stops the
+//! caller. An attachment the platform reports `Failed` is replaced: removed, and the caller's
+//! retry attaches anew.
 
 use stratus_csi::BackendError;
 use stratus_dvp_api::VirtualMachineBlockDeviceAttachment;
@@ -20,6 +21,9 @@ pub enum PublishStep {
     Wait,
     /// No attachment for this VM: create it.
     Create,
+    /// Our attachment is `Failed`: remove it and let the caller retry (a hot plug can fail for
+    /// a passing reason, e.g. the VM migrating; a Failed object is never retried by the platform).
+    Replace,
 }
 
 fn phase(a: &VirtualMachineBlockDeviceAttachment) -> &str {
@@ -66,9 +70,7 @@ pub fn plan_publish(
     }
     match phase(a) {
         ATTACHED => Ok(PublishStep::Done),
-        FAILED => Err(BackendError::Internal(format!(
-            "the platform failed to attach the disk: attachment {mine} is Failed (see its conditions in the parent cluster; delete it to retry)"
-        ))),
+        FAILED => Ok(PublishStep::Replace),
         _ => Ok(PublishStep::Wait),
     }
 }
@@ -103,6 +105,7 @@ mod tests {
         assert_eq!(plan_publish(&[], "n1", mine), Ok(Create));
         let ok = [
             (vmbda(mine, "n1", "Attached", false), Done),
+            (vmbda(mine, "n1", "Failed", false), Replace),
             (vmbda(mine, "n1", "InProgress", false), Wait),
             (vmbda(mine, "n1", "", false), Wait),
         ];
@@ -121,7 +124,6 @@ mod tests {
             code(&[vmbda(mine, "n1", "Attached", true)]),
             Code::Unavailable
         );
-        assert_eq!(code(&[vmbda(mine, "n1", "Failed", false)]), Code::Internal);
         assert_eq!(
             code(&[vmbda("vmbda-d-n2", "n2", "Attached", false)]),
             Code::FailedPrecondition

@@ -27,6 +27,11 @@ pub const REQUIRED: &[Access] = &[
     access("patch", "", "services/status", Some("default"),
         "service/driver.rs: patch_status sets and clears status.loadBalancer.ingress and adds and \
          removes the load-balancer-cleanup finalizer"),
+    access("list", "discovery.k8s.io", "endpointslices", None,
+        "service/endpoint_trigger.rs: metadata_watcher(Api::<EndpointSlice>::all) where the \
+         provider's Local targets follow endpoints (DVP)"),
+    access("watch", "discovery.k8s.io", "endpointslices", None,
+        "service/endpoint_trigger.rs: metadata_watcher(Api::<EndpointSlice>::all)"),
     access("create", "events.k8s.io", "events", Some("default"),
         "events.rs EventPublisher::publish -> kube Recorder: the first Event of a series"),
     access("patch", "events.k8s.io", "events", Some("default"),

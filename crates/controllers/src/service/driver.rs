@@ -22,6 +22,7 @@ use stratus_runtime::backoff::Backoff;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::endpoint_trigger::endpoint_changes;
 use super::node_trigger::node_changes;
 use super::plan::{
     ingress_status_patch, load_balancer_request, plan_service, target_nodes, ServiceAction,
@@ -56,6 +57,10 @@ pub struct ServiceControllerConfig {
     pub node_quiet: Duration,
     /// Longest a pending node change waits for the set to hold still.
     pub node_max_delay: Duration,
+    /// How long after an EndpointSlice change an `externalTrafficPolicy: Local` Service is synced
+    /// again, where the provider's targets follow endpoints (kube-proxy's health check catches
+    /// up meanwhile).
+    pub endpoint_settle: Duration,
     /// A full ensure of every load balancer at least this often (repairs outside changes).
     pub full_resync: Duration,
     /// How often orphaned cloud resources are looked for.
@@ -73,6 +78,7 @@ impl Default for ServiceControllerConfig {
             node_poll: Duration::from_millis(250),
             node_quiet: Duration::from_secs(1),
             node_max_delay: Duration::from_secs(10),
+            endpoint_settle: Duration::from_secs(1),
             full_resync: Duration::from_secs(600),
             reaper_period: Duration::from_secs(600),
             backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
@@ -199,7 +205,7 @@ pub async fn run(
         config.node_max_delay,
     );
     let controller = Controller::new(
-        Api::<Service>::all(health.client(client, "/api/v1/services")),
+        Api::<Service>::all(health.client(client.clone(), "/api/v1/services")),
         watcher::Config::default().any_semantic(),
     )
     .with_config(Config::default().concurrency(config.concurrency));
@@ -222,9 +228,15 @@ pub async fn run(
         .resync_requests()
         .unwrap_or_else(|| futures::stream::pending().boxed())
         .map(|key| ObjectRef::<Service>::new(&key.name).within(&key.namespace));
+    let endpoint_moves = if lb.targets_follow_endpoints() {
+        endpoint_changes(client.clone(), controller.store(), config.endpoint_settle).boxed()
+    } else {
+        futures::stream::pending().boxed()
+    };
     controller
         .reconcile_all_on(trigger)
         .reconcile_on(resyncs)
+        .reconcile_on(endpoint_moves)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| {
             if let Err(kube::runtime::controller::Error::QueueError(e)) = &result {

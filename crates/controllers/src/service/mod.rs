@@ -5,6 +5,7 @@
 //! `driver` does the Kubernetes and cloud I/O.
 
 pub mod driver;
+pub mod endpoint_trigger;
 pub mod node_trigger;
 pub mod plan;
 pub mod sync_plan;

@@ -49,6 +49,7 @@ const MOTO_ECR_EXPIRY: f64 = 1_420_070_400.0;
 pub struct AwsProtocol {
     ecr_token_lifetime: Mutex<Option<u64>>,
     lifecycle: crate::lifecycle::LifecycleState,
+    paged: super::aws_paging::PagedAnswers,
 }
 
 /// The AWS protocol, ready for [`super::serve`].
@@ -162,6 +163,15 @@ impl Protocol for AwsProtocol {
         }
         if info.service == "ec2" && info.action == "DescribeInstanceTopology" {
             return super::aws_topology::answer(&parts, &body, upstream).await;
+        }
+        if info.service == "ec2" && info.action == "DescribeInstanceTypes" {
+            if let Some(page) = self
+                .paged
+                .describe_instance_types(&parts, &body, upstream)
+                .await
+            {
+                return page;
+            }
         }
         if crate::lifecycle::INTERCEPTED.contains(&info.key().as_str()) {
             let form = std::str::from_utf8(&body).unwrap_or_default();

@@ -252,7 +252,7 @@ fn layers_of(instance_type: &str) -> Option<usize> {
         .map(|(_, l)| *l)
 }
 
-fn ec2_error(status: StatusCode, code: &str, message: &str) -> Response<ProxyBody> {
+pub(crate) fn ec2_error(status: StatusCode, code: &str, message: &str) -> Response<ProxyBody> {
     let body = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>{code}</Code><Message>{}</Message></Error></Errors><RequestID>stratus-topology</RequestID></Response>", xml_escape(message));
     xml_response(status, body)
 }
@@ -268,7 +268,7 @@ fn xml_response(status: StatusCode, body: String) -> Response<ProxyBody> {
 
 /// Sends a query-protocol EC2 request `form` to moto with the caller's headers (credentials and
 /// region); the answer body, or a message.
-async fn ask_moto(
+pub(crate) async fn ask_moto(
     upstream: &Upstream,
     like: &http::request::Parts,
     form: String,

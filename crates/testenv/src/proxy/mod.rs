@@ -54,6 +54,7 @@ use crate::faults::{latency, pick, Timeline};
 pub use crate::faults::{Fault, FaultKind, Second};
 
 pub mod aws;
+pub mod aws_paging;
 pub mod aws_topology;
 pub mod openstack;
 mod thread;

@@ -388,4 +388,10 @@ impl LoadBalancer for DvpLoadBalancers {
     fn resync_requests(&self) -> Option<BoxStream<'static, stratus_cloud::ServiceKey>> {
         Some(self.resync.subscribe())
     }
+
+    /// `externalTrafficPolicy: Local` targets are the nodes whose kube-proxy reports a local
+    /// endpoint (see [`health`]), as Deckhouse's EndpointSlice informer does.
+    fn targets_follow_endpoints(&self) -> bool {
+        true
+    }
 }
