@@ -153,16 +153,16 @@ pub struct DeckhouseMachineSpec {
     #[serde(default)]
     pub vm_class_name: String,
     /// Cores and their guaranteed share.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "MachineCpu::is_unset")]
     pub cpu: MachineCpu,
-    /// RAM (a quantity).
-    #[serde(default)]
+    /// RAM (a quantity; the schema's default when empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub memory: String,
     /// Size of the boot disk (a quantity).
     #[serde(default)]
     pub root_disk_size: String,
     /// The parent StorageClass of the boot disk.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub root_disk_storage_class: String,
     /// More disks, attached after the boot disk.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -185,19 +185,30 @@ pub struct DeckhouseMachineSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineCpu {
-    /// Cores (default 4).
-    #[serde(default)]
+    /// Cores (default 4; the schema's default when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub cores: i32,
-    /// Guaranteed share, e.g. `100%` (the default).
-    #[serde(default)]
+    /// Guaranteed share, e.g. `100%` (the default when empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cpu_fraction: String,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+impl MachineCpu {
+    /// Nothing set: the schema's defaults apply.
+    pub fn is_unset(&self) -> bool {
+        self.cores == 0 && self.cpu_fraction.is_empty()
+    }
 }
 
 /// `spec.bootDiskImageRef`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskImageRef {
     /// `ClusterVirtualImage|VirtualImage|VirtualDiskSnapshot` (default `VirtualImage`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
     /// The image's name.
     #[serde(default)]
@@ -211,7 +222,7 @@ pub struct AdditionalDisk {
     /// Size (a quantity).
     pub size: String,
     /// The parent StorageClass.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub storage_class: String,
 }
 
