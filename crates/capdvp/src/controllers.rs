@@ -7,10 +7,12 @@
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::Backoff;
 use kube::runtime::{watcher, Controller, WatchStreamExt};
 use kube::Resource;
 use serde::de::DeserializeOwned;
@@ -24,6 +26,38 @@ use crate::metrics::Metrics;
 use crate::names;
 use crate::parent::Parent;
 use stratus_kube_kit::events::EventPublisher;
+
+/// Watch retries: 250 ms doubling to at most 4 s (client-go's reflector retries within a
+/// second; kube's default backoff reaches 30 s, so a parent back from an outage would be seen
+/// up to half a minute late), jitter-free, reset after every success.
+#[derive(Debug, Clone)]
+struct QuickBackoff {
+    next: Duration,
+}
+
+impl Default for QuickBackoff {
+    fn default() -> Self {
+        QuickBackoff {
+            next: Duration::from_millis(250),
+        }
+    }
+}
+
+impl Iterator for QuickBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = (self.next * 2).min(Duration::from_secs(4));
+        Some(now)
+    }
+}
+
+impl Backoff for QuickBackoff {
+    fn reset(&mut self) {
+        *self = QuickBackoff::default();
+    }
+}
 
 /// A watched, cached kind: the cache and the stream of changed objects driving it.
 fn cached<K>(
@@ -44,7 +78,7 @@ where
 {
     let (store, writer) = reflector::store();
     let stream = watcher(api, config)
-        .default_backoff()
+        .backoff(QuickBackoff::default())
         .reflect(writer)
         .touched_objects();
     (store, stream)

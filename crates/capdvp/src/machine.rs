@@ -521,7 +521,17 @@ async fn delete(dm: &DeckhouseMachine, ctx: &Context) -> Result<Action, Reconcil
     if !dm.has_finalizer() {
         return Ok(Action::await_change());
     }
-    let left = leftovers(ctx, dm);
+    let mut left = leftovers(ctx, dm);
+    if plan::delete_step(&left, false) == DeleteStep::Done {
+        // The caches say nothing is left; a watch that missed an event (the parent was away)
+        // must not let the machine go with objects behind: ask the parent directly.
+        let (vm, disks) = ctx
+            .parent
+            .machine_objects(dm.namespace(), dm.name())
+            .await?;
+        left.vm = vm;
+        left.disks = disks;
+    }
     let started = dm
         .metadata
         .deletion_timestamp

@@ -40,9 +40,7 @@ impl Metrics {
             reconciles: Family::default(),
             parent_requests: Family::default(),
             orphaned: Family::default(),
-            ready_seconds: Histogram::new(
-                [0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0].into_iter(),
-            ),
+            ready_seconds: Histogram::new([0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0]),
         };
         let r = registry.sub_registry_with_prefix("capdvp");
         r.register(
@@ -94,6 +92,8 @@ impl Metrics {
             "get_prerequisite",
             "create_vm",
             "get_vm",
+            "list_vms",
+            "list_disks",
             "create_disk",
             "create_secret",
             "delete_vm",

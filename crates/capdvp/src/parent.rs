@@ -115,6 +115,42 @@ impl Parent {
         }
     }
 
+    /// The VM and disks labelled as the machine `namespace/name`'s, asked directly (one LIST
+    /// each): the check before a deleted machine is let go, so a watch that missed an event never
+    /// leaves objects behind unnoticed.
+    pub async fn machine_objects(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(Option<String>, Vec<String>), ParentError> {
+        let selector = format!(
+            "{}={name},{}={namespace}",
+            crate::names::MACHINE_LABEL,
+            crate::names::MACHINE_NAMESPACE_LABEL
+        );
+        let lp = kube::api::ListParams::default().labels(&selector);
+        self.count("list_vms");
+        let vms = self
+            .api::<VirtualMachine>()
+            .list(&lp)
+            .await
+            .map_err(|e| classify(format!("list the VMs of {name}"), e))?;
+        self.count("list_disks");
+        let disks = self
+            .api::<VirtualDisk>()
+            .list(&lp)
+            .await
+            .map_err(|e| classify(format!("list the disks of {name}"), e))?;
+        Ok((
+            vms.items.first().map(|v| v.name().to_string()),
+            disks
+                .items
+                .iter()
+                .filter_map(|d| d.metadata.name.clone())
+                .collect(),
+        ))
+    }
+
     /// Creates the VM; one that exists already (a create cut short, a stale cache) is read back.
     pub async fn create_vm(&self, vm: &VirtualMachine) -> Result<VirtualMachine, ParentError> {
         let name = vm.name().to_string();
