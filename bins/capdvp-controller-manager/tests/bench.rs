@@ -7,7 +7,8 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use common::{Bed, Counts};
 use stratus_scenarios::kube_fixture::repo_root;

@@ -8,7 +8,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use common::{machines, Bed, Counts, CLUSTER, NS};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};

@@ -489,10 +489,10 @@ pub async fn create_prerequisites(parent: &kube::Client, ns: &str) -> Result<()>
 }
 
 /// Polls `check` every 100 ms until it returns `Some`, for `within`.
-pub async fn wait<T, F, Fut>(what: &str, within: Duration, mut check: F) -> Result<T>
+pub async fn wait<T, F, Fut>(what: &str, within: Duration, check: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Option<T>>>,
 {
-    stratus_scenarios::wait_for(what, within, || check()).await
+    stratus_scenarios::wait_for(what, within, check).await
 }
