@@ -37,12 +37,7 @@ async fn bench_capdvp() {
         .unwrap()
         .port();
     let secure = format!("--secure-port={port}");
-    let capdvp = bed.start_capdvp(&[
-        &secure,
-        "--bind-address=127.0.0.1",
-        "--v=2",
-        "--concurrency=16",
-    ]);
+    let capdvp = bed.start_capdvp(&[&secure, "--bind-address=127.0.0.1", "--concurrency=16"]);
     bed.create_cluster(common::CLASS, 0).await.unwrap();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let token = bed.env.tenant.token(Identity::Admin).to_string();

@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::{bind_shipped, lease_rules, management_rules, rules, PARENT_ACCOUNT, PARENT_RBAC};
+use common::{
+    bind_shipped, lease_rules, management_rules, review_rules, rules, PARENT_ACCOUNT, PARENT_RBAC,
+};
 use stratus_testenv::dvp::TENANT_NAMESPACE;
 use stratus_testenv::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
 use stratus_testenv::{DvpEnv, Identity};
@@ -123,6 +125,20 @@ const CAPI: &str = "cluster.x-k8s.io";
 
 /// Every management call (crates/capdvp/src/machine.rs, cluster.rs, controllers.rs, app.rs).
 const MGMT_REQUIRED: &[Access] = &[
+    access(
+        "create",
+        "authentication.k8s.io",
+        "tokenreviews",
+        None,
+        "bearer tokens on /metrics",
+    ),
+    access(
+        "create",
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        None,
+        "access to /metrics",
+    ),
     access(
         "list",
         INFRA,
@@ -305,7 +321,10 @@ async fn capdvp_rbac_is_least_privilege_in_both_clusters() {
     LeastPrivilege {
         who: Who::service_account("kube-system", "cloud-controller-manager"),
         rbac: ShippedRbac {
-            cluster: management_rules(),
+            cluster: management_rules()
+                .into_iter()
+                .chain(review_rules())
+                .collect(),
             namespaced: lease_rules(),
             namespace: "kube-system".into(),
         },

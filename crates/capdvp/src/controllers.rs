@@ -59,6 +59,11 @@ impl Backoff for QuickBackoff {
     }
 }
 
+/// Cached objects keep no `managedFields` (never read; about half of a VM's size).
+fn forget_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
 /// A watched, cached kind: the cache and the stream of changed objects driving it.
 fn cached<K>(
     api: Api<K>,
@@ -79,6 +84,7 @@ where
     let (store, writer) = reflector::store();
     let stream = watcher(api, config)
         .backoff(QuickBackoff::default())
+        .modify(forget_managed_fields)
         .reflect(writer)
         .touched_objects();
     (store, stream)
@@ -199,7 +205,8 @@ pub async fn run(
         mgmt_api::<DeckhouseMachine>(&mgmt, namespace),
         watcher::Config::default(),
     )
-    .default_backoff()
+    .backoff(QuickBackoff::default())
+    .modify(forget_managed_fields)
     .reflect(dm_writer)
     .applied_objects()
     .predicate_filter(machine_trigger, Default::default());

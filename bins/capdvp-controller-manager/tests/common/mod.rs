@@ -88,7 +88,21 @@ pub fn management_rules() -> Vec<PolicyRule> {
     serde_yaml::from_str(&text).unwrap()
 }
 
-/// The rules of the chart's other management roles (reviews, leases).
+/// The rules of the chart's review ClusterRole (secure serving of /metrics).
+pub fn review_rules() -> Vec<PolicyRule> {
+    let rule = |group: &str, resource: &str| PolicyRule {
+        api_groups: Some(vec![group.into()]),
+        resources: Some(vec![resource.into()]),
+        verbs: vec!["create".into()],
+        ..PolicyRule::default()
+    };
+    vec![
+        rule("authentication.k8s.io", "tokenreviews"),
+        rule("authorization.k8s.io", "subjectaccessreviews"),
+    ]
+}
+
+/// The rules of the chart's leader-election Role.
 pub fn lease_rules() -> Vec<PolicyRule> {
     vec![PolicyRule {
         api_groups: Some(vec!["coordination.k8s.io".into()]),
@@ -207,6 +221,13 @@ pub async fn bind_shipped(
         mgmt,
         "capdvp-controller-manager",
         management_rules(),
+        mgmt_subject(),
+    )
+    .await?;
+    bind_cluster_role(
+        mgmt,
+        "capdvp-controller-manager-reviews",
+        review_rules(),
         mgmt_subject(),
     )
     .await?;
