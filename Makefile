@@ -24,7 +24,7 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp env-up env-down clean-env images
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp env-up env-down clean-env images
 
 all: test
 
@@ -111,6 +111,13 @@ bench-dvp: install
 	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios --bin cloud-controller-manager --bin stratus-bench-dvp
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-dvp --nodes $(DVP_NODES) --lb-services $(DVP_LB_SERVICES) | tee bench/results/bench-dvp.json
+
+## bench-capdvp: a MachineDeployment scaled 0 -> CAPDVP_MACHINES under the real Cluster API manager: seconds to all machines ready, capdvp's parent requests per machine, peak RSS (JSON, release build)
+CAPDVP_MACHINES ?= 100
+bench-capdvp: install
+	$(CARGO) build -q --release -p capdvp-controller-manager
+	mkdir -p bench/results
+	CAPDVP_BENCH_MACHINES=$(CAPDVP_MACHINES) $(CARGO) test -q --release -p capdvp-controller-manager --test bench -- --ignored --nocapture
 
 ## bench-discoverer: cloud-data-discoverer's first run against moto with DISCOVERER_VOLUMES EBS volumes: cloud requests, seconds, peak RSS (JSON, release build);
 ## DISCOVERER_CLOUD=openstack: Keystone + the simulators with 500 more flavors, 200 more images and DISCOVERER_VOLUMES Cinder volumes

@@ -183,6 +183,7 @@ impl DvpController {
                     size: Some(size.to_string()),
                     storage_class_name: class,
                 }),
+                ..VirtualDiskSpec::default()
             },
         );
         d.metadata.labels = Some(disk_labels(name, &self.options.cluster_uuid));

@@ -89,6 +89,7 @@ async fn disk(env: &DvpEnv, name: &str, cluster: &str) -> Result<()> {
                 size: Some("1Gi".into()),
                 storage_class_name: Some("linstor-thin-r1".into()),
             }),
+            ..VirtualDiskSpec::default()
         },
     );
     disk.metadata.labels = Some(BTreeMap::from([(CLUSTER_UUID.into(), cluster.into())]));

@@ -33,9 +33,33 @@ namespaced_kind!(VirtualDisk, "VirtualDisk", "virtualdisks");
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VirtualDiskSpec {
+    /// What the disk is filled from (an image or snapshot); empty disk when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_source: Option<DiskDataSource>,
     /// Where the disk's data lives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_volume_claim: Option<VirtualDiskPvc>,
+}
+
+/// `spec.dataSource` of a VirtualDisk.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiskDataSource {
+    /// `HTTP|ContainerImage|ObjectRef|Upload`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The image or snapshot, for `ObjectRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_ref: Option<DiskObjectRef>,
+}
+
+/// `spec.dataSource.objectRef` of a VirtualDisk.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskObjectRef {
+    /// `VirtualImage|ClusterVirtualImage|VirtualDiskSnapshot`.
+    pub kind: String,
+    /// The object's name.
+    pub name: String,
 }
 
 /// `spec.persistentVolumeClaim`.

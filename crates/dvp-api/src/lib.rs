@@ -12,11 +12,12 @@ mod resource;
 pub mod vm;
 
 pub use disk::{
-    AttachmentBlockDeviceRef, VirtualDisk, VirtualDiskPvc, VirtualDiskSpec, VirtualDiskStatus,
-    VirtualMachineBlockDeviceAttachment, VmbdaSpec, VmbdaStatus,
+    AttachmentBlockDeviceRef, DiskDataSource, DiskObjectRef, VirtualDisk, VirtualDiskPvc,
+    VirtualDiskSpec, VirtualDiskStatus, VirtualMachineBlockDeviceAttachment, VmbdaSpec,
+    VmbdaStatus,
 };
 pub use vm::{
-    BlockDeviceRef, BlockDeviceStatusRef, Cpu, Memory, Provisioning, VirtualMachine,
+    BlockDeviceRef, BlockDeviceStatusRef, Cpu, Memory, Provisioning, UserDataRef, VirtualMachine,
     VirtualMachineSpec, VirtualMachineStatus, VmPhase,
 };
 

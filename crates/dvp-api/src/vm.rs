@@ -106,6 +106,18 @@ pub struct Provisioning {
     /// Inline cloud-init (for `UserData`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_data: Option<String>,
+    /// The Secret holding cloud-init (for `UserDataRef`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data_ref: Option<UserDataRef>,
+}
+
+/// `spec.provisioning.userDataRef`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserDataRef {
+    /// `Secret`.
+    pub kind: String,
+    /// The Secret's name (same namespace).
+    pub name: String,
 }
 
 /// `status` of a VirtualMachine.

@@ -31,6 +31,7 @@ pub const BINARIES: &[Binary] = &[
     bin("ebs-csi-driver", Kind::Image),
     bin("cinder-csi-plugin", Kind::Image),
     bin("dvp-csi-driver", Kind::Image),
+    bin("capdvp-controller-manager", Kind::Image),
     bin("ecr-credential-provider", Kind::NodeTarball),
 ];
 

@@ -19,6 +19,7 @@
 
 pub mod audit;
 pub mod aws_env;
+pub mod capi;
 pub mod cli;
 mod cli_openstack;
 pub mod cluster;

@@ -59,6 +59,7 @@ fn full_vm_spec() -> VirtualMachineSpec {
         provisioning: Some(Provisioning {
             type_: "UserData".into(),
             user_data: Some("#cloud-config\n".into()),
+            ..Provisioning::default()
         }),
     }
 }
@@ -97,6 +98,7 @@ async fn tenant_kinds_match_the_schemas_and_the_platform_plays_its_part() {
                 size: Some("1Gi".into()),
                 storage_class_name: Some("fast".into()),
             }),
+            ..VirtualDiskSpec::default()
         },
     );
     disks

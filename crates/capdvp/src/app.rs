@@ -1,0 +1,221 @@
+//! The `capdvp-controller-manager` process: flags (the management cluster's `--kubeconfig`,
+//! the parent's configuration as Deckhouse passes it — `DVP_KUBERNETES_CONFIG_BASE64` and
+//! `DVP_NAMESPACE`, or `--cloud-config` — leader election, secure serving), then the controllers
+//! while this replica leads.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use kube::config::KubeConfigOptions;
+use prometheus_client::registry::Registry;
+use stratus_dvp::config::DvpConfig;
+use stratus_election::{ElectionMetrics, LeaderElectionArgs, Leadership};
+use stratus_kube_kit::client::{client, KubeClientArgs};
+use stratus_kube_kit::events::EventPublisher;
+use stratus_runtime::duration::parse_go_duration;
+use stratus_serving::{Readiness, SecureServer, ServingArgs};
+
+use crate::controllers::{self, Parts};
+use crate::machine::Settings;
+use crate::metrics::Metrics;
+use crate::parent::Parent;
+
+/// The default HTTPS port of `/metrics` and the probes.
+pub const DEFAULT_SECURE_PORT: u16 = 8443;
+/// The controller name in Events and the default Lease name.
+pub const COMPONENT: &str = "capdvp-controller-manager";
+
+/// Flags of `capdvp-controller-manager`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "capdvp-controller-manager",
+    version = stratus_runtime::build_info::version(),
+    about = "Cluster API infrastructure provider for DVP (DeckhouseCluster, DeckhouseMachine)"
+)]
+pub struct Options {
+    /// The management cluster (where Cluster API runs).
+    #[command(flatten)]
+    pub kube: KubeClientArgs,
+    /// A file with `kubernetes_config_base64` and `namespace` for the parent DVP cluster (the
+    /// environment DVP_KUBERNETES_CONFIG_BASE64 and DVP_NAMESPACE wins).
+    #[arg(long = "cloud-config")]
+    pub cloud_config: Option<PathBuf>,
+    /// The tenant cluster's UUID, the `dvp.deckhouse.io/cluster-uuid` label of parent objects.
+    #[arg(long = "cluster-uuid", env = "CLUSTER_UUID", default_value = "")]
+    pub cluster_uuid: String,
+    /// Watch Cluster API objects in this namespace only (all namespaces when unset).
+    #[arg(long = "namespace", env = "WATCH_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// DeckhouseMachines reconciled at once.
+    #[arg(long = "concurrency", default_value_t = 16)]
+    pub concurrency: u16,
+    /// How long deleting a machine's VM and disks may take before they are marked orphaned
+    /// (Deckhouse's annotations), reported, and the finalizer released.
+    #[arg(long = "delete-timeout", default_value = "5m", value_parser = parse_go_duration)]
+    pub delete_timeout: Duration,
+    /// Leader election (on the management cluster).
+    #[command(flatten)]
+    pub election: LeaderElectionArgs,
+    /// Secure serving of /metrics, /healthz, /livez, /readyz.
+    #[command(flatten)]
+    pub serving: ServingArgs,
+    /// Logging.
+    #[command(flatten)]
+    pub logging: stratus_runtime::logging::LoggingArgs,
+}
+
+/// Why the process could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The management cluster's client.
+    #[error(transparent)]
+    Client(#[from] stratus_kube_kit::client::ClientError),
+    /// The parent configuration (every problem listed, no credential shown).
+    #[error("{0}")]
+    Config(String),
+    /// Secure serving.
+    #[error("{0:#}")]
+    Serve(anyhow::Error),
+    /// Leader election.
+    #[error("leader election: {0}")]
+    Election(String),
+}
+
+/// Reads the parent configuration from the environment and the optional file.
+pub fn load_config(path: Option<&PathBuf>) -> Result<DvpConfig, AppError> {
+    let text = match path {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .map_err(|e| AppError::Config(format!("--cloud-config {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    DvpConfig::load(
+        |name| std::env::var(name).ok(),
+        path.zip(text.as_deref()).map(|(p, t)| (p.as_path(), t)),
+    )
+    .map_err(|e| AppError::Config(e.to_string()))
+}
+
+async fn parent_client(config: &DvpConfig) -> Result<kube::Client, AppError> {
+    let client_config = kube::Config::from_custom_kubeconfig(
+        config.kubeconfig.clone(),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .map_err(|e| AppError::Config(format!("DVP parent kubeconfig: {e}")))?;
+    kube::Client::try_from(client_config)
+        .map_err(|e| AppError::Config(format!("DVP parent client: {e}")))
+}
+
+/// Runs until `shutdown` completes (or leadership is lost: then it returns an error so the
+/// process restarts as a candidate, as controller-runtime does).
+pub async fn run(
+    opts: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), AppError> {
+    let config = load_config(opts.cloud_config.as_ref())?;
+    tracing::info!(server = %config.server, namespace = %config.namespace, "DVP parent cluster");
+    let mgmt = client(opts.kube.config().await?)?;
+    let parent = parent_client(&config).await?;
+    let mut registry = Registry::default();
+    let metrics = Arc::new(Metrics::register(&mut registry));
+    let lease = opts.election.lease_name(COMPONENT);
+    let leader = ElectionMetrics::register(&mut registry).lease(&lease);
+    let readiness = Readiness::default();
+    let synced = readiness.add("informer-sync", "the watches have not listed yet");
+    let server = match opts.serving.serving(DEFAULT_SECURE_PORT) {
+        Some(serving) => {
+            let clients = opts.serving.review_clients(&mgmt).await?;
+            Some(
+                SecureServer::start(serving, clients, Arc::new(registry), readiness.clone())
+                    .await
+                    .map_err(AppError::Serve)?,
+            )
+        }
+        None => None,
+    };
+    let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
+    let leadership = if opts.election.leader_elect {
+        let config = opts.election.config(&lease, COMPONENT);
+        let acquire = Leadership::acquire(mgmt.clone(), config, leader);
+        tokio::select! {
+            l = acquire => Some(l.map_err(|e| AppError::Election(e.to_string()))?),
+            _ = shutdown.clone() => return Ok(()),
+        }
+    } else {
+        None
+    };
+    let lost = leadership.as_ref().map(|l| l.lost_signal());
+    let parts = Parts {
+        mgmt: mgmt.clone(),
+        parent: Parent::new(parent, &config.namespace, metrics.clone()),
+        settings: Settings {
+            cluster_uuid: opts.cluster_uuid.clone(),
+            delete_timeout: opts.delete_timeout,
+        },
+        metrics,
+        events: EventPublisher::new(mgmt, COMPONENT),
+    };
+    let lost_flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = {
+        let shutdown = shutdown.clone();
+        let lost_flag = lost_flag.clone();
+        async move {
+            match lost {
+                Some(mut lost) => {
+                    tokio::select! {
+                        _ = shutdown => {}
+                        _ = lost.wait_for(|l| *l) => {
+                            lost_flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                        }
+                    }
+                }
+                None => shutdown.await,
+            }
+        }
+    };
+    controllers::run(
+        parts,
+        opts.namespace.as_deref(),
+        opts.concurrency.max(1),
+        stop,
+        move || synced.set(),
+    )
+    .await;
+    if let Some(l) = leadership {
+        l.release().await;
+    }
+    if let Some(server) = server {
+        server.shutdown(Duration::from_secs(5)).await;
+    }
+    if lost_flag.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(AppError::Election("lost the lease".into()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags() {
+        let o = Options::try_parse_from([
+            "capdvp-controller-manager",
+            "--cluster-uuid=u",
+            "--delete-timeout=30s",
+            "--leader-elect=false",
+            "--secure-port=0",
+            "--namespace=d8-cloud-instance-manager",
+        ])
+        .unwrap();
+        assert_eq!(o.delete_timeout, Duration::from_secs(30));
+        assert!(!o.election.leader_elect);
+        assert!(o.serving.serving(DEFAULT_SECURE_PORT).is_none());
+        assert_eq!(o.namespace.as_deref(), Some("d8-cloud-instance-manager"));
+        assert_eq!(o.concurrency, 16);
+    }
+}
