@@ -1,0 +1,142 @@
+//! The process: Kubernetes and AWS clients, HTTPS metrics and probes, leader election, then the
+//! TargetGroupBinding controller until shutdown or loss of the lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_config::Region;
+use prometheus_client::registry::Registry;
+use stratus_aws::api_call::AwsApi;
+use stratus_aws::lb::elbv2_api::ElbV2Api;
+use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
+use stratus_election::{ElectionConfig, ElectionMetrics, Leadership};
+use stratus_kube_kit::client::client;
+use stratus_runtime::backoff::Backoff;
+use stratus_serving::{
+    AccessRule, AlwaysAllow, DecisionTtls, Readiness, ReviewClients, SecureServer, ServingConfig,
+    TlsSource,
+};
+
+use crate::metrics::TgbMetrics;
+use crate::options::{bind_address, Options};
+use crate::tgb::controller::{self, TgbSettings};
+
+/// The component name (election identity fallback).
+pub const COMPONENT: &str = "aws-load-balancer-controller";
+
+/// The ELBv2 client the flags and the AWS environment select (the SDK's retries off: the
+/// shared call guard retries, rate-limits and counts).
+pub async fn elbv2(opts: &Options, registry: &mut Registry) -> anyhow::Result<ElbV2Api> {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(aws_config::retry::RetryConfig::disabled());
+    if let Some(region) = &opts.aws_region {
+        loader = loader.region(Region::new(region.clone()));
+    }
+    let sdk = loader.load().await;
+    anyhow::ensure!(
+        sdk.region().is_some(),
+        "no AWS region: set --aws-region or AWS_REGION"
+    );
+    let mut conf = aws_sdk_elasticloadbalancingv2::config::Builder::from(&sdk);
+    if let Some(url) = opts.aws_api_endpoints.get("elasticloadbalancing") {
+        conf = conf.endpoint_url(url);
+    }
+    let metrics = Arc::new(ApiMetrics::register(registry));
+    let retry = RetryPolicy {
+        max_attempts: opts.aws_max_retries.max(1),
+        ..RetryPolicy::default()
+    };
+    Ok(ElbV2Api::new(
+        aws_sdk_elasticloadbalancingv2::Client::from_conf(conf.build()),
+        AwsApi::new("elasticloadbalancingv2", metrics, retry),
+    ))
+}
+
+/// Runs until `shutdown` completes or the lease is lost.
+pub async fn run(
+    opts: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let kube = client(opts.kube.config().await?)?;
+    let mut registry = Registry::default();
+    let elbv2 = elbv2(&opts, &mut registry).await?;
+    let tgb_metrics = TgbMetrics::register(&mut registry);
+    let election_metrics = ElectionMetrics::register(&mut registry);
+    let readiness = Readiness::default();
+    let server = match bind_address("--metrics-bind-addr", &opts.metrics_bind_addr)? {
+        None => None,
+        Some(address) => {
+            let config = ServingConfig {
+                address,
+                tls: TlsSource::SelfSigned {
+                    cert_dir: None,
+                    hosts: stratus_serving::self_signed::default_hosts(address.ip()),
+                },
+                always_allow: AlwaysAllow::parse(&["/healthz", "/livez", "/readyz"])
+                    .expect("static paths"),
+                token_ttl: Duration::from_secs(10),
+                decision_ttls: DecisionTtls {
+                    allowed: Duration::from_secs(10),
+                    denied: Duration::from_secs(10),
+                },
+                access: AccessRule::Path,
+            };
+            let clients = ReviewClients {
+                authentication: kube.clone(),
+                authorization: kube.clone(),
+            };
+            Some(SecureServer::start(config, clients, Arc::new(registry), readiness).await?)
+        }
+    };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let leadership = if opts.enable_leader_election {
+        let config = ElectionConfig {
+            lease_name: opts.leader_election_id.clone(),
+            namespace: opts.leader_election_namespace.clone(),
+            identity: stratus_election::args::identity(COMPONENT),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        };
+        let status = election_metrics.lease(&opts.leader_election_id);
+        tokio::select! {
+            l = Leadership::acquire(kube.clone(), config, status) => Some(l?),
+            _ = shutdown => return Ok(()),
+        }
+    } else {
+        tokio::spawn(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        });
+        None
+    };
+    let mut lost = leadership.as_ref().map(Leadership::lost_signal);
+    let settings = TgbSettings {
+        namespace: Some(opts.watch_namespace.clone()).filter(|n| !n.is_empty()),
+        concurrency: opts.tgb_concurrency.max(1),
+        coalesce: opts.tgb_coalesce,
+        sync_period: opts.sync_period,
+        backoff: Backoff::new(Duration::from_secs(1), opts.tgb_max_backoff),
+        readiness_gates: opts.pod_readiness_gate,
+        gate_poll: Duration::from_secs(2),
+    };
+    let mut stop = stop_rx.clone();
+    let stopping = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let ctl = tokio::spawn(controller::run(kube, elbv2, tgb_metrics, settings, stopping));
+    let mut ctl = ctl;
+    let outcome = tokio::select! {
+        r = &mut ctl => r.map_err(|e| anyhow::anyhow!("controller task: {e}")),
+        _ = async { match lost.as_mut() { Some(l) => { let _ = l.wait_for(|x| *x).await; } None => std::future::pending().await } } => {
+            Err(anyhow::anyhow!("lost the leader lease {}", opts.leader_election_id))
+        }
+    };
+    if let Some(l) = leadership {
+        l.release().await;
+    }
+    if let Some(s) = server {
+        s.shutdown(Duration::from_secs(2)).await;
+    }
+    outcome
+}
