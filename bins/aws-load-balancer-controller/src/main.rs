@@ -11,7 +11,8 @@ fn main() -> anyhow::Result<()> {
         Err(OptionsError::Parse(text)) => {
             // clap's own output (help, version, or a usage error).
             eprint!("{text}");
-            let ok = text.starts_with("Registers") || text.starts_with("aws-load-balancer-controller ");
+            let ok =
+                text.starts_with("Registers") || text.starts_with("aws-load-balancer-controller ");
             std::process::exit(if ok { 0 } else { 2 });
         }
         Err(e) => {
@@ -19,13 +20,20 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
-    let verbosity = if opts.log_level.eq_ignore_ascii_case("debug") { 4 } else { 2 };
+    let verbosity = if opts.log_level.eq_ignore_ascii_case("debug") {
+        4
+    } else {
+        2
+    };
     stratus_runtime::logging::init(verbosity, false);
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("building the async runtime")?
-        .block_on(stratus_albc::app::run(opts, stratus_runtime::shutdown::signal()))
+        .block_on(stratus_albc::app::run(
+            opts,
+            stratus_runtime::shutdown::signal(),
+        ))
         .context("aws-load-balancer-controller")
 }

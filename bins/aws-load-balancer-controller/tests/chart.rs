@@ -27,7 +27,11 @@ fn chart_lints_renders_and_its_flags_parse() {
     let dir = chart_dir();
     let dir = dir.to_str().unwrap();
     let lint = helm(&["lint", dir, "--set", "clusterName=prod"]);
-    assert!(lint.status.success(), "{}", String::from_utf8_lossy(&lint.stdout));
+    assert!(
+        lint.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lint.stdout)
+    );
     let missing = helm(&["template", "albc", dir]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("clusterName is required"));
@@ -46,7 +50,11 @@ fn chart_lints_renders_and_its_flags_parse() {
         "--set",
         "watchNamespace=shop",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let mut kinds = Vec::new();
     let mut deployment = None;
@@ -58,7 +66,13 @@ fn chart_lints_renders_and_its_flags_parse() {
         }
         kinds.push(kind);
     }
-    for k in ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] {
+    for k in [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ] {
         assert!(kinds.iter().any(|x| x == k), "{k} in {kinds:?}");
     }
     let d = deployment.expect("a Deployment");

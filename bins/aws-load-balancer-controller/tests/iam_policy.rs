@@ -1,5 +1,5 @@
 //! `deploy/albc-iam-policy.json` grants exactly the ELBv2 actions the controller's code calls:
-//! every `elbv2.<method>(` in `crates/albc/src`, mapped to its API action, and nothing else.
+//! every `ctx.elbv2.<method>(` in `crates/albc/src`, mapped to its API action, and nothing else.
 
 use std::collections::BTreeSet;
 
@@ -24,9 +24,14 @@ fn policy_grants_exactly_the_calls_made() {
                 stack.push(path);
                 continue;
             }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (i, _) in text.match_indices(".elbv2.") {
-                let rest = &text[i + ".elbv2.".len()..];
+            // Calls may span lines (`ctx\n.elbv2\n.method(`).
+            let text: String = std::fs::read_to_string(&path)
+                .unwrap()
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            for (i, _) in text.match_indices("ctx.elbv2.") {
+                let rest = &text[i + "ctx.elbv2.".len()..];
                 let method: String = rest
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
@@ -34,7 +39,9 @@ fn policy_grants_exactly_the_calls_made() {
                 let action = METHODS
                     .iter()
                     .find(|(m, _)| *m == method)
-                    .unwrap_or_else(|| panic!("{}: unknown ElbV2Api method {method}", path.display()))
+                    .unwrap_or_else(|| {
+                        panic!("{}: unknown ElbV2Api method {method}", path.display())
+                    })
                     .1;
                 used.insert(format!("elasticloadbalancing:{action}"));
             }

@@ -109,7 +109,12 @@ async fn sigkill_mid_registration_leaves_no_duplicate_and_no_leak() {
     let six = t.endpoints("crash", 6).await;
     t.wait_targets(&arn, &six).await;
     let counts = t.elbv2_counts().await;
-    assert_eq!(counts.get("RegisterTargets"), Some(&1), "{counts:?}\n{}", second.log());
+    assert_eq!(
+        counts.get("RegisterTargets"),
+        Some(&1),
+        "{counts:?}\n{}",
+        second.log()
+    );
     assert_eq!(t.targets(&arn).await.len(), 6, "no duplicates");
 
     t.delete_binding("crash").await;
@@ -208,9 +213,11 @@ async fn readiness_gate_is_set_once_the_target_is_healthy() {
     pods.patch_status(
         "gated-0",
         &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"status": {"podIP": "10.2.0.5", "conditions": [
+        &Patch::Merge(
+            serde_json::json!({"status": {"podIP": "10.2.0.5", "conditions": [
             {"type": "ContainersReady", "status": "True"},
-            {"type": "Ready", "status": "False"}]}})),
+            {"type": "Ready", "status": "False"}]}}),
+        ),
     )
     .await
     .unwrap();

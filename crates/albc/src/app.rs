@@ -124,7 +124,13 @@ pub async fn run(
     let stopping = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
-    let ctl = tokio::spawn(controller::run(kube, elbv2, tgb_metrics, settings, stopping));
+    let ctl = tokio::spawn(controller::run(
+        kube,
+        elbv2,
+        tgb_metrics,
+        settings,
+        stopping,
+    ));
     let mut ctl = ctl;
     let outcome = tokio::select! {
         r = &mut ctl => r.map_err(|e| anyhow::anyhow!("controller task: {e}")),

@@ -49,6 +49,12 @@ macro_rules! kind {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TargetGroupBinding {
+    /// `elbv2.k8s.aws/v1beta1`.
+    #[serde(default)]
+    pub api_version: String,
+    /// `TargetGroupBinding`.
+    #[serde(default)]
+    pub kind: String,
     /// Object metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -66,6 +72,22 @@ kind!(
     "targetgroupbindings",
     k8s_openapi::NamespaceResourceScope
 );
+
+impl TargetGroupBinding {
+    /// A binding named `name` with `spec`, kind and version filled in.
+    pub fn new(name: &str, spec: TargetGroupBindingSpec) -> Self {
+        TargetGroupBinding {
+            api_version: API_VERSION.into(),
+            kind: "TargetGroupBinding".into(),
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            spec,
+            status: None,
+        }
+    }
+}
 
 /// `spec` of a TargetGroupBinding.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -129,6 +151,12 @@ pub struct TargetGroupBindingStatus {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IngressClassParams {
+    /// `elbv2.k8s.aws/v1beta1`.
+    #[serde(default)]
+    pub api_version: String,
+    /// `IngressClassParams`.
+    #[serde(default)]
+    pub kind: String,
     /// Object metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -176,7 +204,11 @@ pub struct IngressClassParamsSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subnets: Option<SubnetSelector>,
     /// Inbound CIDRs of the managed frontend security group.
-    #[serde(rename = "inboundCIDRs", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "inboundCIDRs",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub inbound_cidrs: Vec<String>,
     /// `instance` or `ip`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

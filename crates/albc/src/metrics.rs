@@ -41,7 +41,11 @@ impl TgbMetrics {
             "Duration of one reconcile",
             m.duration.clone(),
         );
-        sub.register("targets_registered", "Targets registered", m.registered.clone());
+        sub.register(
+            "targets_registered",
+            "Targets registered",
+            m.registered.clone(),
+        );
         sub.register(
             "targets_deregistered",
             "Targets deregistered",

@@ -15,14 +15,35 @@ pub const UNSUPPORTED_FLAGS: &[(&str, &str)] = &[
     ("--enable-shield", "AWS Shield is not implemented"),
     ("--enable-waf", "AWS WAF is not implemented"),
     ("--enable-wafv2", "AWS WAFv2 is not implemented"),
-    ("--webhook-bind-port", "the admission webhooks are not implemented"),
-    ("--webhook-cert-dir", "the admission webhooks are not implemented"),
-    ("--enable-backend-security-group", "the shared backend security group is not implemented"),
-    ("--backend-security-group", "the shared backend security group is not implemented"),
+    (
+        "--webhook-bind-port",
+        "the admission webhooks are not implemented",
+    ),
+    (
+        "--webhook-cert-dir",
+        "the admission webhooks are not implemented",
+    ),
+    (
+        "--enable-backend-security-group",
+        "the shared backend security group is not implemented",
+    ),
+    (
+        "--backend-security-group",
+        "the shared backend security group is not implemented",
+    ),
     ("--feature-gates", "feature gates are not implemented"),
-    ("--ingress-max-concurrent-reconciles", "the Ingress controller is not in this build"),
-    ("--service-max-concurrent-reconciles", "the NLB Service controller is not in this build"),
-    ("--load-balancer-class", "the NLB Service controller is not in this build"),
+    (
+        "--ingress-max-concurrent-reconciles",
+        "the Ingress controller is not in this build",
+    ),
+    (
+        "--service-max-concurrent-reconciles",
+        "the NLB Service controller is not in this build",
+    ),
+    (
+        "--load-balancer-class",
+        "the NLB Service controller is not in this build",
+    ),
 ];
 
 /// Why the command line is refused.
@@ -101,7 +122,10 @@ pub struct Options {
     #[arg(long = "sync-period", default_value = "10h", value_parser = parse_go_duration)]
     pub sync_period: Duration,
     /// Bindings reconciled at once.
-    #[arg(long = "targetgroupbinding-max-concurrent-reconciles", default_value_t = 3)]
+    #[arg(
+        long = "targetgroupbinding-max-concurrent-reconciles",
+        default_value_t = 3
+    )]
     pub tgb_concurrency: u16,
     /// Longest retry delay of a failing binding.
     #[arg(long = "targetgroupbinding-max-exponential-backoff-delay", default_value = "1000s", value_parser = parse_go_duration)]
@@ -173,7 +197,9 @@ impl Options {
         }
         let opts = Options::try_parse_from(args).map_err(|e| OptionsError::Parse(e.to_string()))?;
         if opts.cluster_name.trim().is_empty() {
-            return Err(OptionsError::Invalid("--cluster-name must not be empty".into()));
+            return Err(OptionsError::Invalid(
+                "--cluster-name must not be empty".into(),
+            ));
         }
         if !matches!(opts.default_target_type.as_str(), "instance" | "ip") {
             return Err(OptionsError::Invalid(format!(
@@ -225,12 +251,20 @@ mod tests {
         ])
         .unwrap_err()
         .to_string();
-        assert!(e.contains("--enable-wafv2") && e.contains("--webhook-bind-port"), "{e}");
-        assert!(Options::parse_args(["albc"]).is_err(), "--cluster-name is required");
+        assert!(
+            e.contains("--enable-wafv2") && e.contains("--webhook-bind-port"),
+            "{e}"
+        );
+        assert!(
+            Options::parse_args(["albc"]).is_err(),
+            "--cluster-name is required"
+        );
         let e = Options::parse_args(["albc", "--cluster-name=x", "--default-target-type=lambda"])
             .unwrap_err()
             .to_string();
         assert!(e.contains("instance or ip"), "{e}");
-        assert!(Options::parse_args(["albc", "--cluster-name=x", "--default-tags=novalue"]).is_err());
+        assert!(
+            Options::parse_args(["albc", "--cluster-name=x", "--default-tags=novalue"]).is_err()
+        );
     }
 }

@@ -43,7 +43,10 @@ pub async fn setup() -> Albc {
     let env = TestEnv::start().await.expect("test environment");
     let admin = env.kube_client(Identity::Admin).await.expect("admin");
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for file in ["targetgroupbindings.elbv2.k8s.aws.yaml", "ingressclassparams.elbv2.k8s.aws.yaml"] {
+    for file in [
+        "targetgroupbindings.elbv2.k8s.aws.yaml",
+        "ingressclassparams.elbv2.k8s.aws.yaml",
+    ] {
         let text = std::fs::read_to_string(chart().join("crds").join(file)).unwrap();
         let crd: CustomResourceDefinition = serde_yaml::from_str(&text).unwrap();
         crds.create(&PostParams::default(), &crd).await.unwrap();
@@ -183,7 +186,9 @@ impl Albc {
 
     /// Sets the Service's one EndpointSlice to `n` ready pods 10.1.x.y:8080.
     pub async fn endpoints(&self, service: &str, n: usize) -> Vec<String> {
-        let ips: Vec<String> = (0..n).map(|i| format!("10.1.{}.{}", i / 200, i % 200 + 10)).collect();
+        let ips: Vec<String> = (0..n)
+            .map(|i| format!("10.1.{}.{}", i / 200, i % 200 + 10))
+            .collect();
         let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"name": format!("{service}-a"),
@@ -212,8 +217,9 @@ impl Albc {
             spec["targetType"] = t.into();
         }
         let tgb: TargetGroupBinding =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
-                .unwrap();
+            serde_json::from_value(serde_json::json!({"apiVersion": "elbv2.k8s.aws/v1beta1",
+                "kind": "TargetGroupBinding", "metadata": {"name": name}, "spec": spec}))
+            .unwrap();
         Api::<TargetGroupBinding>::namespaced(self.admin.clone(), NS)
             .create(&PostParams::default(), &tgb)
             .await

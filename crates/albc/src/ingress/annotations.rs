@@ -118,7 +118,9 @@ fn int(problems: &mut Vec<String>, key: &str, v: &str, lo: i32, hi: i32) -> Opti
     match v.trim().parse::<i32>() {
         Ok(n) if (lo..=hi).contains(&n) => Some(n),
         _ => {
-            problems.push(format!("{PREFIX}{key}: {v:?} is not a number in {lo}..{hi}"));
+            problems.push(format!(
+                "{PREFIX}{key}: {v:?} is not a number in {lo}..{hi}"
+            ));
             None
         }
     }
@@ -167,7 +169,9 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<IngressAnnotation
             "group.name" => {
                 let ok = !v.is_empty()
                     && v.len() <= 63
-                    && v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+                    && v.chars().all(|c| {
+                        c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.'
+                    });
                 if ok {
                     a.group = Some(v.clone());
                 } else {
@@ -280,7 +284,13 @@ mod tests {
     #[test]
     fn defaults_and_values() {
         let a = parse(&BTreeMap::new()).unwrap();
-        assert_eq!(a.listen_ports, vec![ListenPort { https: false, port: 80 }]);
+        assert_eq!(
+            a.listen_ports,
+            vec![ListenPort {
+                https: false,
+                port: 80
+            }]
+        );
         assert_eq!(a.health, HealthCheck::default());
         let a = parse(&ann(&[
             ("group.name", "shop"),
@@ -305,7 +315,13 @@ mod tests {
         assert_eq!(a.tags["team"], "edge");
         // A certificate alone means HTTPS on 443.
         let a = parse(&ann(&[("certificate-arn", "arn:c")])).unwrap();
-        assert_eq!(a.listen_ports, vec![ListenPort { https: true, port: 443 }]);
+        assert_eq!(
+            a.listen_ports,
+            vec![ListenPort {
+                https: true,
+                port: 443
+            }]
+        );
     }
 
     #[test]
@@ -321,7 +337,12 @@ mod tests {
         .unwrap_err();
         let text = e.join("\n");
         for needle in [
-            "scheme", "group.order", "certificate-arn", "ssl-redirect", "waf-acl-id", "group.name",
+            "scheme",
+            "group.order",
+            "certificate-arn",
+            "ssl-redirect",
+            "waf-acl-id",
+            "group.name",
         ] {
             assert!(text.contains(needle), "{needle} missing in:\n{text}");
         }

@@ -105,7 +105,10 @@ fn hash8(parts: &[&str]) -> String {
         h.update(p.as_bytes());
         h.update([0]);
     }
-    h.finalize()[..5].iter().map(|b| format!("{b:02x}")).collect()
+    h.finalize()[..5]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn clip(s: &str, n: usize) -> String {
@@ -120,16 +123,34 @@ fn clip(s: &str, n: usize) -> String {
 /// `k8s-<group>-<hash>`, at most 32 characters.
 pub fn load_balancer_name(cluster: &str, group: &GroupId) -> String {
     let key = group.key();
-    format!("k8s-{}-{}", clip(&key.replace('/', "-"), 17), hash8(&[cluster, &key]))
+    format!(
+        "k8s-{}-{}",
+        clip(&key.replace('/', "-"), 17),
+        hash8(&[cluster, &key])
+    )
 }
 
 /// `k8s-<ns>-<svc>-<hash>`, at most 32 characters.
-pub fn target_group_name(cluster: &str, group: &GroupId, ns: &str, svc: &str, port: &IntOrString, ip: bool) -> String {
+pub fn target_group_name(
+    cluster: &str,
+    group: &GroupId,
+    ns: &str,
+    svc: &str,
+    port: &IntOrString,
+    ip: bool,
+) -> String {
     let port = match port {
         IntOrString::Int(n) => n.to_string(),
         IntOrString::String(s) => s.clone(),
     };
-    let hash = hash8(&[cluster, &group.key(), ns, svc, &port, if ip { "ip" } else { "instance" }]);
+    let hash = hash8(&[
+        cluster,
+        &group.key(),
+        ns,
+        svc,
+        &port,
+        if ip { "ip" } else { "instance" },
+    ]);
     format!("k8s-{}-{}-{hash}", clip(ns, 7), clip(svc, 7))
 }
 
@@ -148,13 +169,20 @@ pub fn path_patterns(path: Option<&str>, path_type: &str) -> Result<Vec<String>,
         }
         // As written (AWS wildcards * and ?).
         "ImplementationSpecific" => vec![path.to_string()],
-        other => return Err(format!("pathType {other:?} (Exact, Prefix or ImplementationSpecific)")),
+        other => {
+            return Err(format!(
+                "pathType {other:?} (Exact, Prefix or ImplementationSpecific)"
+            ))
+        }
     })
 }
 
 /// The group an Ingress belongs to (`params_group` from its IngressClassParams wins).
 pub fn group_of(ing: &Ingress, ann: &IngressAnnotations, params_group: Option<&str>) -> GroupId {
-    match params_group.map(str::to_string).or_else(|| ann.group.clone()) {
+    match params_group
+        .map(str::to_string)
+        .or_else(|| ann.group.clone())
+    {
         Some(g) => GroupId::Explicit(g),
         None => GroupId::Implicit(
             ing.metadata.namespace.clone().unwrap_or_default(),
@@ -173,7 +201,10 @@ fn backend_service(b: &IngressBackend) -> Result<(String, IntOrString), String> 
         .service
         .as_ref()
         .ok_or("only Service backends are supported (not resource backends)")?;
-    let port = svc.port.as_ref().ok_or("backend service port is required")?;
+    let port = svc
+        .port
+        .as_ref()
+        .ok_or("backend service port is required")?;
     let port = match (&port.number, &port.name) {
         (Some(n), _) => IntOrString::Int(*n),
         (None, Some(n)) => IntOrString::String(n.clone()),
@@ -210,7 +241,8 @@ pub fn plan_alb(
             ing.metadata.name.clone().unwrap_or_default(),
         )
     });
-    let first = |f: &dyn Fn(&IngressAnnotations) -> Option<bool>| parsed.iter().find_map(|(_, a)| f(a));
+    let first =
+        |f: &dyn Fn(&IngressAnnotations) -> Option<bool>| parsed.iter().find_map(|(_, a)| f(a));
     let internet_facing = first(&|a| a.internet_facing).unwrap_or(false);
     if parsed
         .iter()
@@ -395,7 +427,11 @@ mod tests {
         );
         let g = GroupId::Explicit("g".into());
         let alb = plan_alb("c", &g, &[&a, &b], false).unwrap();
-        let paths: Vec<&str> = alb.listeners[0].rules.iter().map(|r| r.paths[0].as_str()).collect();
+        let paths: Vec<&str> = alb.listeners[0]
+            .rules
+            .iter()
+            .map(|r| r.paths[0].as_str())
+            .collect();
         assert_eq!(paths, vec!["/b", "/a"]);
         assert_eq!(alb.members[0].1, "b");
         // Without b, a's rule alone, same ALB name.

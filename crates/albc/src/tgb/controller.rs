@@ -124,7 +124,11 @@ where
 }
 
 /// The bindings in `namespace` that point at Service `name`.
-fn bindings_of(tgbs: &Store<TargetGroupBinding>, namespace: &str, name: &str) -> Vec<ObjectRef<TargetGroupBinding>> {
+fn bindings_of(
+    tgbs: &Store<TargetGroupBinding>,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<TargetGroupBinding>> {
     tgbs.state()
         .iter()
         .filter(|t| t.namespace().as_deref() == Some(namespace) && t.spec.service_ref.name == name)
@@ -142,9 +146,12 @@ pub async fn run(
 ) {
     let wc = watcher::Config::default().any_semantic();
     let (services, svc_writer) = reflector::store();
-    let svc_stream = reflector::reflector(svc_writer, watcher(api::<Service>(&client, &settings.namespace), wc.clone()))
-        .default_backoff()
-        .touched_objects();
+    let svc_stream = reflector::reflector(
+        svc_writer,
+        watcher(api::<Service>(&client, &settings.namespace), wc.clone()),
+    )
+    .default_backoff()
+    .touched_objects();
     let (slices, slice_writer) = reflector::store();
     let slice_stream = reflector::reflector(
         slice_writer,
@@ -156,11 +163,14 @@ pub async fn run(
     .default_backoff()
     .touched_objects();
     let (nodes, node_writer) = reflector::store();
-    let node_stream = reflector::reflector(node_writer, watcher(Api::<Node>::all(client.clone()), wc.clone()))
-        .default_backoff()
-        .touched_objects()
-        // Heartbeats change nothing a target depends on; readiness and labels do.
-        .predicate_filter(node_fingerprint, Default::default());
+    let node_stream = reflector::reflector(
+        node_writer,
+        watcher(Api::<Node>::all(client.clone()), wc.clone()),
+    )
+    .default_backoff()
+    .touched_objects()
+    // Heartbeats change nothing a target depends on; readiness and labels do.
+    .predicate_filter(node_fingerprint, Default::default());
     let (pods, pod_stream) = if settings.readiness_gates {
         let (reader, writer) = reflector::store();
         let stream = reflector::reflector(
@@ -211,10 +221,18 @@ pub async fn run(
     });
     controller
         .watches_stream(svc_stream, move |svc: Service| {
-            bindings_of(&by_svc, &svc.namespace().unwrap_or_default(), &svc.name_any())
+            bindings_of(
+                &by_svc,
+                &svc.namespace().unwrap_or_default(),
+                &svc.name_any(),
+            )
         })
         .watches_stream(slice_stream, move |s: EndpointSlice| {
-            let svc = s.labels().get(SERVICE_NAME_LABEL).cloned().unwrap_or_default();
+            let svc = s
+                .labels()
+                .get(SERVICE_NAME_LABEL)
+                .cloned()
+                .unwrap_or_default();
             bindings_of(&by_slice, &s.namespace().unwrap_or_default(), &svc)
         })
         .watches_stream(node_stream, move |_: Node| {
@@ -246,7 +264,10 @@ fn node_fingerprint(node: &Node) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     node.metadata.labels.hash(&mut h);
-    node.spec.as_ref().and_then(|s| s.provider_id.clone()).hash(&mut h);
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .hash(&mut h);
     let ready = node
         .status
         .as_ref()
@@ -260,10 +281,15 @@ fn node_fingerprint(node: &Node) -> Option<u64> {
 async fn reconcile(tgb: Arc<TargetGroupBinding>, ctx: Arc<Ctx>) -> Result<Action, TgbError> {
     let started = Instant::now();
     let result = sync(&tgb, &ctx).await;
-    ctx.metrics
-        .record(started.elapsed(), result.as_ref().err().map(TgbError::category));
+    ctx.metrics.record(
+        started.elapsed(),
+        result.as_ref().err().map(TgbError::category),
+    );
     if result.is_ok() {
-        ctx.failures.lock().expect("failures lock").remove(&key(&tgb));
+        ctx.failures
+            .lock()
+            .expect("failures lock")
+            .remove(&key(&tgb));
     }
     result
 }
@@ -308,7 +334,8 @@ async fn sync(tgb: &TargetGroupBinding, ctx: &Ctx) -> Result<Action, TgbError> {
     let arn = tgb.spec.target_group_arn.trim().to_string();
     if arn.is_empty() {
         return Err(TgbError::Spec(
-            "spec.targetGroupARN is required (spec.targetGroupName is not supported by this build)".into(),
+            "spec.targetGroupARN is required (spec.targetGroupName is not supported by this build)"
+                .into(),
         ));
     }
     if !has_finalizer {
@@ -345,8 +372,11 @@ async fn sync(tgb: &TargetGroupBinding, ctx: &Ctx) -> Result<Action, TgbError> {
     if !changes.is_empty() {
         // New targets first, so traffic always has somewhere to go.
         ctx.elbv2.register_targets(&arn, &changes.register).await?;
-        ctx.elbv2.deregister_targets(&arn, &changes.deregister).await?;
-        ctx.metrics.targets_changed(changes.register.len(), changes.deregister.len());
+        ctx.elbv2
+            .deregister_targets(&arn, &changes.deregister)
+            .await?;
+        ctx.metrics
+            .targets_changed(changes.register.len(), changes.deregister.len());
         tracing::info!(binding = %k, registered = changes.register.len(), deregistered = changes.deregister.len(), "targets updated");
     }
     let gates_waiting = if target_type == TargetType::Ip {
@@ -364,8 +394,7 @@ async fn sync(tgb: &TargetGroupBinding, ctx: &Ctx) -> Result<Action, TgbError> {
         },
     );
     let generation = tgb.metadata.generation;
-    if generation.is_some()
-        && tgb.status.as_ref().and_then(|s| s.observed_generation) != generation
+    if generation.is_some() && tgb.status.as_ref().and_then(|s| s.observed_generation) != generation
     {
         let api: Api<TargetGroupBinding> =
             Api::namespaced(ctx.client.clone(), &tgb.namespace().unwrap_or_default());
@@ -503,7 +532,11 @@ async fn set_finalizer(tgb: &TargetGroupBinding, ctx: &Ctx, present: bool) -> Re
         "resourceVersion": tgb.resource_version(),
     }});
     match api
-        .patch(&tgb.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .patch(
+            &tgb.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
         .await
     {
         Ok(_) => Ok(()),

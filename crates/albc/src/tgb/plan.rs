@@ -31,7 +31,10 @@ pub fn active(health: &[TargetHealthState]) -> BTreeSet<TargetRef> {
 }
 
 /// The changes taking `registered` to `wanted`.
-pub fn plan_targets(wanted: &BTreeSet<TargetRef>, registered: &BTreeSet<TargetRef>) -> TargetChanges {
+pub fn plan_targets(
+    wanted: &BTreeSet<TargetRef>,
+    registered: &BTreeSet<TargetRef>,
+) -> TargetChanges {
     TargetChanges {
         register: wanted.difference(registered).cloned().collect(),
         deregister: registered.difference(wanted).cloned().collect(),

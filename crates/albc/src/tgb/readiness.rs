@@ -110,7 +110,10 @@ mod tests {
             gates_to_set(&[&a, &b, &c, &d], &cond, &health),
             (vec!["a".to_string()], true)
         );
-        assert_eq!(gates_to_set(&[&a, &c], &cond, &health), (vec!["a".to_string()], false));
+        assert_eq!(
+            gates_to_set(&[&a, &c], &cond, &health),
+            (vec!["a".to_string()], false)
+        );
         assert!(containers_ready(&a));
     }
 }

@@ -292,7 +292,9 @@ mod tests {
         let got = ip_targets(p, &[&sl], &|_| false);
         assert_eq!(
             got,
-            [t("10.0.0.1", 8080), t("10.0.0.2", 8080)].into_iter().collect()
+            [t("10.0.0.1", 8080), t("10.0.0.2", 8080)]
+                .into_iter()
+                .collect()
         );
         let got = ip_targets(p, &[&sl], &|pod| pod == "gated");
         assert!(got.contains(&t("10.0.0.5", 8080)));
@@ -312,7 +314,11 @@ mod tests {
         let a = node("0a", "True", serde_json::json!({"pool": "web"}));
         let b = node("0b", "False", serde_json::json!({"pool": "web"}));
         let c = node("0c", "True", serde_json::json!({"pool": "db"}));
-        let d = node("0d", "True", serde_json::json!({"pool": "web", EXCLUDE_LABEL: ""}));
+        let d = node(
+            "0d",
+            "True",
+            serde_json::json!({"pool": "web", EXCLUDE_LABEL: ""}),
+        );
         let sel: LabelSelector =
             serde_json::from_value(serde_json::json!({"matchLabels": {"pool": "web"}})).unwrap();
         let p = service_port(&s, &IntOrString::Int(80)).unwrap();

@@ -178,14 +178,18 @@ async fn main() -> anyhow::Result<()> {
                      "targetGroupARN": arn, "targetType": "ip"}}))?;
         tgbs.create(&PostParams::default(), &tgb).await?;
     }
-    wait_for("every endpoint registered", Duration::from_secs(300), || async {
-        for arn in &arns {
-            if registered(&elb, arn).await? < per {
-                return Ok(None);
+    wait_for(
+        "every endpoint registered",
+        Duration::from_secs(300),
+        || async {
+            for arn in &arns {
+                if registered(&elb, arn).await? < per {
+                    return Ok(None);
+                }
             }
-        }
-        Ok(Some(()))
-    })
+            Ok(Some(()))
+        },
+    )
     .await?;
     let initial_seconds = started.elapsed().as_secs_f64();
     let initial = elbv2_requests(&env).await?;
@@ -199,7 +203,12 @@ async fn main() -> anyhow::Result<()> {
     for c in 0..args.changes {
         let b = c % args.bindings;
         let i = (c / args.bindings) % per.max(1);
-        current[b][i] = format!("10.{}.{}.{}", 100 + b, 1 + (c / args.bindings / per.max(1)) % 250, i + 1);
+        current[b][i] = format!(
+            "10.{}.{}.{}",
+            100 + b,
+            1 + (c / args.bindings / per.max(1)) % 250,
+            i + 1
+        );
         set_slice(&admin, &format!("svc-{b}"), &current[b]).await?;
         tokio::time::sleep_until(churn_started + step.mul_f64((c + 1) as f64)).await;
     }

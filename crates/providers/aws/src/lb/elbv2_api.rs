@@ -644,7 +644,10 @@ impl ElbV2Api {
         let out = match self
             .api
             .call("DescribeTargetGroups", || {
-                self.client.describe_target_groups().target_group_arns(arn).send()
+                self.client
+                    .describe_target_groups()
+                    .target_group_arns(arn)
+                    .send()
             })
             .await
         {
@@ -693,7 +696,11 @@ impl ElbV2Api {
     }
 
     /// Registers targets, [`TARGET_BATCH`] per call.
-    pub async fn register_targets(&self, arn: &str, targets: &[TargetRef]) -> Result<(), CloudError> {
+    pub async fn register_targets(
+        &self,
+        arn: &str,
+        targets: &[TargetRef],
+    ) -> Result<(), CloudError> {
         for chunk in targets.chunks(TARGET_BATCH) {
             let descriptions = descriptions(chunk);
             self.api
