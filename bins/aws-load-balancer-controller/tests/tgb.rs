@@ -248,3 +248,31 @@ async fn readiness_gate_is_set_once_the_target_is_healthy() {
     .await
     .unwrap_or_else(|e| panic!("{e:#}\n{}", albc.log()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standby_takes_over_when_the_leader_stops() {
+    let t = setup().await;
+    t.lease_rbac().await;
+    let arn = t.target_group("ha-tg", "ip", 8080).await;
+    t.service("ha", false).await;
+    let two = t.endpoints("ha", 2).await;
+    let election = [
+        "--enable-leader-election=true",
+        "--leader-election-namespace=kube-system",
+    ];
+    let mut leader = t.start(&election);
+    t.binding("ha", "ha", &arn, Some("ip")).await;
+    t.wait_targets(&arn, &two).await;
+    let standby = t.start(&election);
+    // The leader stops cleanly (gives the lease up); the standby must act on the next change.
+    leader.terminate();
+    leader.wait();
+    let three = t.endpoints("ha", 3).await;
+    wait_for("standby registered the third pod", WAIT, || async {
+        let mut want = three.clone();
+        want.sort();
+        Ok((t.targets(&arn).await == want).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", standby.log()));
+}

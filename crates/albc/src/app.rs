@@ -88,7 +88,8 @@ pub async fn run(
             Some(SecureServer::start(config, clients, Arc::new(registry), readiness).await?)
         }
     };
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let mut shutdown = Box::pin(shutdown);
     let leadership = if opts.enable_leader_election {
         let config = ElectionConfig {
             lease_name: opts.leader_election_id.clone(),
@@ -101,15 +102,15 @@ pub async fn run(
         let status = election_metrics.lease(&opts.leader_election_id);
         tokio::select! {
             l = Leadership::acquire(kube.clone(), config, status) => Some(l?),
-            _ = shutdown => return Ok(()),
+            _ = &mut shutdown => return Ok(()),
         }
     } else {
-        tokio::spawn(async move {
-            shutdown.await;
-            let _ = stop_tx.send(true);
-        });
         None
     };
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
     let mut lost = leadership.as_ref().map(Leadership::lost_signal);
     let settings = TgbSettings {
         namespace: Some(opts.watch_namespace.clone()).filter(|n| !n.is_empty()),
@@ -120,23 +121,28 @@ pub async fn run(
         readiness_gates: opts.pod_readiness_gate,
         gate_poll: Duration::from_secs(2),
     };
-    let mut stop = stop_rx.clone();
     let stopping = async move {
-        let _ = stop.wait_for(|s| *s).await;
+        let _ = stop_rx.wait_for(|s| *s).await;
     };
-    let ctl = tokio::spawn(controller::run(
+    let mut ctl = tokio::spawn(controller::run(
         kube,
         elbv2,
         tgb_metrics,
         settings,
         stopping,
     ));
-    let mut ctl = ctl;
+    let lease_lost = async {
+        match lost.as_mut() {
+            Some(l) => {
+                let _ = l.wait_for(|x| *x).await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    // As upstream: a replica that lost its lease stops acting at once, by exiting.
     let outcome = tokio::select! {
         r = &mut ctl => r.map_err(|e| anyhow::anyhow!("controller task: {e}")),
-        _ = async { match lost.as_mut() { Some(l) => { let _ = l.wait_for(|x| *x).await; } None => std::future::pending().await } } => {
-            Err(anyhow::anyhow!("lost the leader lease {}", opts.leader_election_id))
-        }
+        _ = lease_lost => Err(anyhow::anyhow!("lost the leader lease {}", opts.leader_election_id)),
     };
     if let Some(l) = leadership {
         l.release().await;

@@ -96,7 +96,7 @@ pub struct TargetGroupBindingSpec {
     /// The target group's ARN.
     #[serde(rename = "targetGroupARN", default)]
     pub target_group_arn: String,
-    /// The target group's name (instead of the ARN): refused, see [`crate::tgb::targets`].
+    /// The target group's name (instead of the ARN): not supported, the controller asks for the ARN.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_group_name: Option<String>,
     /// `instance` or `ip`; read from the target group when unset.

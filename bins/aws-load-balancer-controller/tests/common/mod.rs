@@ -106,14 +106,45 @@ impl Albc {
     /// Starts the controller as the test ServiceAccount, leader election off unless asked.
     pub fn start(&self, extra: &[&str]) -> CcmProcess {
         let mut cmd = Command::new(binary());
+        if !extra
+            .iter()
+            .any(|a| a.starts_with("--enable-leader-election"))
+        {
+            cmd.arg("--enable-leader-election=false");
+        }
         cmd.arg("--cluster-name=test")
-            .arg("--enable-leader-election=false")
             .arg("--metrics-bind-addr=127.0.0.1:0")
             .arg("--targetgroupbinding-coalesce-period=300ms")
             .args(extra)
             .envs(self.env.env_vars(Identity::CloudControllerManager))
             .env("RUST_LOG", "info,stratus_albc=debug");
         CcmProcess::spawn(cmd, self.env.cluster()).expect("start controller")
+    }
+
+    /// The chart's leader-election Role, bound to the test identity.
+    pub async fn lease_rbac(&self) {
+        use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+        let role: Role = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "albc-leader", "namespace": "kube-system"},
+            "rules": [
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                 "resourceNames": ["aws-load-balancer-controller-leader"], "verbs": ["get", "update"]}]}))
+        .unwrap();
+        Api::<Role>::namespaced(self.admin.clone(), "kube-system")
+            .create(&PostParams::default(), &role)
+            .await
+            .unwrap();
+        let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "albc-leader", "namespace": "kube-system"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "albc-leader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "cloud-controller-manager",
+                          "namespace": "kube-system"}]}))
+        .unwrap();
+        Api::<RoleBinding>::namespaced(self.admin.clone(), "kube-system")
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap();
     }
 
     /// A target group in moto (not counted).

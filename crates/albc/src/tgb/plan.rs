@@ -56,7 +56,9 @@ mod tests {
 
     #[test]
     fn only_the_difference() {
-        let cases: &[(&[&str], &[&str], &[&str], &[&str])] = &[
+        /// wanted, registered → register, deregister.
+        type Case<'a> = (&'a [&'a str], &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+        let cases: &[Case] = &[
             (&["a", "b"], &[], &["a", "b"], &[]),
             (&["a", "b"], &["a", "b"], &[], &[]),
             (&["a", "c"], &["a", "b"], &["c"], &["b"]),
