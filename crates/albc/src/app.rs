@@ -116,6 +116,7 @@ pub async fn run(
         namespace: Some(opts.watch_namespace.clone()).filter(|n| !n.is_empty()),
         concurrency: opts.tgb_concurrency.max(1),
         coalesce: opts.tgb_coalesce,
+        coalesce_max_delay: opts.tgb_coalesce_max_delay,
         sync_period: opts.sync_period,
         backoff: Backoff::new(Duration::from_secs(1), opts.tgb_max_backoff),
         readiness_gates: opts.pod_readiness_gate,

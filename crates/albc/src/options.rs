@@ -130,9 +130,12 @@ pub struct Options {
     /// Longest retry delay of a failing binding.
     #[arg(long = "targetgroupbinding-max-exponential-backoff-delay", default_value = "1000s", value_parser = parse_go_duration)]
     pub tgb_max_backoff: Duration,
-    /// Endpoint churn quieter than this is applied in one batch (Stratus).
+    /// Target changes are applied once the endpoints were quiet this long (Stratus).
     #[arg(long = "targetgroupbinding-coalesce-period", default_value = "500ms", value_parser = parse_go_duration)]
     pub tgb_coalesce: Duration,
+    /// ...or once the oldest unapplied change is this old, even under continuous churn (Stratus).
+    #[arg(long = "targetgroupbinding-coalesce-max-delay", default_value = "2s", value_parser = parse_go_duration)]
+    pub tgb_coalesce_max_delay: Duration,
     /// Set `target-health.elbv2.k8s.aws/<binding>` conditions on pods of labelled namespaces.
     #[arg(long = "enable-pod-readiness-gate-inject", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
     pub pod_readiness_gate: bool,

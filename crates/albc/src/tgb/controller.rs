@@ -2,8 +2,8 @@
 //! (cached reflectors), and per binding registers the difference between the wanted targets and
 //! the ones it last applied. Cache first: a binding whose wanted targets did not change makes no
 //! AWS call; AWS is read again (DescribeTargetHealth) only after a failure, a restart or every
-//! `--sync-period`. Churn is coalesced by a trailing-edge debounce; one binding never reconciles
-//! twice at once.
+//! `--sync-period`. Churn is coalesced (quiet period with a deadline, see
+//! [`crate::tgb::plan::coalesce`]); one binding never reconciles twice at once.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use crate::crd::{TargetGroupBinding, TGB_FINALIZER};
 use crate::metrics::TgbMetrics;
-use crate::tgb::plan::{active, plan_targets};
+use crate::tgb::plan::{active, coalesce, plan_targets};
 use crate::tgb::readiness::{
     condition_type, containers_ready, gate_pending, gates_to_set, CONDITION_PREFIX,
 };
@@ -43,8 +43,10 @@ pub struct TgbSettings {
     pub namespace: Option<String>,
     /// Bindings reconciled at once.
     pub concurrency: u16,
-    /// Trailing-edge quiet period before a changed binding is reconciled.
+    /// Quiet period before changed targets are applied.
     pub coalesce: Duration,
+    /// Longest a change waits for quiet.
+    pub coalesce_max_delay: Duration,
     /// AWS is read again this often even without changes.
     pub sync_period: Duration,
     /// Retry delays of a failing binding.
@@ -93,6 +95,14 @@ struct Applied {
     checked: Instant,
 }
 
+/// Unapplied changes of one binding being coalesced.
+#[derive(Debug, Clone)]
+struct Pending {
+    wanted: BTreeSet<TargetRef>,
+    since: Instant,
+    last_change: Instant,
+}
+
 /// Shared state of the reconciles.
 pub struct Ctx {
     client: Client,
@@ -105,7 +115,9 @@ pub struct Ctx {
     metrics: TgbMetrics,
     settings: TgbSettings,
     applied: Mutex<HashMap<String, Applied>>,
+    pending: Mutex<HashMap<String, Pending>>,
     failures: Mutex<HashMap<String, u32>>,
+    started: Instant,
 }
 
 fn key(tgb: &TargetGroupBinding) -> String {
@@ -199,11 +211,7 @@ pub async fn run(
         (None, futures::stream::pending().boxed())
     };
     let controller = Controller::new(api::<TargetGroupBinding>(&client, &settings.namespace), wc)
-        .with_config(
-            Config::default()
-                .concurrency(settings.concurrency)
-                .debounce(settings.coalesce),
-        );
+        .with_config(Config::default().concurrency(settings.concurrency));
     let tgbs = controller.store();
     let (by_svc, by_slice, by_node) = (tgbs.clone(), tgbs.clone(), tgbs);
     let ctx = Arc::new(Ctx {
@@ -217,6 +225,8 @@ pub async fn run(
         metrics,
         settings,
         applied: Mutex::new(HashMap::new()),
+        pending: Mutex::new(HashMap::new()),
+        started: Instant::now(),
         failures: Mutex::new(HashMap::new()),
     });
     controller
@@ -329,6 +339,7 @@ async fn sync(tgb: &TargetGroupBinding, ctx: &Ctx) -> Result<Action, TgbError> {
             set_finalizer(tgb, ctx, false).await?;
         }
         ctx.applied.lock().expect("applied lock").remove(&k);
+        ctx.pending.lock().expect("pending lock").remove(&k);
         return Ok(Action::await_change());
     }
     let arn = tgb.spec.target_group_arn.trim().to_string();
@@ -361,6 +372,14 @@ async fn sync(tgb: &TargetGroupBinding, ctx: &Ctx) -> Result<Action, TgbError> {
         }
     };
     let wanted = wanted_targets(tgb, target_type, ctx)?;
+    // Churn against an applied state is coalesced; a first apply (or one after a failure,
+    // restart or resync) goes at once.
+    if previous.as_ref().is_some_and(|p| p.targets != wanted) {
+        if let Some(wait) = hold_back(&k, &wanted, ctx) {
+            return Ok(Action::requeue(wait));
+        }
+    }
+    ctx.pending.lock().expect("pending lock").remove(&k);
     let (registered, checked) = match &previous {
         Some(p) if p.target_type == target_type => (p.targets.clone(), p.checked),
         _ => (
@@ -453,6 +472,29 @@ async fn release_gates(
         tracing::info!(binding = %key(tgb), pod = %name, "readiness gate set: target healthy");
     }
     Ok(waiting)
+}
+
+/// Whether the changed `wanted` targets of binding `k` should wait (and how long).
+fn hold_back(k: &str, wanted: &BTreeSet<TargetRef>, ctx: &Ctx) -> Option<Duration> {
+    let now = Instant::now();
+    let mut pending = ctx.pending.lock().expect("pending lock");
+    let p = pending.entry(k.to_string()).or_insert_with(|| Pending {
+        wanted: wanted.clone(),
+        since: now,
+        last_change: now,
+    });
+    if &p.wanted != wanted {
+        p.wanted = wanted.clone();
+        p.last_change = now;
+    }
+    let at = |t: Instant| t.duration_since(ctx.started);
+    coalesce(
+        at(now),
+        at(p.since),
+        at(p.last_change),
+        ctx.settings.coalesce,
+        ctx.settings.coalesce_max_delay,
+    )
 }
 
 /// The targets the binding wants now, from the caches.

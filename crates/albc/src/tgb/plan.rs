@@ -2,6 +2,7 @@
 //! never the whole set again. Draining targets count as gone (wanted again → registered again).
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use stratus_aws::lb::elbv2_api::{TargetHealthState, TargetRef};
 
@@ -39,6 +40,23 @@ pub fn plan_targets(
         register: wanted.difference(registered).cloned().collect(),
         deregister: registered.difference(wanted).cloned().collect(),
     }
+}
+
+/// Coalescing of endpoint churn for one binding: apply once the wanted targets have been quiet
+/// for `quiet`, or once the oldest unapplied change is `max_delay` old (so continuous churn
+/// still lands). `None`: apply now; `Some(d)`: look again in `d`. Times are arguments, so this
+/// is a table test.
+pub fn coalesce(
+    now: Duration,
+    pending_since: Duration,
+    last_change: Duration,
+    quiet: Duration,
+    max_delay: Duration,
+) -> Option<Duration> {
+    let quiet_at = last_change + quiet;
+    let deadline = pending_since + max_delay;
+    let due = quiet_at.min(deadline);
+    (now < due).then(|| due - now)
 }
 
 #[cfg(test)]
@@ -82,5 +100,23 @@ mod tests {
         };
         let got = active(&[h("a", "healthy"), h("b", "draining"), h("c", "initial")]);
         assert_eq!(got, set(&["a", "c"]));
+    }
+
+    #[test]
+    fn churn_waits_for_quiet_but_never_past_the_deadline() {
+        let ms = Duration::from_millis;
+        let (quiet, max) = (ms(500), ms(2000));
+        // A single change: applied once quiet.
+        assert_eq!(coalesce(ms(0), ms(0), ms(0), quiet, max), Some(ms(500)));
+        assert_eq!(coalesce(ms(500), ms(0), ms(0), quiet, max), None);
+        // Changes every 200 ms keep pushing the quiet point...
+        assert_eq!(
+            coalesce(ms(1800), ms(0), ms(1800), quiet, max),
+            Some(ms(200))
+        );
+        // ...but not past the deadline.
+        assert_eq!(coalesce(ms(2000), ms(0), ms(2000), quiet, max), None);
+        // No coalescing at all when both are zero.
+        assert_eq!(coalesce(ms(7), ms(7), ms(7), ms(0), ms(0)), None);
     }
 }
