@@ -1,5 +1,7 @@
-//! `deploy/albc-iam-policy.json` grants exactly the ELBv2 actions the controller's code calls:
-//! every `ctx.elbv2.<method>(` in `crates/albc/src`, mapped to its API action, and nothing else.
+//! `deploy/albc-iam-policy.json` grants exactly the AWS actions the controller's code calls:
+//! every `ctx.elbv2.<method>(` in `crates/albc/src`, mapped to its API action, every
+//! `.call("<Action>"` of the ALB driver (`ingress/alb_api.rs`), the EC2 reads of the shared
+//! subnet discovery when `SubnetCache` is used, and nothing else.
 
 use std::collections::BTreeSet;
 
@@ -30,6 +32,20 @@ fn policy_grants_exactly_the_calls_made() {
                 .chars()
                 .filter(|c| !c.is_whitespace())
                 .collect();
+            if path.ends_with("ingress/alb_api.rs") {
+                for (i, _) in text.match_indices(".call(\"") {
+                    let rest = &text[i + ".call(\"".len()..];
+                    let action: String = rest.chars().take_while(|c| *c != '"').collect();
+                    used.insert(format!("elasticloadbalancing:{action}"));
+                }
+                // Tags given on create need AddTags as well.
+                used.insert("elasticloadbalancing:AddTags".to_string());
+            }
+            if text.contains("SubnetCache::new(") {
+                // stratus_aws::lb::ec2_network: Ec2::vpc_subnets.
+                used.insert("ec2:DescribeSubnets".to_string());
+                used.insert("ec2:DescribeRouteTables".to_string());
+            }
             for (i, _) in text.match_indices("ctx.elbv2.") {
                 let rest = &text[i + "ctx.elbv2.".len()..];
                 let method: String = rest

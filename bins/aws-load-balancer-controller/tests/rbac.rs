@@ -14,9 +14,65 @@ use stratus_testenv::{Identity, KubeCluster};
 const NAMESPACE: &str = "kube-system";
 const SA: &str = "aws-load-balancer-controller";
 
-/// Every call of `crates/albc/src/tgb/controller.rs`, the Events, the election and the
+/// Every call of `crates/albc/src/{tgb,ingress}/controller.rs`, the Events, the election and the
 /// secure metrics' reviews.
 const REQUIRED: &[Access] = &[
+    access(
+        "get",
+        "elbv2.k8s.aws",
+        "targetgroupbindings",
+        Some("default"),
+        "ingress binding",
+    ),
+    access(
+        "create",
+        "elbv2.k8s.aws",
+        "targetgroupbindings",
+        Some("default"),
+        "ingress binding",
+    ),
+    access(
+        "delete",
+        "elbv2.k8s.aws",
+        "targetgroupbindings",
+        Some("default"),
+        "ingress binding",
+    ),
+    access(
+        "list",
+        "networking.k8s.io",
+        "ingresses",
+        None,
+        "ingress watch",
+    ),
+    access(
+        "watch",
+        "networking.k8s.io",
+        "ingresses",
+        None,
+        "ingress watch",
+    ),
+    access(
+        "patch",
+        "networking.k8s.io",
+        "ingresses",
+        Some("default"),
+        "ingress finalizer",
+    ),
+    access(
+        "patch",
+        "networking.k8s.io",
+        "ingresses/status",
+        Some("default"),
+        "ingress status",
+    ),
+    access(
+        "get",
+        "networking.k8s.io",
+        "ingressclasses",
+        None,
+        "ingress class",
+    ),
     access(
         "list",
         "elbv2.k8s.aws",
@@ -130,9 +186,17 @@ const FORBIDDEN: &[Access] = &[
     access("get", "", "secrets", Some(NAMESPACE), "never needed").named("any"),
     access("list", "", "secrets", None, "never needed"),
     access(
-        "delete",
+        "update",
         "elbv2.k8s.aws",
         "targetgroupbindings",
+        Some("default"),
+        "never needed",
+    )
+    .named("x"),
+    access(
+        "delete",
+        "networking.k8s.io",
+        "ingresses",
         Some("default"),
         "never needed",
     )

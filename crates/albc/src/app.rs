@@ -7,7 +7,9 @@ use std::time::Duration;
 use aws_config::Region;
 use prometheus_client::registry::Registry;
 use stratus_aws::api_call::AwsApi;
+use stratus_aws::ec2::Ec2;
 use stratus_aws::lb::elbv2_api::ElbV2Api;
+use stratus_aws::lb::subnets::SubnetCache;
 use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 use stratus_election::{ElectionConfig, ElectionMetrics, Leadership};
 use stratus_kube_kit::client::client;
@@ -17,6 +19,9 @@ use stratus_serving::{
     TlsSource,
 };
 
+use crate::ingress::alb_api::AlbApi;
+use crate::ingress::controller::IngressSettings;
+use crate::ingress::{self};
 use crate::metrics::TgbMetrics;
 use crate::options::{bind_address, Options};
 use crate::tgb::controller::{self, TgbSettings};
@@ -24,9 +29,19 @@ use crate::tgb::controller::{self, TgbSettings};
 /// The component name (election identity fallback).
 pub const COMPONENT: &str = "aws-load-balancer-controller";
 
-/// The ELBv2 client the flags and the AWS environment select (the SDK's retries off: the
+/// The AWS clients the flags and the AWS environment select (the SDK's retries off: the
 /// shared call guard retries, rate-limits and counts).
-pub async fn elbv2(opts: &Options, registry: &mut Registry) -> anyhow::Result<ElbV2Api> {
+pub struct AwsClients {
+    /// Target registration.
+    pub elbv2: ElbV2Api,
+    /// Application load balancers.
+    pub alb: AlbApi,
+    /// Subnet discovery (tags, as the CCM).
+    pub subnets: SubnetCache,
+}
+
+/// Builds [`AwsClients`].
+pub async fn aws_clients(opts: &Options, registry: &mut Registry) -> anyhow::Result<AwsClients> {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .retry_config(aws_config::retry::RetryConfig::disabled());
     if let Some(region) = &opts.aws_region {
@@ -46,10 +61,26 @@ pub async fn elbv2(opts: &Options, registry: &mut Registry) -> anyhow::Result<El
         max_attempts: opts.aws_max_retries.max(1),
         ..RetryPolicy::default()
     };
-    Ok(ElbV2Api::new(
-        aws_sdk_elasticloadbalancingv2::Client::from_conf(conf.build()),
-        AwsApi::new("elasticloadbalancingv2", metrics, retry),
-    ))
+    let client = aws_sdk_elasticloadbalancingv2::Client::from_conf(conf.build());
+    let mut ec2_conf = aws_sdk_ec2::config::Builder::from(&sdk);
+    if let Some(url) = opts.aws_api_endpoints.get("ec2") {
+        ec2_conf = ec2_conf.endpoint_url(url);
+    }
+    let ec2 = Ec2::new(
+        aws_sdk_ec2::Client::from_conf(ec2_conf.build()),
+        AwsApi::new("ec2", metrics.clone(), retry),
+    );
+    Ok(AwsClients {
+        elbv2: ElbV2Api::new(
+            client.clone(),
+            AwsApi::new("elasticloadbalancingv2", metrics.clone(), retry),
+        ),
+        alb: AlbApi::new(
+            client,
+            AwsApi::new("elasticloadbalancingv2", metrics, retry),
+        ),
+        subnets: SubnetCache::new(ec2),
+    })
 }
 
 /// Runs until `shutdown` completes or the lease is lost.
@@ -59,7 +90,11 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let kube = client(opts.kube.config().await?)?;
     let mut registry = Registry::default();
-    let elbv2 = elbv2(&opts, &mut registry).await?;
+    let AwsClients {
+        elbv2,
+        alb,
+        subnets,
+    } = aws_clients(&opts, &mut registry).await?;
     let tgb_metrics = TgbMetrics::register(&mut registry);
     let election_metrics = ElectionMetrics::register(&mut registry);
     let readiness = Readiness::default();
@@ -122,8 +157,35 @@ pub async fn run(
         readiness_gates: opts.pod_readiness_gate,
         gate_poll: Duration::from_secs(2),
     };
+    let ingress_stop = stop_rx.clone();
     let stopping = async move {
         let _ = stop_rx.wait_for(|s| *s).await;
+    };
+    // Ingresses need the VPC of their target groups.
+    let ingress = match &opts.aws_vpc_id {
+        Some(vpc) => {
+            let settings = IngressSettings {
+                cluster: opts.cluster_name.clone(),
+                ingress_class: opts.ingress_class.clone(),
+                vpc: vpc.clone(),
+                default_ip: opts.default_target_type == "ip",
+                default_tags: opts.default_tags.clone(),
+            };
+            let mut stop = ingress_stop;
+            Some(tokio::spawn(ingress::controller::run(
+                kube.clone(),
+                alb,
+                subnets,
+                settings,
+                async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                },
+            )))
+        }
+        None => {
+            tracing::info!("no --aws-vpc-id: Ingresses are not served");
+            None
+        }
     };
     let mut ctl = tokio::spawn(controller::run(
         kube,
@@ -145,6 +207,9 @@ pub async fn run(
         r = &mut ctl => r.map_err(|e| anyhow::anyhow!("controller task: {e}")),
         _ = lease_lost => Err(anyhow::anyhow!("lost the leader lease {}", opts.leader_election_id)),
     };
+    if let Some(i) = ingress {
+        i.abort();
+    }
     if let Some(l) = leadership {
         l.release().await;
     }
