@@ -118,21 +118,31 @@ fn error_policy(ing: Arc<Ingress>, error: &IngressError, ctx: Arc<IngressCtx>) -
     Action::requeue(Duration::from_secs(5))
 }
 
-/// Whether the Ingress is served here (class lookups go to the API server).
-async fn is_ours(ing: &Ingress, ctx: &IngressCtx) -> Result<bool, kube::Error> {
+/// Whether the Ingress is served here (class lookups go to the API server, once per class per
+/// reconcile through `seen`).
+async fn is_ours(
+    ing: &Ingress,
+    ctx: &IngressCtx,
+    seen: &mut HashMap<String, bool>,
+) -> Result<bool, kube::Error> {
     if let Some(c) = ing.annotations().get("kubernetes.io/ingress.class") {
         return Ok(c == &ctx.settings.ingress_class);
     }
     let Some(class) = ing.spec.as_ref().and_then(|s| s.ingress_class_name.clone()) else {
         return Ok(false);
     };
+    if let Some(known) = seen.get(&class) {
+        return Ok(*known);
+    }
     let ic = Api::<IngressClass>::all(ctx.client.clone())
         .get_opt(&class)
         .await?;
-    Ok(ic
+    let ours = ic
         .and_then(|c| c.spec)
         .and_then(|s| s.controller)
-        .is_some_and(|c| c == CONTROLLER))
+        .is_some_and(|c| c == CONTROLLER);
+    seen.insert(class, ours);
+    Ok(ours)
 }
 
 fn has_finalizer(ing: &Ingress) -> bool {
@@ -163,7 +173,8 @@ async fn set_finalizer(ing: &Ingress, ctx: &IngressCtx, on: bool) -> Result<(), 
 
 async fn reconcile(ing: Arc<Ingress>, ctx: Arc<IngressCtx>) -> Result<Action, IngressError> {
     let deleting = ing.metadata.deletion_timestamp.is_some();
-    if !is_ours(&ing, &ctx).await? {
+    let mut seen = HashMap::new();
+    if !is_ours(&ing, &ctx, &mut seen).await? {
         if has_finalizer(&ing) && deleting {
             set_finalizer(&ing, &ctx, false).await?;
         }
@@ -194,7 +205,7 @@ async fn reconcile(ing: Arc<Ingress>, ctx: Arc<IngressCtx>) -> Result<Action, In
         if other.namespace() == ing.namespace() && other.name_any() == ing.name_any() {
             continue;
         }
-        if other.metadata.deletion_timestamp.is_some() || !is_ours(&other, &ctx).await? {
+        if other.metadata.deletion_timestamp.is_some() || !is_ours(&other, &ctx, &mut seen).await? {
             continue;
         }
         if let Ok(a) = annotations::parse(&model_annotations(&other)) {
@@ -223,8 +234,13 @@ async fn reconcile(ing: Arc<Ingress>, ctx: Arc<IngressCtx>) -> Result<Action, In
             }
         };
         let hostname = apply(&ctx, &spec).await?;
+        // Only members holding the finalizer get a hostname: one whose own reconcile has not
+        // added it yet would otherwise look served and could be deleted without cleanup.
         for m in &members {
-            set_status(&ctx, m, &hostname).await?;
+            let current = m.namespace() == ing.namespace() && m.name_any() == ing.name_any();
+            if current || has_finalizer(m) {
+                set_status(&ctx, m, &hostname).await?;
+            }
         }
     }
     if deleting && has_finalizer(&ing) {
