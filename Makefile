@@ -24,7 +24,7 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp env-up env-down clean-env images
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc env-up env-down clean-env images
 
 all: test
 
@@ -97,6 +97,15 @@ bench-nth: install
 	$(CARGO) build -q --release -p node-termination-handler -p stratus-scenarios --bin node-termination-handler --bin stratus-bench-nth
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-nth --notices $(NTH_NOTICES) --nodes $(NTH_NODES) | tee bench/results/bench-nth.json
+
+## bench-albc: aws-load-balancer-controller TargetGroupBinding: ALBC_BINDINGS target groups over ALBC_ENDPOINTS pod endpoints, then ALBC_CHANGES endpoint changes in 10 s; ELBv2 requests and peak RSS (JSON, release build)
+ALBC_BINDINGS ?= 10
+ALBC_ENDPOINTS ?= 200
+ALBC_CHANGES ?= 500
+bench-albc: install
+	$(CARGO) build -q --release -p aws-load-balancer-controller -p stratus-scenarios --bin aws-load-balancer-controller --bin stratus-bench-albc
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-albc --bindings $(ALBC_BINDINGS) --endpoints $(ALBC_ENDPOINTS) --changes $(ALBC_CHANGES) | tee bench/results/bench-albc.json
 
 ## bench-openstack-nodes: NODES servers and uninitialised Nodes with --cloud-provider=openstack, then OS_IDLE_PERIODS idle cache refreshes of OS_REFRESH seconds (JSON, release build)
 bench-openstack-nodes: install

@@ -1,4 +1,4 @@
-//! The narrow seam over the ELBv2 API for Network Load Balancers: the calls Stratus makes.
+//! The narrow seam over the ELBv2 API (NLBs, target groups and their targets): the calls Stratus makes.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -55,6 +55,40 @@ pub struct ListenerState {
     /// Its certificate ARN (TLS).
     pub certificate: Option<String>,
 }
+
+/// One registered target: an instance ID or an IP address, with its port.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TargetRef {
+    /// Instance ID (`instance` groups) or IP address (`ip` groups).
+    pub id: String,
+    /// The port traffic goes to.
+    pub port: i32,
+}
+
+/// A registered target and its health state (`initial`, `healthy`, `unhealthy`, `draining`…).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetHealthState {
+    /// The target.
+    pub target: TargetRef,
+    /// AWS's health state, lower case.
+    pub state: String,
+}
+
+/// What a target group is: its type and traffic port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetGroupInfo {
+    /// The target group's ARN.
+    pub arn: String,
+    /// `instance`, `ip` or `lambda`/`alb`.
+    pub target_type: String,
+    /// Its traffic port.
+    pub port: Option<i32>,
+    /// Its VPC.
+    pub vpc_id: Option<String>,
+}
+
+/// Most targets one RegisterTargets or DeregisterTargets call carries.
+pub const TARGET_BATCH: usize = 200;
 
 /// ELBv2 access.
 #[derive(Debug, Clone)]
@@ -602,6 +636,107 @@ impl ElbV2Api {
             .map(|_| ())
     }
 
+    /// A target group by ARN (None when it does not exist).
+    pub async fn target_group_info(
+        &self,
+        arn: &str,
+    ) -> Result<Option<TargetGroupInfo>, CloudError> {
+        let out = match self
+            .api
+            .call("DescribeTargetGroups", || {
+                self.client
+                    .describe_target_groups()
+                    .target_group_arns(arn)
+                    .send()
+            })
+            .await
+        {
+            Ok(o) => o,
+            Err(e) if is_code(&e, "TargetGroupNotFound") => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(out.target_groups().first().map(|g| TargetGroupInfo {
+            arn: g.target_group_arn().unwrap_or(arn).to_string(),
+            target_type: g
+                .target_type()
+                .map_or("instance".into(), |t| t.as_str().to_string()),
+            port: g.port(),
+            vpc_id: g.vpc_id().map(str::to_string),
+        }))
+    }
+
+    /// Every target of a group with its port and health state.
+    pub async fn target_health(&self, arn: &str) -> Result<Vec<TargetHealthState>, CloudError> {
+        let out = self
+            .api
+            .call("DescribeTargetHealth", || {
+                self.client
+                    .describe_target_health()
+                    .target_group_arn(arn)
+                    .send()
+            })
+            .await?;
+        Ok(out
+            .target_health_descriptions()
+            .iter()
+            .filter_map(|d| {
+                let t = d.target()?;
+                Some(TargetHealthState {
+                    target: TargetRef {
+                        id: t.id()?.to_string(),
+                        port: t.port().unwrap_or(0),
+                    },
+                    state: d
+                        .target_health()
+                        .and_then(|h| h.state())
+                        .map_or("unknown".into(), |s| s.as_str().to_string()),
+                })
+            })
+            .collect())
+    }
+
+    /// Registers targets, [`TARGET_BATCH`] per call.
+    pub async fn register_targets(
+        &self,
+        arn: &str,
+        targets: &[TargetRef],
+    ) -> Result<(), CloudError> {
+        for chunk in targets.chunks(TARGET_BATCH) {
+            let descriptions = descriptions(chunk);
+            self.api
+                .call("RegisterTargets", || {
+                    self.client
+                        .register_targets()
+                        .target_group_arn(arn)
+                        .set_targets(Some(descriptions.clone()))
+                        .send()
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Deregisters targets, [`TARGET_BATCH`] per call.
+    pub async fn deregister_targets(
+        &self,
+        arn: &str,
+        targets: &[TargetRef],
+    ) -> Result<(), CloudError> {
+        for chunk in targets.chunks(TARGET_BATCH) {
+            let descriptions = descriptions(chunk);
+            self.api
+                .call("DeregisterTargets", || {
+                    self.client
+                        .deregister_targets()
+                        .target_group_arn(arn)
+                        .set_targets(Some(descriptions.clone()))
+                        .send()
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Deregisters instances on `port`.
     pub async fn deregister(&self, arn: &str, ids: &[String], port: i32) -> Result<(), CloudError> {
         if ids.is_empty() {
@@ -622,4 +757,11 @@ impl ElbV2Api {
             .await
             .map(|_| ())
     }
+}
+
+fn descriptions(targets: &[TargetRef]) -> Vec<TargetDescription> {
+    targets
+        .iter()
+        .map(|t| TargetDescription::builder().id(&t.id).port(t.port).build())
+        .collect()
 }

@@ -1,0 +1,78 @@
+//! `deploy/albc-iam-policy.json` grants exactly the AWS actions the controller's code calls:
+//! every `ctx.elbv2.<method>(` in `crates/albc/src`, mapped to its API action, every
+//! `.call("<Action>"` of the ALB driver (`ingress/alb_api.rs`), the EC2 reads of the shared
+//! subnet discovery when `SubnetCache` is used, and nothing else.
+
+use std::collections::BTreeSet;
+
+use stratus_scenarios::kube_fixture::repo_root;
+
+/// The `ElbV2Api` methods the controller may call, with their API action.
+const METHODS: &[(&str, &str)] = &[
+    ("target_group_info", "DescribeTargetGroups"),
+    ("target_health", "DescribeTargetHealth"),
+    ("register_targets", "RegisterTargets"),
+    ("deregister_targets", "DeregisterTargets"),
+];
+
+#[test]
+fn policy_grants_exactly_the_calls_made() {
+    let mut used = BTreeSet::new();
+    let mut stack = vec![repo_root().join("crates/albc/src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            // Calls may span lines (`ctx\n.elbv2\n.method(`).
+            let text: String = std::fs::read_to_string(&path)
+                .unwrap()
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            if path.ends_with("ingress/alb_api.rs") {
+                for (i, _) in text.match_indices(".call(\"") {
+                    let rest = &text[i + ".call(\"".len()..];
+                    let action: String = rest.chars().take_while(|c| *c != '"').collect();
+                    used.insert(format!("elasticloadbalancing:{action}"));
+                }
+                // Tags given on create need AddTags as well.
+                used.insert("elasticloadbalancing:AddTags".to_string());
+            }
+            if text.contains("SubnetCache::new(") {
+                // stratus_aws::lb::ec2_network: Ec2::vpc_subnets.
+                used.insert("ec2:DescribeSubnets".to_string());
+                used.insert("ec2:DescribeRouteTables".to_string());
+            }
+            for (i, _) in text.match_indices("ctx.elbv2.") {
+                let rest = &text[i + "ctx.elbv2.".len()..];
+                let method: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                let action = METHODS
+                    .iter()
+                    .find(|(m, _)| *m == method)
+                    .unwrap_or_else(|| {
+                        panic!("{}: unknown ElbV2Api method {method}", path.display())
+                    })
+                    .1;
+                used.insert(format!("elasticloadbalancing:{action}"));
+            }
+        }
+    }
+    let policy: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("deploy/albc-iam-policy.json")).unwrap(),
+    )
+    .unwrap();
+    let granted: BTreeSet<String> = policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["Action"].as_array().unwrap().clone())
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(granted, used);
+}

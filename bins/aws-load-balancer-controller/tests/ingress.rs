@@ -1,0 +1,316 @@
+//! Ingress → ALB end to end on moto behind the counting proxy: two hosts and three paths make
+//! one ALB with its rules in order and a target group (and internal TargetGroupBinding) per
+//! backend; two Ingresses of one group share one ALB and deleting one keeps the other's rules;
+//! an invalid annotation is a Warning Event and changes nothing; deleting every Ingress leaves
+//! nothing in moto.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use aws_sdk_elasticloadbalancingv2 as elbv2;
+use common::{Albc, NS, WAIT};
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use stratus_albc::crd::TargetGroupBinding;
+use stratus_albc::ingress::alb_api::condition_values;
+use stratus_albc::ingress::model::{load_balancer_name, GroupId};
+use stratus_scenarios::ccm::CcmProcess;
+use stratus_scenarios::wait_for;
+
+async fn subnets(a: &Albc) {
+    for (n, zone) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
+        let id = a
+            .ec2
+            .create_subnet()
+            .vpc_id(&a.vpc)
+            .cidr_block(format!("10.0.{}.0/20", n * 16))
+            .availability_zone(*zone)
+            .send()
+            .await
+            .unwrap()
+            .subnet()
+            .and_then(|s| s.subnet_id())
+            .unwrap()
+            .to_string();
+        a.ec2
+            .create_tags()
+            .resources(id)
+            .tags(
+                aws_sdk_ec2::types::Tag::builder()
+                    .key("kubernetes.io/role/internal-elb")
+                    .value("1")
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+fn path(p: &str, t: &str, svc: &str) -> serde_json::Value {
+    serde_json::json!({"path": p, "pathType": t,
+        "backend": {"service": {"name": svc, "port": {"number": 80}}}})
+}
+
+async fn ingress(a: &Albc, name: &str, ann: serde_json::Value, rules: serde_json::Value) {
+    let mut ann = ann;
+    ann["alb.ingress.kubernetes.io/target-type"] = "ip".into();
+    let ing: Ingress = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "annotations": ann},
+        "spec": {"ingressClassName": "alb", "rules": rules}}))
+    .unwrap();
+    Api::<Ingress>::namespaced(a.admin.clone(), NS)
+        .create(&PostParams::default(), &ing)
+        .await
+        .unwrap();
+}
+
+async fn hostname(a: &Albc, name: &str, ctl: &CcmProcess) -> String {
+    let api = Api::<Ingress>::namespaced(a.admin.clone(), NS);
+    wait_for(&format!("{name} hostname"), WAIT, || async {
+        let ing = api.get(name).await?;
+        Ok(ing
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|l| l.ingress)
+            .and_then(|i| i.first().cloned())
+            .and_then(|i| i.hostname))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()))
+}
+
+async fn lbs(a: &Albc) -> Vec<(String, String, String)> {
+    let out = a.elbv2.describe_load_balancers().send().await.unwrap();
+    out.load_balancers()
+        .iter()
+        .map(|l| {
+            (
+                l.load_balancer_name().unwrap().to_string(),
+                l.load_balancer_arn().unwrap().to_string(),
+                l.dns_name().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn target_groups(a: &Albc) -> BTreeMap<String, String> {
+    let out = a.elbv2.describe_target_groups().send().await.unwrap();
+    out.target_groups()
+        .iter()
+        .map(|g| {
+            (
+                g.target_group_arn().unwrap().to_string(),
+                g.target_group_name().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// (priority, hosts, paths, target group ARN) of the port-80 listener, by priority.
+async fn rules(a: &Albc, lb_arn: &str) -> Vec<(i32, Vec<String>, Vec<String>, String)> {
+    let ls = a
+        .elbv2
+        .describe_listeners()
+        .load_balancer_arn(lb_arn)
+        .send()
+        .await
+        .unwrap();
+    let l = ls
+        .listeners()
+        .iter()
+        .find(|l| l.port() == Some(80))
+        .expect("listener 80");
+    let out = a
+        .elbv2
+        .describe_rules()
+        .listener_arn(l.listener_arn().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let mut v: Vec<_> = out
+        .rules()
+        .iter()
+        .filter(|r| !r.is_default().unwrap_or(false))
+        .map(|r| {
+            let mut hosts = Vec::new();
+            let mut paths = Vec::new();
+            for c in r.conditions() {
+                let (h, p) = condition_values(c);
+                hosts.extend(h);
+                paths.extend(p);
+            }
+            let tg = r
+                .actions()
+                .first()
+                .and_then(elbv2::types::Action::target_group_arn)
+                .unwrap_or_default()
+                .to_string();
+            (r.priority().unwrap().parse().unwrap(), hosts, paths, tg)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+#[tokio::test]
+async fn ingresses_make_albs_groups_share_one_and_deleting_all_leaves_nothing() {
+    let a = common::setup().await;
+    subnets(&a).await;
+    let class: IngressClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "alb"}, "spec": {"controller": "ingress.k8s.aws/alb"}}))
+    .unwrap();
+    Api::<IngressClass>::all(a.admin.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    for svc in ["api", "auth", "web", "one", "two"] {
+        a.service(svc, false).await;
+    }
+    a.endpoints("api", 2).await;
+    let ctl = a.start(&[&format!("--aws-vpc-id={}", a.vpc)]);
+
+    // Two hosts, three paths.
+    ingress(
+        &a,
+        "web",
+        serde_json::json!({}),
+        serde_json::json!([
+            {"host": "a.example.com", "http": {"paths": [
+                path("/api", "Prefix", "api"), path("/login", "Exact", "auth")]}},
+            {"host": "b.example.com", "http": {"paths": [path("/", "Prefix", "web")]}}]),
+    )
+    .await;
+    let host = hostname(&a, "web", &ctl).await;
+    let name = load_balancer_name("test", &GroupId::Implicit(NS.into(), "web".into()));
+    let all = lbs(&a).await;
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0].0, name);
+    assert_eq!(all[0].2, host);
+    let tgs = target_groups(&a).await;
+    assert_eq!(tgs.len(), 3, "{tgs:?}");
+    let r = rules(&a, &all[0].1).await;
+    assert_eq!(r.len(), 3, "{r:?}");
+    assert_eq!(
+        (r[0].0, r[0].1.clone(), r[0].2.clone()),
+        (1, s(&["a.example.com"]), s(&["/api", "/api/*"]))
+    );
+    assert_eq!((r[1].0, r[1].2.clone()), (2, s(&["/login"])));
+    assert_eq!(
+        (r[2].0, r[2].1.clone(), r[2].2.clone()),
+        (3, s(&["b.example.com"]), s(&["/*"]))
+    );
+    let used: std::collections::BTreeSet<&String> = r.iter().map(|x| &x.3).collect();
+    assert_eq!(used.len(), 3, "a target group per backend");
+    assert!(used.iter().all(|arn| tgs.contains_key(*arn)));
+    // The internal bindings feed the target groups: api's endpoints get registered.
+    let tgbs = Api::<TargetGroupBinding>::namespaced(a.admin.clone(), NS);
+    assert_eq!(
+        tgbs.list(&ListParams::default()).await.unwrap().items.len(),
+        3
+    );
+    let api_arn = &r[0].3;
+    a.wait_targets(api_arn, &s(&["10.1.0.10:8080", "10.1.0.11:8080"]))
+        .await;
+
+    // Two Ingresses in one group share one ALB, in group.order.
+    for (n, order) in [("two", "2"), ("one", "1")] {
+        ingress(
+            &a,
+            n,
+            serde_json::json!({"alb.ingress.kubernetes.io/group.name": "shop",
+                               "alb.ingress.kubernetes.io/group.order": order}),
+            serde_json::json!([{"http": {"paths": [path(&format!("/{n}"), "Exact", n)]}}]),
+        )
+        .await;
+    }
+    let h1 = hostname(&a, "one", &ctl).await;
+    let h2 = hostname(&a, "two", &ctl).await;
+    assert_eq!(h1, h2);
+    let all = lbs(&a).await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    let shop = all.iter().find(|l| l.2 == h1).unwrap().1.clone();
+    wait_for("group rules", WAIT, || async {
+        let r = rules(&a, &shop).await;
+        let paths: Vec<Vec<String>> = r.iter().map(|x| x.2.clone()).collect();
+        Ok((paths == vec![s(&["/one"]), s(&["/two"])]).then_some(()))
+    })
+    .await
+    .unwrap();
+
+    // An invalid annotation: a Warning Event, nothing made.
+    let before = (lbs(&a).await.len(), target_groups(&a).await.len());
+    ingress(
+        &a,
+        "bad",
+        serde_json::json!({"alb.ingress.kubernetes.io/scheme": "public"}),
+        serde_json::json!([{"http": {"paths": [path("/", "Prefix", "web")]}}]),
+    )
+    .await;
+    let events = Api::<Event>::namespaced(a.admin.clone(), NS);
+    wait_for("warning on bad", WAIT, || async {
+        let list = events.list(&ListParams::default()).await?;
+        Ok(list
+            .items
+            .iter()
+            .any(|e| {
+                e.involved_object.name.as_deref() == Some("bad")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.message.as_deref().unwrap_or_default().contains("scheme")
+            })
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!((lbs(&a).await.len(), target_groups(&a).await.len()), before);
+
+    // Deleting one member keeps the other's rules.
+    let ings = Api::<Ingress>::namespaced(a.admin.clone(), NS);
+    ings.delete("one", &DeleteParams::default()).await.unwrap();
+    wait_for("one gone", WAIT, || async {
+        Ok(ings.get_opt("one").await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+    let r = rules(&a, &shop).await;
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!((r[0].0, r[0].2.clone()), (1, s(&["/two"])));
+    assert_eq!(lbs(&a).await.len(), 2);
+
+    // Deleting everything leaves nothing in moto.
+    for n in ["two", "web", "bad"] {
+        ings.delete(n, &DeleteParams::default()).await.unwrap();
+    }
+    wait_for("ingresses gone", WAIT, || async {
+        Ok(ings
+            .list(&ListParams::default())
+            .await?
+            .items
+            .is_empty()
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    assert!(lbs(&a).await.is_empty());
+    assert!(
+        target_groups(&a).await.is_empty(),
+        "{:?}",
+        target_groups(&a).await
+    );
+    wait_for("bindings gone", WAIT, || async {
+        Ok(tgbs
+            .list(&ListParams::default())
+            .await?
+            .items
+            .is_empty()
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+}

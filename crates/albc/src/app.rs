@@ -1,0 +1,220 @@
+//! The process: Kubernetes and AWS clients, HTTPS metrics and probes, leader election, then the
+//! TargetGroupBinding controller until shutdown or loss of the lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_config::Region;
+use prometheus_client::registry::Registry;
+use stratus_aws::api_call::AwsApi;
+use stratus_aws::ec2::Ec2;
+use stratus_aws::lb::elbv2_api::ElbV2Api;
+use stratus_aws::lb::subnets::SubnetCache;
+use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
+use stratus_election::{ElectionConfig, ElectionMetrics, Leadership};
+use stratus_kube_kit::client::client;
+use stratus_runtime::backoff::Backoff;
+use stratus_serving::{
+    AccessRule, AlwaysAllow, DecisionTtls, Readiness, ReviewClients, SecureServer, ServingConfig,
+    TlsSource,
+};
+
+use crate::ingress::alb_api::AlbApi;
+use crate::ingress::controller::IngressSettings;
+use crate::ingress::{self};
+use crate::metrics::TgbMetrics;
+use crate::options::{bind_address, Options};
+use crate::tgb::controller::{self, TgbSettings};
+
+/// The component name (election identity fallback).
+pub const COMPONENT: &str = "aws-load-balancer-controller";
+
+/// The AWS clients the flags and the AWS environment select (the SDK's retries off: the
+/// shared call guard retries, rate-limits and counts).
+pub struct AwsClients {
+    /// Target registration.
+    pub elbv2: ElbV2Api,
+    /// Application load balancers.
+    pub alb: AlbApi,
+    /// Subnet discovery (tags, as the CCM).
+    pub subnets: SubnetCache,
+}
+
+/// Builds [`AwsClients`].
+pub async fn aws_clients(opts: &Options, registry: &mut Registry) -> anyhow::Result<AwsClients> {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(aws_config::retry::RetryConfig::disabled());
+    if let Some(region) = &opts.aws_region {
+        loader = loader.region(Region::new(region.clone()));
+    }
+    let sdk = loader.load().await;
+    anyhow::ensure!(
+        sdk.region().is_some(),
+        "no AWS region: set --aws-region or AWS_REGION"
+    );
+    let mut conf = aws_sdk_elasticloadbalancingv2::config::Builder::from(&sdk);
+    if let Some(url) = opts.aws_api_endpoints.get("elasticloadbalancing") {
+        conf = conf.endpoint_url(url);
+    }
+    let metrics = Arc::new(ApiMetrics::register(registry));
+    let retry = RetryPolicy {
+        max_attempts: opts.aws_max_retries.max(1),
+        ..RetryPolicy::default()
+    };
+    let client = aws_sdk_elasticloadbalancingv2::Client::from_conf(conf.build());
+    let mut ec2_conf = aws_sdk_ec2::config::Builder::from(&sdk);
+    if let Some(url) = opts.aws_api_endpoints.get("ec2") {
+        ec2_conf = ec2_conf.endpoint_url(url);
+    }
+    let ec2 = Ec2::new(
+        aws_sdk_ec2::Client::from_conf(ec2_conf.build()),
+        AwsApi::new("ec2", metrics.clone(), retry),
+    );
+    Ok(AwsClients {
+        elbv2: ElbV2Api::new(
+            client.clone(),
+            AwsApi::new("elasticloadbalancingv2", metrics.clone(), retry),
+        ),
+        alb: AlbApi::new(
+            client,
+            AwsApi::new("elasticloadbalancingv2", metrics, retry),
+        ),
+        subnets: SubnetCache::new(ec2),
+    })
+}
+
+/// Runs until `shutdown` completes or the lease is lost.
+pub async fn run(
+    opts: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let kube = client(opts.kube.config().await?)?;
+    let mut registry = Registry::default();
+    let AwsClients {
+        elbv2,
+        alb,
+        subnets,
+    } = aws_clients(&opts, &mut registry).await?;
+    let tgb_metrics = TgbMetrics::register(&mut registry);
+    let election_metrics = ElectionMetrics::register(&mut registry);
+    let readiness = Readiness::default();
+    let server = match bind_address("--metrics-bind-addr", &opts.metrics_bind_addr)? {
+        None => None,
+        Some(address) => {
+            let config = ServingConfig {
+                address,
+                tls: TlsSource::SelfSigned {
+                    cert_dir: None,
+                    hosts: stratus_serving::self_signed::default_hosts(address.ip()),
+                },
+                always_allow: AlwaysAllow::parse(&["/healthz", "/livez", "/readyz"])
+                    .expect("static paths"),
+                token_ttl: Duration::from_secs(10),
+                decision_ttls: DecisionTtls {
+                    allowed: Duration::from_secs(10),
+                    denied: Duration::from_secs(10),
+                },
+                access: AccessRule::Path,
+            };
+            let clients = ReviewClients {
+                authentication: kube.clone(),
+                authorization: kube.clone(),
+            };
+            Some(SecureServer::start(config, clients, Arc::new(registry), readiness).await?)
+        }
+    };
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let mut shutdown = Box::pin(shutdown);
+    let leadership = if opts.enable_leader_election {
+        let config = ElectionConfig {
+            lease_name: opts.leader_election_id.clone(),
+            namespace: opts.leader_election_namespace.clone(),
+            identity: stratus_election::args::identity(COMPONENT),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        };
+        let status = election_metrics.lease(&opts.leader_election_id);
+        tokio::select! {
+            l = Leadership::acquire(kube.clone(), config, status) => Some(l?),
+            _ = &mut shutdown => return Ok(()),
+        }
+    } else {
+        None
+    };
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let mut lost = leadership.as_ref().map(Leadership::lost_signal);
+    let settings = TgbSettings {
+        namespace: Some(opts.watch_namespace.clone()).filter(|n| !n.is_empty()),
+        concurrency: opts.tgb_concurrency.max(1),
+        coalesce: opts.tgb_coalesce,
+        coalesce_max_delay: opts.tgb_coalesce_max_delay,
+        sync_period: opts.sync_period,
+        backoff: Backoff::new(Duration::from_secs(1), opts.tgb_max_backoff),
+        readiness_gates: opts.pod_readiness_gate,
+        gate_poll: Duration::from_secs(2),
+    };
+    let ingress_stop = stop_rx.clone();
+    let stopping = async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    };
+    // Ingresses need the VPC of their target groups.
+    let ingress = match &opts.aws_vpc_id {
+        Some(vpc) => {
+            let settings = IngressSettings {
+                cluster: opts.cluster_name.clone(),
+                ingress_class: opts.ingress_class.clone(),
+                vpc: vpc.clone(),
+                default_ip: opts.default_target_type == "ip",
+                default_tags: opts.default_tags.clone(),
+            };
+            let mut stop = ingress_stop;
+            Some(tokio::spawn(ingress::controller::run(
+                kube.clone(),
+                alb,
+                subnets,
+                settings,
+                async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                },
+            )))
+        }
+        None => {
+            tracing::info!("no --aws-vpc-id: Ingresses are not served");
+            None
+        }
+    };
+    let mut ctl = tokio::spawn(controller::run(
+        kube,
+        elbv2,
+        tgb_metrics,
+        settings,
+        stopping,
+    ));
+    let lease_lost = async {
+        match lost.as_mut() {
+            Some(l) => {
+                let _ = l.wait_for(|x| *x).await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    // As upstream: a replica that lost its lease stops acting at once, by exiting.
+    let outcome = tokio::select! {
+        r = &mut ctl => r.map_err(|e| anyhow::anyhow!("controller task: {e}")),
+        _ = lease_lost => Err(anyhow::anyhow!("lost the leader lease {}", opts.leader_election_id)),
+    };
+    if let Some(i) = ingress {
+        i.abort();
+    }
+    if let Some(l) = leadership {
+        l.release().await;
+    }
+    if let Some(s) = server {
+        s.shutdown(Duration::from_secs(2)).await;
+    }
+    outcome
+}

@@ -1,0 +1,8 @@
+//! Ingress → ALB, the planning half: annotations parsed with every problem listed, and the
+//! desired ALB of an Ingress group (listeners, ordered rules, target groups per backend) as a
+//! pure function of its members; and the driver that applies it to AWS.
+
+pub mod alb_api;
+pub mod annotations;
+pub mod controller;
+pub mod model;

@@ -1,0 +1,17 @@
+//! aws-load-balancer-controller as a library: the `elbv2.k8s.aws/v1beta1` kinds, the
+//! TargetGroupBinding controller and the Ingress → ALB driver (`ingress`).
+//!
+//! Watches TargetGroupBindings, Services, EndpointSlices (labelled `kubernetes.io/service-name`)
+//! and Nodes; writes the bindings' finalizer and `status.observedGeneration`, Events, and the
+//! leader Lease; calls ELBv2 (DescribeTargetGroups, DescribeTargetHealth, RegisterTargets,
+//! DeregisterTargets) through the shared AWS call guard. The Ingress driver (with
+//! `--aws-vpc-id`) watches Ingresses, reads IngressClasses, writes Ingress finalizers and status
+//! and internal TargetGroupBindings, and calls ELBv2 and EC2 (subnets) as listed in
+//! `deploy/albc-iam-policy.json`.
+
+pub mod app;
+pub mod crd;
+pub mod ingress;
+pub mod metrics;
+pub mod options;
+pub mod tgb;

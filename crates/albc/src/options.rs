@@ -1,0 +1,273 @@
+//! The command line, compatible with the upstream controller's flags: the ones implemented are
+//! accepted with upstream's names and defaults; known upstream flags this build does not
+//! implement are refused by name with a clear message (never silently ignored).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{ArgAction, Parser};
+use stratus_kube_kit::KubeClientArgs;
+use stratus_runtime::duration::parse_go_duration;
+
+/// Upstream flags (and the reason) this build refuses.
+pub const UNSUPPORTED_FLAGS: &[(&str, &str)] = &[
+    ("--enable-shield", "AWS Shield is not implemented"),
+    ("--enable-waf", "AWS WAF is not implemented"),
+    ("--enable-wafv2", "AWS WAFv2 is not implemented"),
+    (
+        "--webhook-bind-port",
+        "the admission webhooks are not implemented",
+    ),
+    (
+        "--webhook-cert-dir",
+        "the admission webhooks are not implemented",
+    ),
+    (
+        "--enable-backend-security-group",
+        "the shared backend security group is not implemented",
+    ),
+    (
+        "--backend-security-group",
+        "the shared backend security group is not implemented",
+    ),
+    ("--feature-gates", "feature gates are not implemented"),
+    (
+        "--ingress-max-concurrent-reconciles",
+        "the Ingress controller is not in this build",
+    ),
+    (
+        "--service-max-concurrent-reconciles",
+        "the NLB Service controller is not in this build",
+    ),
+    (
+        "--load-balancer-class",
+        "the NLB Service controller is not in this build",
+    ),
+];
+
+/// Why the command line is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    /// clap's own output (usage error, help, version).
+    #[error("{0}")]
+    Parse(String),
+    /// Known upstream flags this build does not implement.
+    #[error("unsupported flags: {}", .0.join("; "))]
+    Unsupported(Vec<String>),
+    /// A value clap accepted but the controller cannot use.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The flags.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "aws-load-balancer-controller",
+    version = stratus_runtime::build_info::version(),
+    about = "Registers Kubernetes endpoints into AWS ELBv2 target groups (TargetGroupBinding)"
+)]
+pub struct Options {
+    /// The cluster's name: tags `elbv2.k8s.aws/cluster=<name>` on what the controller makes.
+    #[arg(long = "cluster-name")]
+    pub cluster_name: String,
+    /// The IngressClass name handled (kept for the Ingress controller).
+    #[arg(long = "ingress-class", default_value = "alb")]
+    pub ingress_class: String,
+    /// The AWS region (else `AWS_REGION` and the SDK's chain).
+    #[arg(long = "aws-region")]
+    pub aws_region: Option<String>,
+    /// The cluster's VPC.
+    #[arg(long = "aws-vpc-id")]
+    pub aws_vpc_id: Option<String>,
+    /// Custom endpoints, `service=url,...` (`elasticloadbalancing` is used).
+    #[arg(long = "aws-api-endpoints", value_parser = parse_map, default_value = "")]
+    pub aws_api_endpoints: BTreeMap<String, String>,
+    /// Attempts of one AWS call (the shared call guard retries).
+    #[arg(long = "aws-max-retries", default_value_t = 10)]
+    pub aws_max_retries: u32,
+    /// Tags on every AWS resource made, `k=v,...`.
+    #[arg(long = "default-tags", value_parser = parse_map, default_value = "")]
+    pub default_tags: BTreeMap<String, String>,
+    /// Default target type of Ingress/Service backends (`instance` or `ip`).
+    #[arg(long = "default-target-type", default_value = "instance")]
+    pub default_target_type: String,
+    /// Run only while holding the leader Lease.
+    #[arg(long = "enable-leader-election", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
+    pub enable_leader_election: bool,
+    /// Name of the leader Lease.
+    #[arg(
+        long = "leader-election-id",
+        default_value = "aws-load-balancer-controller-leader"
+    )]
+    pub leader_election_id: String,
+    /// Namespace of the leader Lease.
+    #[arg(
+        long = "leader-election-namespace",
+        env = "POD_NAMESPACE",
+        default_value = "kube-system"
+    )]
+    pub leader_election_namespace: String,
+    /// HTTPS `/metrics` (bearer token, TokenReview + SubjectAccessReview on the path) and open
+    /// `/healthz`, `/readyz`; `0` turns it off.
+    #[arg(long = "metrics-bind-addr", default_value = ":8080")]
+    pub metrics_bind_addr: String,
+    /// Accepted for compatibility: the probes are served on `--metrics-bind-addr`.
+    #[arg(long = "health-probe-bind-addr", default_value = ":61779")]
+    pub health_probe_bind_addr: String,
+    /// Only this namespace's TargetGroupBindings (all when empty).
+    #[arg(long = "watch-namespace", default_value = "")]
+    pub watch_namespace: String,
+    /// Every binding is checked against AWS again this often.
+    #[arg(long = "sync-period", default_value = "10h", value_parser = parse_go_duration)]
+    pub sync_period: Duration,
+    /// Bindings reconciled at once.
+    #[arg(
+        long = "targetgroupbinding-max-concurrent-reconciles",
+        default_value_t = 3
+    )]
+    pub tgb_concurrency: u16,
+    /// Longest retry delay of a failing binding.
+    #[arg(long = "targetgroupbinding-max-exponential-backoff-delay", default_value = "1000s", value_parser = parse_go_duration)]
+    pub tgb_max_backoff: Duration,
+    /// Target changes are applied once the endpoints were quiet this long (Stratus).
+    #[arg(long = "targetgroupbinding-coalesce-period", default_value = "500ms", value_parser = parse_go_duration)]
+    pub tgb_coalesce: Duration,
+    /// ...or once the oldest unapplied change is this old, even under continuous churn (Stratus).
+    #[arg(long = "targetgroupbinding-coalesce-max-delay", default_value = "2s", value_parser = parse_go_duration)]
+    pub tgb_coalesce_max_delay: Duration,
+    /// Set `target-health.elbv2.k8s.aws/<binding>` conditions on pods of labelled namespaces.
+    #[arg(long = "enable-pod-readiness-gate-inject", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
+    pub pod_readiness_gate: bool,
+    /// `info` or `debug`.
+    #[arg(long = "log-level", default_value = "info")]
+    pub log_level: String,
+    /// The Kubernetes client.
+    #[command(flatten)]
+    pub kube: KubeClientArgs,
+}
+
+fn parse_map(s: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{pair:?} is not key=value"))?;
+        if k.trim().is_empty() {
+            return Err(format!("{pair:?} has an empty key"));
+        }
+        out.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    Ok(out)
+}
+
+/// `:8080` → `0.0.0.0:8080`; `0` → off.
+pub fn bind_address(flag: &str, value: &str) -> Result<Option<SocketAddr>, OptionsError> {
+    if value == "0" || value.is_empty() {
+        return Ok(None);
+    }
+    let full = if value.starts_with(':') {
+        format!("0.0.0.0{value}")
+    } else {
+        value.to_string()
+    };
+    full.parse()
+        .map(Some)
+        .map_err(|_| OptionsError::Invalid(format!("{flag}={value}: not host:port")))
+}
+
+impl Options {
+    /// Parses the arguments: refused upstream flags first (all named at once), then clap.
+    pub fn parse_args<I, T>(args: I) -> Result<Options, OptionsError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        let args: Vec<String> = args.into_iter().map(Into::into).collect();
+        let refused: Vec<String> = args
+            .iter()
+            .skip(1)
+            .filter_map(|a| {
+                let name = a.split('=').next().unwrap_or(a);
+                UNSUPPORTED_FLAGS
+                    .iter()
+                    .find(|(flag, _)| *flag == name)
+                    .map(|(flag, why)| format!("{flag}: {why}"))
+            })
+            .collect();
+        if !refused.is_empty() {
+            return Err(OptionsError::Unsupported(refused));
+        }
+        let opts = Options::try_parse_from(args).map_err(|e| OptionsError::Parse(e.to_string()))?;
+        if opts.cluster_name.trim().is_empty() {
+            return Err(OptionsError::Invalid(
+                "--cluster-name must not be empty".into(),
+            ));
+        }
+        if !matches!(opts.default_target_type.as_str(), "instance" | "ip") {
+            return Err(OptionsError::Invalid(format!(
+                "--default-target-type={}: instance or ip",
+                opts.default_target_type
+            )));
+        }
+        bind_address("--metrics-bind-addr", &opts.metrics_bind_addr)?;
+        Ok(opts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_defaults_and_values() {
+        let o = Options::parse_args(["albc", "--cluster-name=prod"]).unwrap();
+        assert_eq!(o.ingress_class, "alb");
+        assert!(o.enable_leader_election);
+        assert_eq!(o.leader_election_id, "aws-load-balancer-controller-leader");
+        assert_eq!(o.tgb_concurrency, 3);
+        assert_eq!(
+            bind_address("m", &o.metrics_bind_addr).unwrap(),
+            Some("0.0.0.0:8080".parse().unwrap())
+        );
+        let o = Options::parse_args([
+            "albc",
+            "--cluster-name=prod",
+            "--default-tags=team=edge,env=prod",
+            "--enable-leader-election=false",
+            "--metrics-bind-addr=0",
+        ])
+        .unwrap();
+        assert_eq!(o.default_tags["team"], "edge");
+        assert!(!o.enable_leader_election);
+        assert_eq!(bind_address("m", &o.metrics_bind_addr).unwrap(), None);
+    }
+
+    #[test]
+    fn refuses_unimplemented_and_bad_values_clearly() {
+        let e = Options::parse_args([
+            "albc",
+            "--cluster-name=x",
+            "--enable-wafv2=true",
+            "--webhook-bind-port",
+            "9443",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--enable-wafv2") && e.contains("--webhook-bind-port"),
+            "{e}"
+        );
+        assert!(
+            Options::parse_args(["albc"]).is_err(),
+            "--cluster-name is required"
+        );
+        let e = Options::parse_args(["albc", "--cluster-name=x", "--default-target-type=lambda"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("instance or ip"), "{e}");
+        assert!(
+            Options::parse_args(["albc", "--cluster-name=x", "--default-tags=novalue"]).is_err()
+        );
+    }
+}

@@ -1,0 +1,7 @@
+//! TargetGroupBinding: a Service's endpoints (pod IPs or node ports) kept registered in an
+//! existing ELBv2 target group.
+
+pub mod controller;
+pub mod plan;
+pub mod readiness;
+pub mod targets;
