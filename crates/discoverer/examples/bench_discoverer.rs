@@ -33,6 +33,21 @@ fn peak_rss(pid: u32) -> Option<u64> {
         .map(|kb| kb * 1024)
 }
 
+/// The process's resident memory now, split as the kernel counts it: heap and stacks
+/// (`RssAnon`) versus pages of the binary and libraries (`RssFile`), in MiB.
+fn rss_split(pid: u32) -> serde_json::Value {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map(|kb| (kb / 1024.0 * 10.0).round() / 10.0)
+    };
+    serde_json::json!({"anon": field("RssAnon:"), "file": field("RssFile:")})
+}
+
 /// Polls the plain `/metrics` until the first run is done; returns the text.
 async fn first_run_metrics(port: u16, started: tokio::time::Instant) -> Result<String> {
     let url = format!("http://127.0.0.1:{port}/metrics");
@@ -132,6 +147,7 @@ async fn openstack(binary: &str, volumes: usize) -> Result<()> {
     let text = first_run_metrics(port, started).await;
     let seconds = started.elapsed().as_secs_f64();
     let rss = peak_rss(pid);
+    let rss_at_end = rss_split(pid);
     let _ = child.kill();
     let _ = child.wait();
     let text = text?;
@@ -155,6 +171,7 @@ async fn openstack(binary: &str, volumes: usize) -> Result<()> {
             "first_run_seconds_incl_startup": seconds,
             "peak_rss_bytes": rss,
             "peak_rss_mib": rss.map(|b| b as f64 / 1048576.0),
+            "rss_at_end_mib": rss_at_end,
         }))?
     );
     Ok(())
@@ -257,6 +274,7 @@ async fn main() -> Result<()> {
     let text = first_run_metrics(port, started).await?;
     let seconds = started.elapsed().as_secs_f64();
     let rss = peak_rss(pid);
+    let rss_at_end = rss_split(pid);
     let counts = env.aws_request_counts().await?;
     let _ = child.kill();
     let _ = child.wait();
@@ -281,6 +299,7 @@ async fn main() -> Result<()> {
             "first_run_seconds_incl_startup": seconds,
             "peak_rss_bytes": rss,
             "peak_rss_mib": rss.map(|b| b as f64 / 1048576.0),
+            "rss_at_end_mib": rss_at_end,
         }))?
     );
     Ok(())

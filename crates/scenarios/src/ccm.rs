@@ -111,6 +111,12 @@ impl CcmProcess {
         self.status_kib("VmRSS:")
     }
 
+    /// Resident memory now in KiB split as the kernel counts it: heap and stacks (`RssAnon`)
+    /// and pages of the binary and libraries (`RssFile`).
+    pub fn rss_anon_file_kib(&self) -> Option<(u64, u64)> {
+        Some((self.status_kib("RssAnon:")?, self.status_kib("RssFile:")?))
+    }
+
     fn status_kib(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
         status

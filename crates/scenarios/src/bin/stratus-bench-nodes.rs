@@ -6,19 +6,21 @@
 //! re-lists fall into it), and the CCM's peak RSS at the end of initialisation and over the
 //! whole run. Prints JSON.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 use tokio::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
+use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::json;
 use stratus_scenarios::ccm::{sibling_binary, write_cloud_config, CcmProcess};
+use stratus_scenarios::ec2_fixture;
 use stratus_scenarios::kube_fixture::{self, has_taint, UNINITIALIZED};
 use stratus_scenarios::kubelet::{self, Kubelets};
-use stratus_scenarios::{ec2_fixture, wait_for};
 use stratus_testenv::{Identity, TestEnv};
 
 const CLUSTER: &str = "bench";
@@ -105,17 +107,38 @@ async fn main() -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(admin.clone());
     let total = args.nodes;
     let mut peak_rss_kib = 0;
-    wait_for("all nodes initialised", Duration::from_secs(600), || {
-        peak_rss_kib = peak_rss_kib.max(ccm.peak_rss_kib().unwrap_or(0));
-        let nodes = nodes.clone();
-        async move {
-            let list = nodes.list(&ListParams::default()).await?.items;
-            let done = list.iter().filter(|n| !has_taint(n, UNINITIALIZED)).count();
-            Ok((done == total).then_some(()))
+    // A watch, not a polling list: listing 1000 Nodes every 100 ms would load the apiserver
+    // the CCM shares and slow what is measured.
+    let mut initialised = HashSet::new();
+    let mut events = std::pin::pin!(watcher(nodes.clone(), watcher::Config::default())
+        .default_backoff()
+        .applied_objects());
+    let mut rss_tick = tokio::time::interval(Duration::from_millis(100));
+    let deadline = tokio::time::sleep(Duration::from_secs(600));
+    tokio::pin!(deadline);
+    while initialised.len() < total {
+        tokio::select! {
+            event = events.next() => {
+                let node = event
+                    .context("the Node watch ended")?
+                    .context("watching Nodes")?;
+                let name = node.metadata.name.clone().unwrap_or_default();
+                if has_taint(&node, UNINITIALIZED) {
+                    initialised.remove(&name);
+                } else {
+                    initialised.insert(name);
+                }
+            }
+            _ = rss_tick.tick() => {
+                peak_rss_kib = peak_rss_kib.max(ccm.peak_rss_kib().unwrap_or(0));
+            }
+            _ = &mut deadline => anyhow::bail!(
+                "timed out after 600 s: {} of {total} nodes initialised\n{}",
+                initialised.len(),
+                ccm.log()
+            ),
         }
-    })
-    .await
-    .with_context(|| ccm.log())?;
+    }
     let init_seconds = started.elapsed().as_secs_f64();
     let init_peak_rss_kib = peak_rss_kib.max(ccm.peak_rss_kib().unwrap_or(0));
     let init_ec2 = env.aws_request_counts().await?;
@@ -140,6 +163,7 @@ async fn main() -> anyhow::Result<()> {
         env.kube_writes_by(Identity::CloudControllerManager.username())? - init_writes;
     peak_rss_kib = peak_rss_kib.max(ccm.peak_rss_kib().unwrap_or(0));
     let end_rss_kib = ccm.rss_kib().unwrap_or(0);
+    let (end_anon_kib, end_file_kib) = ccm.rss_anon_file_kib().unwrap_or_default();
     let kubelet_stats = match kubelets {
         Some(k) => k.stop().await,
         None => Default::default(),
@@ -165,6 +189,8 @@ async fn main() -> anyhow::Result<()> {
         "ccm_peak_rss_mib": mib(peak_rss_kib),
         "ccm_peak_rss_init_mib": mib(init_peak_rss_kib),
         "ccm_rss_at_end_mib": mib(end_rss_kib),
+        "ccm_rss_at_end_anon_mib": mib(end_anon_kib),
+        "ccm_rss_at_end_file_mib": mib(end_file_kib),
         "idle_seconds": args.idle_seconds,
         "status_report_seconds": args.status_report_seconds,
         "kubelet_status_reports": kubelet_stats.reports,

@@ -8,6 +8,7 @@ use stratus_cloud::{CloudError, Ingress, LoadBalancerRequest};
 
 use crate::instance::Instance;
 use crate::lb::annotations::LbAnnotations;
+use crate::lb::backend_memo::BackendRuleMemo;
 use crate::lb::classic_spec::{classic_spec, ssl_policy_name, ClassicSpec, PROXY_PROTOCOL_POLICY};
 use crate::lb::elb_api::ClassicLb;
 use crate::lb::node_rules::{allow_all_from, has_rule, node_groups};
@@ -314,11 +315,22 @@ impl AwsLoadBalancers {
         backend: &str,
         instances: &[Arc<Instance>],
     ) -> Result<(), CloudError> {
-        let _one_at_a_time = self.backend_rules.lock().await;
+        let mut memo = self.backend_rules.lock().await;
         let instance_groups: BTreeSet<String> = instances
             .iter()
             .flat_map(|i| i.security_groups.iter().cloned())
             .collect();
+        let now = tokio::time::Instant::now();
+        if let Some(wanted) =
+            BackendRuleMemo::covered(memo.as_ref(), backend, &instance_groups, now)
+        {
+            self.remember(lb_name, |k| {
+                k.node_groups = wanted;
+                k.instance_groups = instance_groups;
+                k.source_group = Some((backend.to_string(), true));
+            });
+            return Ok(());
+        }
         let known: BTreeMap<String, _> = self
             .ec2
             .security_groups_by_id(&instance_groups)
@@ -337,6 +349,13 @@ impl AwsLoadBalancers {
                 self.ec2.authorize_group_rule(g, &rule).await?;
             }
         }
+        *memo = Some(BackendRuleMemo::after_check(
+            memo.take(),
+            backend,
+            &instance_groups,
+            &wanted,
+            now,
+        ));
         self.remember(lb_name, |k| {
             k.node_groups = wanted;
             k.instance_groups = instance_groups;
@@ -369,6 +388,7 @@ impl AwsLoadBalancers {
             deleted = true;
         }
         *backend = None;
+        *self.backend_rules.lock().await = None;
         Ok(deleted)
     }
 

@@ -5,6 +5,7 @@
 //! for the cluster and the Service, and reaped when its Service is gone.
 
 pub mod annotations;
+mod backend_memo;
 mod classic;
 pub mod classic_spec;
 pub mod ec2_network;
@@ -74,8 +75,9 @@ pub struct AwsLoadBalancers {
     /// once (single flight): the first finds or creates it, the others wait and reuse its answer.
     backend: tokio::sync::Mutex<Option<(String, String)>>,
     /// Held while the backend rules of the node groups are checked and added, so concurrent
-    /// syncs add each rule once.
-    backend_rules: tokio::sync::Mutex<()>,
+    /// syncs add each rule once; it keeps what recent checks found, so syncs whose nodes sit
+    /// in groups already checked make no EC2 call.
+    backend_rules: tokio::sync::Mutex<Option<backend_memo::BackendRuleMemo>>,
 }
 
 fn invalid(e: impl std::fmt::Display) -> CloudError {
@@ -113,7 +115,7 @@ impl AwsLoadBalancers {
             vpc: OnceLock::new(),
             known: Mutex::new(HashMap::new()),
             backend: tokio::sync::Mutex::new(None),
-            backend_rules: tokio::sync::Mutex::new(()),
+            backend_rules: tokio::sync::Mutex::new(None),
         }
     }
 
