@@ -91,14 +91,16 @@ async fn bench_capdvp() {
     .unwrap_or_else(|e| panic!("{e:#}\n{}", capdvp.log()));
     let down = started.elapsed().as_secs_f64();
     let rss_mib = capdvp.peak_rss_kib().unwrap_or(0) as f64 / 1024.0;
-    let build = if cfg!(debug_assertions) {
-        "debug"
-    } else {
+    let binary = common::capdvp_binary();
+    let build = if binary.components().any(|c| c.as_os_str() == "release") {
         "release"
+    } else {
+        "debug"
     };
     let json = serde_json::json!({
         "benchmark": "capdvp",
         "build": build,
+        "binary": binary.display().to_string(),
         "machines": n,
         "seconds_to_all_ready": (up * 100.0).round() / 100.0,
         "parent_requests_per_machine_create": ((requests / n as f64) * 100.0).round() / 100.0,

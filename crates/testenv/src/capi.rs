@@ -1,7 +1,8 @@
 //! The real Cluster API core manager against a test cluster: its CRDs applied (and established),
 //! then the manager process (built by [`crate::tools::cluster_api`]) with the cluster's admin
-//! kubeconfig. Health and diagnostics listen on 127.0.0.1 only; the webhook server, which the
-//! manager's flags cannot move off the wildcard address, gets a free port and a throwaway
+//! kubeconfig. Every listener is on 127.0.0.1: health and diagnostics by flag, the webhook server
+//! by the one-line change the build makes (see [`crate::tools::cluster_api`]), checked at start
+//! from the kernel's socket table. The webhook server gets a free port and a throwaway
 //! self-signed certificate — no webhook configuration points at it, so nothing calls it.
 
 use std::ffi::OsString;
@@ -21,6 +22,36 @@ pub struct ClusterApiManager {
     proc: Proc,
     log: PathBuf,
     health: u16,
+}
+
+/// 127.0.0.1 as `/proc/net/tcp` writes it.
+const LOOPBACK_V4: &str = "0100007F";
+
+/// Local addresses (hex, as the kernel writes them) of the TCP sockets listening on `port`, v4
+/// and v6.
+fn listeners_on(port: u16) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        out.extend(listening_addresses(&text, port));
+    }
+    Ok(out)
+}
+
+/// The listening (state `0A`) local addresses on `port` in a `/proc/net/tcp*` table.
+fn listening_addresses(table: &str, port: u16) -> Vec<String> {
+    let port = format!("{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let local = fields.nth(1)?;
+            let state = fields.nth(1)?;
+            let (address, p) = local.split_once(':')?;
+            (state == "0A" && p == port).then(|| address.to_string())
+        })
+        .collect()
 }
 
 fn free_port() -> Result<u16> {
@@ -74,6 +105,7 @@ impl ClusterApiManager {
         std::fs::write(certs.join("tls.crt"), key.cert.pem())?;
         std::fs::write(certs.join("tls.key"), key.signing_key.serialize_pem())?;
         let health = free_port()?;
+        let webhook = free_port()?;
         let args: Vec<OsString> = vec![
             format!(
                 "--kubeconfig={}",
@@ -83,7 +115,7 @@ impl ClusterApiManager {
             format!("--health-addr=127.0.0.1:{health}"),
             format!("--diagnostics-address=127.0.0.1:{}", free_port()?),
             "--insecure-diagnostics=true".into(),
-            format!("--webhook-port={}", free_port()?),
+            format!("--webhook-port={webhook}"),
             format!("--webhook-cert-dir={}", certs.display()),
             "--machine-concurrency=20".into(),
             "--v=2".into(),
@@ -101,6 +133,12 @@ impl ClusterApiManager {
         )?;
         let manager = ClusterApiManager { proc, log, health };
         manager.wait_healthy(Duration::from_secs(60)).await?;
+        let listening = listeners_on(webhook)?;
+        anyhow::ensure!(
+            !listening.is_empty() && listening.iter().all(|a| a == LOOPBACK_V4),
+            "the Cluster API webhook server must listen on 127.0.0.1 only; port {webhook} is \
+             bound to {listening:?} (kernel hex addresses)"
+        );
         Ok(manager)
     }
 
@@ -138,5 +176,26 @@ impl ClusterApiManager {
     /// The process id.
     pub fn pid(&self) -> Option<u32> {
         self.proc.pid()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listening_sockets_are_read_from_the_kernel_table() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:24FB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1
+   1: 00000000:24FB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1
+   2: 0100007F:24FB 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 3 1
+   3: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4 1
+";
+        assert_eq!(
+            listening_addresses(table, 9467),
+            vec!["0100007F".to_string(), "00000000".to_string()]
+        );
+        assert_eq!(listening_addresses(table, 8080), vec![LOOPBACK_V4]);
+        assert!(listening_addresses(table, 1).is_empty());
     }
 }

@@ -281,13 +281,8 @@ impl Bed {
         .map(String::from)
         .to_vec();
         args.extend(extra.iter().map(|s| s.to_string()));
-        CcmProcess::start_on(
-            std::path::Path::new(env!("CARGO_BIN_EXE_capdvp-controller-manager")),
-            &self.env.tenant,
-            self.vars.clone(),
-            &args,
-        )
-        .expect("start capdvp")
+        CcmProcess::start_on(&capdvp_binary(), &self.env.tenant, self.vars.clone(), &args)
+            .expect("start capdvp")
     }
 
     /// Creates the namespace, the Cluster and DeckhouseCluster, the bootstrap Secret, the
@@ -516,4 +511,12 @@ where
     Fut: std::future::Future<Output = Result<Option<T>>>,
 {
     stratus_scenarios::wait_for(what, within, check).await
+}
+
+/// The capdvp binary the tests run: `CAPDVP_BINARY` when set (`make bench-capdvp` points it at
+/// the release build, so the harness need not be built twice), else this build's own.
+pub fn capdvp_binary() -> std::path::PathBuf {
+    std::env::var_os("CAPDVP_BINARY")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_capdvp-controller-manager").into())
 }
