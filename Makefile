@@ -128,7 +128,7 @@ bench-capdvp: install
 	mkdir -p bench/results
 	# The harness (Cluster API, the parent simulator) runs as the debug test build; the measured
 	# capdvp is the release binary.
-	CAPDVP_BINARY=$(CARGO_TARGET_DIR)/release/capdvp-controller-manager CAPDVP_BENCH_MACHINES=$(CAPDVP_MACHINES) $(CARGO) test -q -p capdvp-controller-manager --test bench -- --ignored --nocapture
+	CAPDVP_BINARY=$(CARGO_TARGET_DIR)/release/capdvp-controller-manager CAPDVP_BENCH_MACHINES=$(CAPDVP_MACHINES) $(CARGO) test -q --workspace --test bench -- --ignored --nocapture
 
 ## bench-discoverer: cloud-data-discoverer's first run against moto with DISCOVERER_VOLUMES EBS volumes: cloud requests, seconds, peak RSS (JSON, release build);
 ## DISCOVERER_CLOUD=openstack: Keystone + the simulators with 500 more flavors, 200 more images and DISCOVERER_VOLUMES Cinder volumes
