@@ -90,7 +90,16 @@ pub async fn run(args: &Args, tools: &Tools) -> Result<Value> {
         release: "cinder",
         service_account: "csi-cinder-controller-sa",
     };
-    let pod = pod::start(&cluster, tools, &chart, driver, &socket, &dir).await?;
+    let pod = pod::start(
+        &cluster,
+        tools,
+        &chart,
+        driver,
+        &socket,
+        &dir,
+        &args.sidecar_extra_args(),
+    )
+    .await?;
 
     openstack.reset_request_counts().await?;
     let load = csi_bench::provision_and_attach(

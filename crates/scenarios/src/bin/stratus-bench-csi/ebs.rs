@@ -97,7 +97,16 @@ pub async fn run(args: &Args, tools: &Tools) -> Result<Value> {
         release: "ebs",
         service_account: "ebs-csi-controller-sa",
     };
-    let pod = pod::start(cluster, tools, &chart, driver, &socket, &dir).await?;
+    let pod = pod::start(
+        cluster,
+        tools,
+        &chart,
+        driver,
+        &socket,
+        &dir,
+        &args.sidecar_extra_args(),
+    )
+    .await?;
 
     env.reset_aws_request_counts().await?;
     let load = csi_bench::provision_and_attach(

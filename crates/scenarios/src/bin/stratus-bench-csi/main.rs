@@ -42,6 +42,10 @@ pub struct Args {
     /// Volumes the node plugin stages and publishes on loop devices.
     #[arg(long, default_value_t = 5)]
     pub node_volumes: usize,
+    /// `--kube-api-qps` of the provisioner and attacher (burst twice that); 0 keeps the chart's
+    /// arguments (the sidecars' default of 5 QPS).
+    #[arg(long, default_value_t = 0)]
+    pub sidecar_kube_api_qps: u32,
     /// Seconds provisioning and attaching (and, separately, deletion) may take.
     #[arg(long, default_value_t = 900)]
     pub deadline_seconds: u64,
@@ -56,6 +60,17 @@ impl Args {
     /// The deadline of one phase.
     pub fn deadline(&self) -> Duration {
         Duration::from_secs(self.deadline_seconds)
+    }
+
+    /// Arguments added to the chart's sidecar arguments.
+    pub fn sidecar_extra_args(&self) -> Vec<String> {
+        match self.sidecar_kube_api_qps {
+            0 => Vec::new(),
+            qps => vec![
+                format!("--kube-api-qps={qps}"),
+                format!("--kube-api-burst={}", qps * 2),
+            ],
+        }
     }
 }
 
@@ -75,9 +90,12 @@ async fn main() -> anyhow::Result<()> {
     .await??;
     let mut report = json!({
         "benchmark": "csi",
+        // The drivers are this binary's siblings, built in the same profile.
+        "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
         "volumes": args.volumes,
         "nodes": args.nodes(),
         "volumes_per_node": args.volumes_per_node,
+        "sidecar_extra_args": args.sidecar_extra_args(),
         "flow": "real kube-apiserver, kube-controller-manager PV binder, external-provisioner \
                  and external-attacher (chart arguments, chart RBAC), driver controller; \
                  VolumeAttachments made by the benchmark as a kube-controller-manager \

@@ -47,8 +47,8 @@ pub struct Pod {
 }
 
 /// Applies `chart`'s RBAC, then starts kube-controller-manager's PV controllers, the driver
-/// (`driver`, serving on `socket`) and the sidecars authenticated as the chart's ServiceAccount;
-/// logs go to `dir`.
+/// (`driver`, serving on `socket`) and the sidecars authenticated as the chart's ServiceAccount,
+/// with `extra` arguments after the chart's; logs go to `dir`.
 pub async fn start(
     cluster: &KubeCluster,
     tools: &Tools,
@@ -56,6 +56,7 @@ pub async fn start(
     driver: Command,
     socket: &Path,
     dir: &Path,
+    extra: &[String],
 ) -> Result<Pod> {
     let (name, release) = (chart.name, chart.release);
     let rendered =
@@ -84,15 +85,20 @@ pub async fn start(
         &dir.join("kcm.log"),
         &[],
     )?;
+    let args = |name: &str| -> Result<Vec<String>> {
+        let mut args = sidecar_args(&rendered, name, socket, &kubeconfig, NAMESPACE)?;
+        args.extend(extra.iter().cloned());
+        Ok(args)
+    };
     let provisioner = spawn(
         &tools.sidecars.provisioner,
-        &sidecar_args(&rendered, "csi-provisioner", socket, &kubeconfig, NAMESPACE)?,
+        &args("csi-provisioner")?,
         &dir.join("provisioner.log"),
         &[],
     )?;
     let attacher = spawn(
         &tools.sidecars.attacher,
-        &sidecar_args(&rendered, "csi-attacher", socket, &kubeconfig, NAMESPACE)?,
+        &args("csi-attacher")?,
         &dir.join("attacher.log"),
         &[],
     )?;
