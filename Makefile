@@ -24,7 +24,7 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc env-up env-down clean-env images
+.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi env-up env-down clean-env images
 
 all: test
 
@@ -83,7 +83,7 @@ bench-faults: install
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --outage-seconds $(OUTAGE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
 ## bench: every benchmark (nodes, load balancers, faults, ECR credential provider); JSON and SVG in bench/results/
-bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-openstack-lb bench-discoverer
+bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-openstack-lb bench-discoverer bench-csi
 
 ## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
 # (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)
@@ -106,6 +106,14 @@ bench-albc: install
 	$(CARGO) build -q --release -p aws-load-balancer-controller -p stratus-scenarios --bin aws-load-balancer-controller --bin stratus-bench-albc
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-albc --bindings $(ALBC_BINDINGS) --endpoints $(ALBC_ENDPOINTS) --changes $(ALBC_CHANGES) | tee bench/results/bench-albc.json
+
+## bench-csi: CSI_VOLUMES PVCs per backend (CSI_BACKEND ebs|cinder|both) provisioned and attached through the real external-provisioner and external-attacher: seconds, cloud requests per volume, controller and node plugin RSS, deletion (JSON, release build)
+CSI_VOLUMES ?= 200
+CSI_BACKEND ?= both
+bench-csi: install
+	$(CARGO) build -q --release -p ebs-csi-driver -p cinder-csi-plugin -p stratus-scenarios --bin ebs-csi-driver --bin cinder-csi-plugin --bin stratus-bench-csi
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-csi --volumes $(CSI_VOLUMES) --backend $(CSI_BACKEND) | tee bench/results/bench-csi.json
 
 ## bench-openstack-nodes: NODES servers and uninitialised Nodes with --cloud-provider=openstack, then OS_IDLE_PERIODS idle cache refreshes of OS_REFRESH seconds (JSON, release build)
 bench-openstack-nodes: install

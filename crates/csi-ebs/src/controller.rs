@@ -208,10 +208,7 @@ impl ControllerBackend for EbsController {
             .map_err(|_| BackendError::InvalidArgument(format!("{size_gib} GiB is too large")))?;
         let spec = volume_spec(&req.parameters, &req.metadata, size_gib)
             .map_err(|problems| BackendError::InvalidArgument(problems.join("; ")))?;
-        let existing = self
-            .ec2
-            .volumes_tagged(tags::VOLUME_NAME, &req.name)
-            .await?;
+        let existing = self.ec2.volumes_named(&req.name).await?;
         if let Some(v) = existing
             .iter()
             .find(|v| v.state != "deleting" && v.state != "deleted")

@@ -23,6 +23,8 @@ use crate::params::VolumeSpec;
 const PAGE: i32 = 500;
 /// IDs per batched describe.
 const BATCH: usize = 500;
+/// Volume names per batched describe by name tag (EC2 takes up to 200 values per filter).
+const NAME_BATCH: usize = 200;
 
 /// A volume as the driver needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +95,7 @@ pub struct Ec2 {
     client: Client,
     api: AwsApi,
     volumes: Batcher<String, VolumeInfo, BackendError>,
+    named: Batcher<String, Vec<VolumeInfo>, BackendError>,
     instances: Batcher<String, InstanceInfo, BackendError>,
     modifications: Batcher<String, ModificationInfo, BackendError>,
 }
@@ -135,6 +138,17 @@ fn filter(name: &str, values: impl IntoIterator<Item = String>) -> Filter {
         .name(name)
         .set_values(Some(values.into_iter().collect()))
         .build()
+}
+
+/// Volumes grouped by the value of their tag `key` (volumes without it are left out).
+fn group_by_tag(volumes: Vec<VolumeInfo>, key: &str) -> HashMap<String, Vec<VolumeInfo>> {
+    let mut out: HashMap<String, Vec<VolumeInfo>> = HashMap::new();
+    for v in volumes {
+        if let Some(value) = v.tags.get(key).cloned() {
+            out.entry(value).or_default().push(v);
+        }
+    }
+    out
 }
 
 fn tags_of(tags: &[Tag]) -> BTreeMap<String, String> {
@@ -220,6 +234,18 @@ impl Ec2 {
             });
             Batcher::new(window, BATCH, fetch)
         };
+        let named = {
+            let (client, api) = (client.clone(), api.clone());
+            let fetch: FetchFn<String, Vec<VolumeInfo>, BackendError> = Arc::new(move |names| {
+                let (client, api) = (client.clone(), api.clone());
+                Box::pin(async move {
+                    let tag = format!("tag:{}", crate::tags::VOLUME_NAME);
+                    let found = describe_volumes(&client, &api, vec![filter(&tag, names)]).await?;
+                    Ok(group_by_tag(found, crate::tags::VOLUME_NAME))
+                })
+            });
+            Batcher::new(window, NAME_BATCH, fetch)
+        };
         let instances = {
             let (client, api) = (client.clone(), api.clone());
             let fetch: FetchFn<String, InstanceInfo, BackendError> = Arc::new(move |ids| {
@@ -240,6 +266,7 @@ impl Ec2 {
             client,
             api,
             volumes,
+            named,
             instances,
             modifications,
         }
@@ -258,6 +285,12 @@ impl Ec2 {
     /// The latest modification of the volume (batched).
     pub async fn modification(&self, id: &str) -> Result<Option<ModificationInfo>, BackendError> {
         self.modifications.get(id.to_string()).await
+    }
+
+    /// The volumes named `name` by their `CSIVolumeName` tag (batched: the CreateVolume calls
+    /// of one window share one describe).
+    pub async fn volumes_named(&self, name: &str) -> Result<Vec<VolumeInfo>, BackendError> {
+        Ok(self.named.get(name.to_string()).await?.unwrap_or_default())
     }
 
     /// Volumes carrying tag `key` = `value`.
@@ -595,4 +628,42 @@ async fn describe_modifications(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn volume(id: &str, name: Option<&str>) -> VolumeInfo {
+        VolumeInfo {
+            id: id.into(),
+            size_gib: 1,
+            zone: "us-east-1a".into(),
+            state: "available".into(),
+            attachments: vec![],
+            tags: name
+                .map(|n| (crate::tags::VOLUME_NAME.to_string(), n.to_string()))
+                .into_iter()
+                .collect(),
+            snapshot_id: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_by_name_answers_each_name_its_volumes() {
+        let grouped = group_by_tag(
+            vec![
+                volume("vol-1", Some("pvc-a")),
+                volume("vol-2", Some("pvc-b")),
+                volume("vol-3", Some("pvc-a")),
+                volume("vol-4", None),
+            ],
+            crate::tags::VOLUME_NAME,
+        );
+        let ids =
+            |name: &str| -> Vec<&str> { grouped[name].iter().map(|v| v.id.as_str()).collect() };
+        assert_eq!(ids("pvc-a"), ["vol-1", "vol-3"]);
+        assert_eq!(ids("pvc-b"), ["vol-2"]);
+        assert_eq!(grouped.len(), 2);
+    }
 }

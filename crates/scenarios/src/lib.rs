@@ -6,7 +6,9 @@
 pub mod behaviour;
 pub mod ccm;
 pub mod cloud_fixture;
+pub mod csi_bench;
 pub mod csi_flow;
+pub mod csi_node_probe;
 pub mod dvp_fixture;
 pub mod dvp_rbac;
 pub mod ec2_fixture;
