@@ -373,3 +373,145 @@ async fn throttled_ec2_converges_without_duplicates() -> Result<()> {
     })
     .await
 }
+
+/// The EC2 error code of a failed call.
+fn code<E: aws_sdk_ec2::error::ProvideErrorMetadata, R>(
+    err: &aws_sdk_ec2::error::SdkError<E, R>,
+) -> String {
+    use aws_sdk_ec2::error::ProvideErrorMetadata as _;
+    err.code().unwrap_or("no code").to_string()
+}
+
+/// The state of the first attachment and the size of `volume`, as `ec2` sees them.
+async fn seen(ec2: &aws_sdk_ec2::Client, volume: &str) -> Result<(Option<String>, Option<i32>)> {
+    let out = ec2.describe_volumes().volume_ids(volume).send().await?;
+    let v = out.volumes().first().context("no such volume")?;
+    Ok((
+        v.attachments()
+            .first()
+            .and_then(|a| a.state())
+            .map(|s| s.as_str().to_string()),
+        v.size(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_knobs_answer_volume_calls_as_ec2_does() -> Result<()> {
+    let env = stratus_testenv::AwsEnv::start().await?;
+    let proxied = ec2_fixture::client(env.aws_endpoint()).await;
+    let moto = ec2_fixture::client(env.moto_endpoint()).await;
+    let subnet = ec2_fixture::subnet(&moto, ZONE).await?;
+    let launched = ec2_fixture::launch(&moto, &subnet, ZONE, 2, None, "m5.large").await?;
+    let (a, b) = (&launched[0].id, &launched[1].id);
+    let create = |size: i32| {
+        proxied
+            .create_volume()
+            .availability_zone(ZONE)
+            .size(size)
+            .client_token("token-1")
+    };
+
+    // Knobs off: moto as it is (a second volume for the same token).
+    let first = create(1)
+        .send()
+        .await?
+        .volume_id()
+        .unwrap_or_default()
+        .to_string();
+    let second = create(1)
+        .send()
+        .await?
+        .volume_id()
+        .unwrap_or_default()
+        .to_string();
+    anyhow::ensure!(first != second, "moto itself honoured the token");
+
+    env.proxy_control()
+        .set_ebs_knobs(&EbsKnobs {
+            client_token: true,
+            volume_in_use: true,
+            attaching_stuck: true,
+            modifying_millis: Some(60_000),
+            ..Default::default()
+        })
+        .await?;
+    let volume = create(1)
+        .send()
+        .await?
+        .volume_id()
+        .unwrap_or_default()
+        .to_string();
+    let again = create(1)
+        .send()
+        .await?
+        .volume_id()
+        .unwrap_or_default()
+        .to_string();
+    anyhow::ensure!(volume == again, "one token, two volumes: {volume} {again}");
+    let mismatch = create(2)
+        .send()
+        .await
+        .err()
+        .context("another size was accepted")?;
+    anyhow::ensure!(
+        code(&mismatch) == "IdempotentParameterMismatch",
+        "{mismatch:?}"
+    );
+
+    proxied
+        .attach_volume()
+        .volume_id(&volume)
+        .instance_id(a)
+        .device("/dev/xvdba")
+        .send()
+        .await?;
+    anyhow::ensure!(seen(&proxied, &volume).await?.0.as_deref() == Some("attaching"));
+    anyhow::ensure!(seen(&moto, &volume).await?.0.as_deref() == Some("attached"));
+    let in_use = proxied
+        .attach_volume()
+        .volume_id(&volume)
+        .instance_id(b)
+        .device("/dev/xvdbb")
+        .send()
+        .await
+        .err()
+        .context("a second attachment was accepted")?;
+    anyhow::ensure!(code(&in_use) == "VolumeInUse", "{in_use:?}");
+    env.proxy_control()
+        .set_ebs_knobs(&EbsKnobs {
+            client_token: true,
+            volume_in_use: true,
+            modifying_millis: Some(60_000),
+            ..Default::default()
+        })
+        .await?;
+    anyhow::ensure!(seen(&proxied, &volume).await?.0.as_deref() == Some("attached"));
+
+    let modified = proxied
+        .modify_volume()
+        .volume_id(&volume)
+        .size(3)
+        .send()
+        .await?;
+    let state = modified
+        .volume_modification()
+        .and_then(|m| m.modification_state())
+        .map(|s| s.as_str().to_string());
+    anyhow::ensure!(state.as_deref() == Some("modifying"), "{modified:?}");
+    anyhow::ensure!(seen(&proxied, &volume).await?.1 == Some(1));
+    anyhow::ensure!(seen(&moto, &volume).await?.1 == Some(3));
+    let busy = proxied
+        .modify_volume()
+        .volume_id(&volume)
+        .size(4)
+        .send()
+        .await
+        .err()
+        .context("a second modification was accepted")?;
+    anyhow::ensure!(code(&busy) == "IncorrectModificationState", "{busy:?}");
+    env.proxy_control()
+        .set_ebs_knobs(&EbsKnobs::default())
+        .await?;
+    anyhow::ensure!(seen(&proxied, &volume).await?.1 == Some(3));
+    Ok(())
+}
