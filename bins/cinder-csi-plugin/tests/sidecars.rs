@@ -357,6 +357,19 @@ async fn flow(
         "Cinder does not show the volume at 3 GiB: {volumes:?}"
     );
 
+    // The chart's resizer role is enough: nothing it did was refused.
+    let resizer_log = std::fs::read_to_string(dir.join("resizer.log"))?;
+    anyhow::ensure!(
+        !resizer_log.contains("forbidden"),
+        "the resizer was refused something under the chart's RBAC:\n{}",
+        resizer_log
+            .lines()
+            .filter(|l| l.contains("forbidden"))
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
     // Deletion: detach, then the claim, then nothing is left.
     vas.delete("csi-data", &DeleteParams::default()).await?;
     wait_for(

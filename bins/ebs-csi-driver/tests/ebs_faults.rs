@@ -15,7 +15,7 @@
 mod common;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use common::flow::{Flow, NODE};
@@ -28,6 +28,7 @@ use stratus_testenv::proxy::{EbsKnobs, Fault, FaultKind, Hold};
 use stratus_testenv::tools::csi_sidecars;
 use stratus_testenv::tools::kube_controller_manager;
 use stratus_testenv::TestEnv;
+use tokio::time::Instant;
 
 /// How long each step may take.
 const STEP: Duration = Duration::from_secs(60);

@@ -309,6 +309,19 @@ async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Res
         "the expansion never met a modification in progress"
     );
 
+    // The chart's resizer role is enough: nothing it did was refused.
+    let resizer_log = std::fs::read_to_string(dir.join("resizer.log"))?;
+    anyhow::ensure!(
+        !resizer_log.contains("forbidden"),
+        "the resizer was refused something under the chart's RBAC:\n{}",
+        resizer_log
+            .lines()
+            .filter(|l| l.contains("forbidden"))
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
     // Deletion: detach, then the claim, then nothing is left.
     vas.delete("csi-data", &DeleteParams::default()).await?;
     wait_for(

@@ -20,11 +20,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::{Method, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Bytes;
+use tokio::time::Instant;
 
 use super::aws_paging::items_of;
 use super::aws_topology::{ask_moto, ec2_error};

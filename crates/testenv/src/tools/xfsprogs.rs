@@ -39,7 +39,7 @@ pub fn ensure() -> Result<PathBuf> {
     progress(&format!(
         "mkfs.xfs is missing: installing {PACKAGE} with apt-get (once)"
     ));
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     for args in [
         vec!["update", "-qq"],
         vec!["install", "-y", "-qq", "--no-install-recommends", PACKAGE],
