@@ -28,7 +28,7 @@ OS_IDLE_PERIODS ?= 3
 
 all: test
 
-## install: build kube-apiserver, etcd and helm from their Go modules and the moto venv (idempotent)
+## install: build kube-apiserver, etcd and helm from their Go modules and the moto venv; apt-get xfsprogs when mkfs.xfs is missing (idempotent)
 install:
 	$(CARGO) run -q -p stratus-testenv --bin testenv -- install
 

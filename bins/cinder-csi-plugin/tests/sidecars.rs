@@ -1,11 +1,11 @@
-//! The real Kubernetes flow of the Cinder driver: the upstream external-provisioner and
-//! external-attacher (built by the test environment) and kube-controller-manager's
+//! The real Kubernetes flow of the Cinder driver: the upstream external-provisioner,
+//! external-attacher and external-resizer (built by the test environment) and kube-controller-manager's
 //! persistent-volume binder against the real kube-apiserver, the driver's controller on
 //! Keystone and the Cinder/Nova simulators. The sidecars authenticate as the chart's
 //! ServiceAccount with the chart's RBAC applied and run with the chart's arguments. A PVC gets a
 //! PV backed by a new Cinder volume carrying the cluster's and the PVC's metadata; a
-//! VolumeAttachment attaches it to the node's server through Nova; deleting both leaves zero
-//! volumes. The controller pod is SIGKILLed while Cinder is still creating the volume and again
+//! VolumeAttachment attaches it to the node's server through Nova; a bigger claim extends the
+//! volume in Cinder and grows the PV; deleting both leaves zero volumes. The controller pod is SIGKILLed while Cinder is still creating the volume and again
 //! while Nova is still attaching it: after the restart there is exactly one volume and one
 //! attachment.
 
@@ -24,7 +24,7 @@ use k8s_openapi::api::storage::v1::{
     StorageClass, VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use stratus_csi_cinder::{CLUSTER_KEY, DEVICE_PATH, DRIVER_NAME, TOPOLOGY_KEY};
 use stratus_openstack_sim::attachments::AttachState;
 use stratus_openstack_sim::SimHandle;
@@ -47,13 +47,20 @@ const STEP: Duration = Duration::from_secs(60);
 /// How long the whole flow may take.
 const FLOW_DEADLINE: Duration = Duration::from_secs(300);
 /// The driver's log and the sidecars' beside it.
-const LOGS: [&str; 4] = ["driver.log", "provisioner.log", "attacher.log", "kcm.log"];
+const LOGS: [&str; 5] = [
+    "driver.log",
+    "provisioner.log",
+    "attacher.log",
+    "resizer.log",
+    "kcm.log",
+];
 
 /// The controller pod: the driver and its sidecars, started and SIGKILLed together.
 struct ControllerPod {
     driver: Child,
     provisioner: Child,
     attacher: Child,
+    resizer: Child,
 }
 
 struct Setup<'a> {
@@ -98,10 +105,23 @@ impl Setup<'_> {
             &self.dir.join("attacher.log"),
             &[],
         )?;
+        let resizer = spawn(
+            &self.sidecars.resizer,
+            &sidecar_args(
+                &self.chart,
+                "csi-resizer",
+                &socket,
+                &self.kubeconfig,
+                NAMESPACE,
+            )?,
+            &self.dir.join("resizer.log"),
+            &[],
+        )?;
         Ok(ControllerPod {
             driver,
             provisioner,
             attacher,
+            resizer,
         })
     }
 }
@@ -109,7 +129,12 @@ impl Setup<'_> {
 impl ControllerPod {
     /// SIGKILLs every container and reaps it.
     async fn kill(mut self) -> Result<()> {
-        for child in [&mut self.driver, &mut self.provisioner, &mut self.attacher] {
+        for child in [
+            &mut self.driver,
+            &mut self.provisioner,
+            &mut self.attacher,
+            &mut self.resizer,
+        ] {
             child.kill().await?;
         }
         Ok(())
@@ -305,6 +330,44 @@ async fn flow(
             && attachments[0].volume_id == volume_id
             && attachments[0].device == device,
         "exactly one attachment of {volume_id} to {node_server} at {device:?} after the crash: {attachments:?}"
+    );
+
+    // A bigger claim: the resizer extends the (attached) volume in Cinder and grows the PV.
+    pvcs.patch(
+        "data",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({
+            "spec": {"resources": {"requests": {"storage": "3Gi"}}}
+        })),
+    )
+    .await?;
+    wait_for("the PV to grow to 3Gi", STEP, || async {
+        let capacity = pvs
+            .get(&pv_name)
+            .await?
+            .spec
+            .and_then(|s| s.capacity)
+            .and_then(|c| c.get("storage").cloned());
+        Ok((capacity == Some(Quantity("3Gi".into()))).then_some(()))
+    })
+    .await?;
+    let volumes = sim.volumes();
+    anyhow::ensure!(
+        volumes.len() == 1 && volumes[0]["size"] == 3,
+        "Cinder does not show the volume at 3 GiB: {volumes:?}"
+    );
+
+    // The chart's resizer role is enough: nothing it did was refused.
+    let resizer_log = std::fs::read_to_string(dir.join("resizer.log"))?;
+    anyhow::ensure!(
+        !resizer_log.contains("forbidden"),
+        "the resizer was refused something under the chart's RBAC:\n{}",
+        resizer_log
+            .lines()
+            .filter(|l| l.contains("forbidden"))
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 
     // Deletion: detach, then the claim, then nothing is left.

@@ -1,10 +1,11 @@
-//! The real Kubernetes flow of the EBS driver: the upstream sidecars (external-provisioner v6.3.0
-//! and external-attacher v4.13.0, built by the test environment; see `tools/csi_sidecars.rs` for
-//! why not provisioner v6.4.0) and kube-controller-manager's
+//! The real Kubernetes flow of the EBS driver: the upstream sidecars (external-provisioner v6.3.0,
+//! external-attacher v4.13.0 and external-resizer v2.3.0, built by the test environment; see
+//! `tools/csi_sidecars.rs` for why not provisioner v6.4.0) and kube-controller-manager's
 //! persistent-volume binder against the real kube-apiserver, the driver's controller on moto.
 //! The sidecars authenticate as the chart's ServiceAccount with the chart's RBAC applied and run
 //! with the chart's arguments. A PVC gets a PV backed by a new volume in moto; a
-//! VolumeAttachment attaches it to the node's instance; deleting both leaves zero volumes.
+//! VolumeAttachment attaches it to the node's instance; a bigger claim grows the PV and the
+//! volume in moto (ModifyVolume); deleting both leaves zero volumes.
 
 mod common;
 
@@ -22,12 +23,13 @@ use k8s_openapi::api::storage::v1::{
     StorageClass, VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use stratus_scenarios::csi_flow::{self, kubeconfig_with_token, log_tails, sidecar_args, spawn};
 use stratus_scenarios::ec2_fixture;
 use stratus_scenarios::kube_fixture::apply_rbac_manifest;
 use stratus_scenarios::nth_fixture::service_account_token;
 use stratus_scenarios::wait::wait_for;
+use stratus_testenv::proxy::EbsKnobs;
 use stratus_testenv::tools::csi_sidecars::{self, Sidecars};
 use stratus_testenv::tools::kube_controller_manager;
 use stratus_testenv::{Identity, TestEnv};
@@ -42,7 +44,13 @@ const STEP: Duration = Duration::from_secs(60);
 const FLOW_DEADLINE: Duration = Duration::from_secs(240);
 
 /// The driver's logs and the sidecars' beside it.
-const LOGS: [&str; 4] = ["driver.log", "provisioner.log", "attacher.log", "kcm.log"];
+const LOGS: [&str; 5] = [
+    "driver.log",
+    "provisioner.log",
+    "attacher.log",
+    "resizer.log",
+    "kcm.log",
+];
 
 async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Result<()> {
     let chart = tokio::task::spawn_blocking(|| {
@@ -82,7 +90,7 @@ async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Res
         &[
             "controller".into(),
             format!("--endpoint=unix://{}", socket.display()),
-            "--operation-wait=5s".into(),
+            "--operation-wait=2s".into(),
             "--v=4".into(),
         ],
         &dir.join("driver.log"),
@@ -122,6 +130,13 @@ async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Res
         &sidecars.attacher,
         &sidecar_args(&chart, "csi-attacher", &socket, &sa_kubeconfig, NAMESPACE)?,
         &dir.join("attacher.log"),
+        &[],
+    )?;
+
+    let _resizer = spawn(
+        &sidecars.resizer,
+        &sidecar_args(&chart, "csi-resizer", &socket, &sa_kubeconfig, NAMESPACE)?,
+        &dir.join("resizer.log"),
         &[],
     )?;
 
@@ -248,6 +263,63 @@ async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Res
                 device.clone()
             )),
         "moto shows {attachment:?} for {volume_id}"
+    );
+
+    // A bigger claim: the resizer expands the volume in moto and the PV. The modification stays
+    // `modifying` for 3 s as on EC2 (the proxy's knob), longer than the driver's 2 s wait: the
+    // first ControllerExpandVolume answers Aborted and the resizer's retry completes it.
+    env.proxy_control()
+        .set_ebs_knobs(&EbsKnobs {
+            modifying_millis: Some(3000),
+            ..Default::default()
+        })
+        .await?;
+    pvcs.patch(
+        "data",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({
+            "spec": {"resources": {"requests": {"storage": "3Gi"}}}
+        })),
+    )
+    .await?;
+    wait_for("the PV to grow to 3Gi", STEP, || async {
+        let pv = pvs.get(&pv_name).await?;
+        let capacity = pv
+            .spec
+            .and_then(|s| s.capacity)
+            .and_then(|c| c.get("storage").cloned());
+        Ok((capacity == Some(Quantity("3Gi".into()))).then_some(()))
+    })
+    .await?;
+    let size = ec2
+        .describe_volumes()
+        .volume_ids(&volume_id)
+        .send()
+        .await?
+        .volumes()
+        .first()
+        .and_then(|v| v.size());
+    anyhow::ensure!(
+        size == Some(3),
+        "moto shows {volume_id} at {size:?} GiB, not 3"
+    );
+    let log = std::fs::read_to_string(dir.join("driver.log"))?;
+    anyhow::ensure!(
+        log.contains("still being modified"),
+        "the expansion never met a modification in progress"
+    );
+
+    // The chart's resizer role is enough: nothing it did was refused.
+    let resizer_log = std::fs::read_to_string(dir.join("resizer.log"))?;
+    anyhow::ensure!(
+        !resizer_log.contains("forbidden"),
+        "the resizer was refused something under the chart's RBAC:\n{}",
+        resizer_log
+            .lines()
+            .filter(|l| l.contains("forbidden"))
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 
     // Deletion: detach, then the claim, then nothing is left.

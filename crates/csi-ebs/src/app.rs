@@ -78,6 +78,10 @@ pub struct Options {
     /// How long one call waits for a volume to be available, attached or detached.
     #[arg(long = "operation-wait", default_value = "10s", value_parser = parse_duration)]
     pub operation_wait: Duration,
+    /// How long a volume may stay `attaching` before the controller detaches it and fails the
+    /// attach with a retryable code (a Stratus flag; upstream waits without bound).
+    #[arg(long = "stuck-attaching-after", default_value = "90s", value_parser = parse_duration)]
+    pub stuck_attaching: Duration,
     /// Test environments only: back each volume by a loop device with its file in this
     /// directory instead of discovering NVMe devices.
     #[arg(long = "loop-devices-dir")]
@@ -178,6 +182,7 @@ pub async fn run(
                 extra_tags,
                 default_zone: opts.default_zone.clone(),
                 operation_wait: opts.operation_wait,
+                stuck_attaching: opts.stuck_attaching,
                 ..EbsOptions::default()
             },
         );

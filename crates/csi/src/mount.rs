@@ -65,8 +65,9 @@ pub trait Mounter: Send + Sync + 'static {
     async fn resize_fs(&self, device: &Path, mount_point: &Path) -> Result<(), BackendError>;
     /// Size of a block device in bytes.
     async fn device_size(&self, device: &Path) -> Result<i64, BackendError>;
-    /// Size in bytes of the `fs_type` file system on an unmounted device, `None` when this
-    /// mounter cannot tell for that type (xfs: its tools read it only when mounted).
+    /// Size in bytes of the `fs_type` file system on a device (ext2/3/4 from the superblock
+    /// with `dumpe2fs -h`, xfs with `xfs_db -r`; mounted or not), `None` when this mounter
+    /// cannot tell for that type.
     async fn fs_size(&self, device: &Path, fs_type: &str) -> Result<Option<i64>, BackendError>;
     /// Grows the file system on an unmounted device to fill it (ext2/3/4: `e2fsck -f -p`, then
     /// `resize2fs`). No mount is needed, so it works where the kernel refuses online resizes.
@@ -130,6 +131,17 @@ pub fn parse_dumpe2fs(text: &str) -> Option<i64> {
             .and_then(|v| v.trim().parse::<i64>().ok())
     };
     Some(field("Block count:")? * field("Block size:")?)
+}
+
+/// The file-system size in bytes from `xfs_db -c 'print dblocks blocksize'` output.
+pub fn parse_xfs_db(text: &str) -> Option<i64> {
+    let field = |name: &str| {
+        text.lines()
+            .filter_map(|l| l.split_once('='))
+            .find(|(k, _)| k.trim() == name)
+            .and_then(|(_, v)| v.trim().parse::<i64>().ok())
+    };
+    Some(field("dblocks")? * field("blocksize")?)
 }
 
 /// Parses `/proc/self/mountinfo` (octal escapes in paths decoded).
@@ -273,6 +285,26 @@ impl Mounter for SystemMounter {
     }
 
     async fn fs_size(&self, device: &Path, fs_type: &str) -> Result<Option<i64>, BackendError> {
+        if fs_type == "xfs" {
+            let out = run(
+                "xfs_db",
+                &[
+                    "-r".as_ref(),
+                    "-c".as_ref(),
+                    "sb 0".as_ref(),
+                    "-c".as_ref(),
+                    "print dblocks blocksize".as_ref(),
+                    device.as_os_str(),
+                ],
+            )
+            .await?;
+            return parse_xfs_db(&out).map(Some).ok_or_else(|| {
+                BackendError::Internal(format!(
+                    "xfs_db on {} shows no dblocks and blocksize: {out:?}",
+                    device.display()
+                ))
+            });
+        }
         if !matches!(fs_type, "ext4" | "ext3" | "ext2") {
             return Ok(None);
         }
@@ -366,6 +398,15 @@ mod tests {
                     Reserved block count:     0\nBlock size:               4096\n";
         assert_eq!(parse_dumpe2fs(text), Some(1 << 30));
         assert_eq!(parse_dumpe2fs("Block size: 4096\n"), None);
+    }
+
+    #[test]
+    fn xfs_db_sizes() {
+        assert_eq!(
+            parse_xfs_db("dblocks = 262144\nblocksize = 4096\n"),
+            Some(1 << 30)
+        );
+        assert_eq!(parse_xfs_db("blocksize = 4096\n"), None);
     }
 
     #[test]

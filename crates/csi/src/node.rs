@@ -129,7 +129,9 @@ impl NodeService {
                 )))
             }
             Some(found) => {
-                self.grow_if_smaller(id, &device, &found).await?;
+                if found != "xfs" {
+                    self.grow_if_smaller(id, &device, &found, None).await?;
+                }
                 found
             }
         };
@@ -141,12 +143,25 @@ impl NodeService {
                 &stage_options(&mount.mount_flags),
             )
             .await
-            .map_err(to_status)
+            .map_err(to_status)?;
+        if fs_type == "xfs" {
+            // xfs grows only mounted: right after the mount, before anyone uses it.
+            self.grow_if_smaller(id, &device, &fs_type, Some(&staging))
+                .await?;
+        }
+        Ok(())
     }
 
     /// Grows an existing file system that is smaller than its device (the volume was expanded
-    /// while unstaged, or an online resize was refused) before it is mounted.
-    async fn grow_if_smaller(&self, id: &str, device: &Path, fs_type: &str) -> Result<(), Status> {
+    /// while unstaged, or an online resize was refused): offline before it is mounted
+    /// (ext2/3/4), or at `mounted_at` right after (xfs, `xfs_growfs`).
+    async fn grow_if_smaller(
+        &self,
+        id: &str,
+        device: &Path,
+        fs_type: &str,
+        mounted_at: Option<&Path>,
+    ) -> Result<(), Status> {
         let Some(fs_bytes) = self.mounter.fs_size(device, fs_type).await? else {
             return Ok(());
         };
@@ -157,14 +172,17 @@ impl NodeService {
         tracing::info!(
             volume = id,
             device = %device.display(),
+            fs_type,
             fs_bytes,
             device_bytes,
-            "growing the file system before mounting"
+            mounted = mounted_at.is_some(),
+            "growing the file system to its device"
         );
-        self.mounter
-            .grow_offline(device, fs_type)
-            .await
-            .map_err(to_status)
+        match mounted_at {
+            Some(mount_point) => self.mounter.resize_fs(device, mount_point).await,
+            None => self.mounter.grow_offline(device, fs_type).await,
+        }
+        .map_err(to_status)
     }
 
     async fn unstage(&self, req: csi::NodeUnstageVolumeRequest) -> Result<(), Status> {

@@ -30,7 +30,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build kube-apiserver, etcd and helm and install moto into the cache (idempotent).
+    /// Build kube-apiserver, etcd and helm and install moto into the cache, and xfsprogs on the
+    /// system when missing (idempotent).
     Install,
     /// Start a detached environment with its files in DIR; prints the env file to source.
     Up {
@@ -114,6 +115,9 @@ fn install() -> Result<()> {
     println!("etcd:           {}", paths.etcd.display());
     println!("helm:           {}", paths.helm.display());
     println!("moto_server:    {}", paths.moto_server.display());
+    // A system package, not a cached tool: the CSI drivers' xfs tests need it.
+    let mkfs_xfs = crate::tools::xfsprogs::ensure()?;
+    println!("mkfs.xfs:       {}", mkfs_xfs.display());
     Ok(())
 }
 

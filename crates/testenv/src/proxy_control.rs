@@ -72,6 +72,12 @@ impl ProxyControl<'_> {
         self.post(proxy::ECR_TOKEN_PATH, Some(body)).await
     }
 
+    /// The EC2 volume knobs from now on (see [`proxy::aws_ebs`]); the default turns them off.
+    pub async fn set_ebs_knobs(&self, knobs: &proxy::EbsKnobs) -> Result<()> {
+        self.post(proxy::EBS_PATH, Some(serde_json::to_vec(knobs)?))
+            .await
+    }
+
     /// The ASG lifecycle calls the proxy answered (see [`crate::lifecycle`]).
     pub async fn lifecycle_calls(&self) -> Result<Vec<crate::lifecycle::LifecycleCall>> {
         self.get(crate::lifecycle::ACTIONS_PATH).await

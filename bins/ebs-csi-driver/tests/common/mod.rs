@@ -2,6 +2,8 @@
 //! `all` mode on moto with loop devices for the node side, and a gRPC channel to its socket.
 #![allow(dead_code)] // each test binary uses a part of it
 
+pub mod flow;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;

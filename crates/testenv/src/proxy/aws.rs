@@ -15,6 +15,8 @@
 //!
 //! And one for the cloud-controller-manager: moto has no EC2 `DescribeInstanceTopology`; the
 //! proxy answers it (see [`super::aws_topology`]).
+//!
+//! EC2 volume states and errors moto skips are knobs of [`super::aws_ebs`].
 
 use std::sync::{Arc, Mutex};
 
@@ -50,6 +52,7 @@ pub struct AwsProtocol {
     ecr_token_lifetime: Mutex<Option<u64>>,
     lifecycle: crate::lifecycle::LifecycleState,
     paged: super::aws_paging::PagedAnswers,
+    ebs: super::aws_ebs::EbsState,
 }
 
 /// The AWS protocol, ready for [`super::serve`].
@@ -113,6 +116,7 @@ impl Protocol for AwsProtocol {
     fn control_paths(&self) -> &'static [&'static str] {
         &[
             ECR_TOKEN_PATH,
+            super::aws_ebs::EBS_PATH,
             crate::lifecycle::ACTIONS_PATH,
             crate::lifecycle::NOTIFY_PATH,
         ]
@@ -137,6 +141,7 @@ impl Protocol for AwsProtocol {
                 return Some(lifecycle_notify(body, upstream).await);
             }
             (&Method::POST, ECR_TOKEN_PATH) => {}
+            (_, super::aws_ebs::EBS_PATH) => return self.ebs.control(method, body),
             _ => return None,
         }
         Some(match serde_json::from_slice::<EcrToken>(body) {
@@ -163,6 +168,9 @@ impl Protocol for AwsProtocol {
         }
         if info.service == "ec2" && info.action == "DescribeInstanceTopology" {
             return super::aws_topology::answer(&parts, &body, upstream).await;
+        }
+        if info.service == "ec2" && self.ebs.handles(&info.action) {
+            return self.ebs.exchange(&info.action, parts, body, upstream).await;
         }
         if info.service == "ec2" && info.action == "DescribeInstanceTypes" {
             if let Some(page) = self

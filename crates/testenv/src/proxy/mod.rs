@@ -11,9 +11,11 @@
 //!   false}`; matching requests are then held without an answer (before reaching moto, or after
 //!   moto acted) until the client gives up or dies — a crash in the middle of a call. An empty
 //!   list releases nothing already held but stops holding new requests.
-//! - `POST /__stratus/release`: lets every request held so far go on (forwarded, or answered
-//!   with the answer held back), as if the network came back.
-//! - protocol-specific endpoints (AWS: `POST /__stratus/ecr-token`, see [`aws`]).
+//! - `POST /__stratus/release`: lets every request held so far go on (carried like any other
+//!   request, or answered with the answer held back), as if the network came back.
+//! - protocol-specific endpoints (AWS: `POST /__stratus/ecr-token`, see [`aws`]; `GET`/`POST
+//!   /__stratus/ebs`, the EC2 volume knobs `VolumeInUse`, ClientToken idempotency, `attaching`
+//!   and `modifying` states, see [`aws_ebs`]).
 //!
 //! - `POST /__stratus/faults`: a JSON list of [`Fault`] rules (e.g. `[{"service": "ec2",
 //!   "kind": "throttle", "rate": 0.3}]`): matching requests are throttled, failed with a 5xx,
@@ -54,12 +56,14 @@ use crate::faults::{latency, pick, Timeline};
 pub use crate::faults::{Fault, FaultKind, Second};
 
 pub mod aws;
+pub mod aws_ebs;
 pub mod aws_paging;
 pub mod aws_topology;
 pub mod openstack;
 mod thread;
 
 pub use aws::{aws, AwsProtocol, EcrToken, ECR_PUBLIC_PASSWORD, ECR_TOKEN_PATH};
+pub use aws_ebs::{EbsKnobs, EBS_PATH};
 pub use openstack::{openstack, OpenStackProtocol};
 pub use thread::ProxyThread;
 
@@ -418,10 +422,11 @@ impl Proxy {
             Decision::Forward => self.protocol.exchange(&info, parts, body, upstream).await,
             Decision::HoldRequest => {
                 released.await;
-                upstream.forward(parts, body).await
+                // Once released it goes on like any other request.
+                self.protocol.exchange(&info, parts, body, upstream).await
             }
             Decision::HoldResponse => {
-                let response = upstream.forward(parts, body).await;
+                let response = self.protocol.exchange(&info, parts, body, upstream).await;
                 released.await;
                 response
             }

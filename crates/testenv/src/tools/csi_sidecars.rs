@@ -1,6 +1,7 @@
 //! The Kubernetes CSI sidecars the drivers' end-to-end tests run against the real apiserver:
-//! `csi-provisioner` (`github.com/kubernetes-csi/external-provisioner/v6`) and `csi-attacher`
-//! (`github.com/kubernetes-csi/external-attacher/v4`) at pinned versions. Their modules carry
+//! `csi-provisioner` (`github.com/kubernetes-csi/external-provisioner/v6`), `csi-attacher`
+//! (`github.com/kubernetes-csi/external-attacher/v4`) and `csi-resizer`
+//! (`github.com/kubernetes-csi/external-resizer/v2`) at pinned versions. Their modules carry
 //! `replace` directives, so each is built inside a copy of its module; built once under one lock,
 //! cached in `$STRATUS_CACHE/bin` with a stamp each.
 //!
@@ -59,6 +60,17 @@ pub const ATTACHER: Sidecar = Sidecar {
     replaces: &[],
 };
 
+/// external-resizer.
+pub const RESIZER: Sidecar = Sidecar {
+    name: "csi-resizer",
+    module: "github.com/kubernetes-csi/external-resizer/v2",
+    version: "v2.3.0",
+    replaces: &[],
+};
+
+/// Every sidecar [`ensure_installed`] builds.
+pub const ALL: [Sidecar; 3] = [PROVISIONER, ATTACHER, RESIZER];
+
 /// The installed sidecars.
 #[derive(Debug, Clone)]
 pub struct Sidecars {
@@ -66,9 +78,11 @@ pub struct Sidecars {
     pub provisioner: PathBuf,
     /// `csi-attacher`.
     pub attacher: PathBuf,
+    /// `csi-resizer`.
+    pub resizer: PathBuf,
 }
 
-/// Builds whichever sidecar is missing or stale; returns both binaries. Blocking; safe to call
+/// Builds whichever sidecar is missing or stale; returns the binaries. Blocking; safe to call
 /// from several processes at once.
 pub fn ensure_installed() -> Result<Sidecars> {
     let paths = Paths::from_env()?;
@@ -77,9 +91,9 @@ pub fn ensure_installed() -> Result<Sidecars> {
     let stamp = |s: &Sidecar| bin.join(format!(".stamp-{}", s.name));
     let value = |s: &Sidecar| s.stamp_value();
     let fresh = |s: &Sidecar| stamp_matches(&stamp(s), &value(s), &[&out(s)]);
-    if !(fresh(&PROVISIONER) && fresh(&ATTACHER)) {
+    if !ALL.iter().all(fresh) {
         let _lock = lock(&paths, "csi-sidecars")?;
-        for sidecar in [PROVISIONER, ATTACHER] {
+        for sidecar in ALL {
             if fresh(&sidecar) {
                 continue;
             }
@@ -114,6 +128,7 @@ pub fn ensure_installed() -> Result<Sidecars> {
     Ok(Sidecars {
         provisioner: out(&PROVISIONER),
         attacher: out(&ATTACHER),
+        resizer: out(&RESIZER),
     })
 }
 

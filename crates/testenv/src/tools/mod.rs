@@ -19,6 +19,7 @@ pub mod moto;
 pub mod opentofu;
 pub mod swhc_crd;
 pub mod virtualization_crds;
+pub mod xfsprogs;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write as _;
