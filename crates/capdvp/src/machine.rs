@@ -3,6 +3,7 @@
 //! carries it out — the finalizer, the parent objects, `spec.providerID`, the status — or the
 //! deletion, step by step, each step woken by the watch of what it waits for.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -566,14 +567,11 @@ async fn delete(dm: &DeckhouseMachine, ctx: &Context) -> Result<Action, Reconcil
             return Ok(Action::await_change());
         }
         DeleteStep::Orphan { vm, disks } => {
+            // One write marks what is left and lets the machine go: a separate annotation
+            // patch would move the resourceVersion the release is conditioned on, fail it, and
+            // report the same leftovers again on the retry.
             let notes = plan::orphan_annotations(vm.as_deref(), &disks);
-            machines(ctx, dm.namespace())
-                .patch(
-                    dm.name(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"metadata": {"annotations": notes}})),
-                )
-                .await?;
+            release_with(ctx, dm, &notes).await?;
             if vm.is_some() {
                 ctx.metrics.orphaned("VirtualMachine");
             }
@@ -595,7 +593,6 @@ async fn delete(dm: &DeckhouseMachine, ctx: &Context) -> Result<Action, Reconcil
             ctx.events
                 .publish(dm, true, "OrphanedResources", "Delete", note)
                 .await;
-            release(ctx, dm).await?;
             return Ok(Action::await_change());
         }
     }
@@ -604,6 +601,16 @@ async fn delete(dm: &DeckhouseMachine, ctx: &Context) -> Result<Action, Reconcil
 }
 
 async fn release(ctx: &Context, dm: &DeckhouseMachine) -> Result<(), ReconcileError> {
+    release_with(ctx, dm, &BTreeMap::new()).await
+}
+
+/// Removes the finalizer (conditioned on the resourceVersion `dm` was read at) and sets
+/// `annotations` in the same write.
+async fn release_with(
+    ctx: &Context,
+    dm: &DeckhouseMachine,
+    annotations: &BTreeMap<String, String>,
+) -> Result<(), ReconcileError> {
     let finalizers: Vec<String> = dm
         .metadata
         .finalizers
@@ -612,7 +619,10 @@ async fn release(ctx: &Context, dm: &DeckhouseMachine) -> Result<(), ReconcileEr
         .into_iter()
         .filter(|f| f != MACHINE_FINALIZER)
         .collect();
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": dm.metadata.resource_version}});
+    let mut patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": dm.metadata.resource_version}});
+    if !annotations.is_empty() {
+        patch["metadata"]["annotations"] = json!(annotations);
+    }
     match machines(ctx, dm.namespace())
         .patch(dm.name(), &PatchParams::default(), &Patch::Merge(patch))
         .await
