@@ -136,8 +136,8 @@ async fn delete_and_wait(a: &Albc, name: &str, ctl: &CcmProcess) {
 }
 
 async fn assert_nothing_left(a: &Albc) {
-    assert!(lbs(&a).await.is_empty(), "{:?}", lbs(&a).await);
-    assert!(target_group_arns(&a).await.is_empty());
+    assert!(lbs(a).await.is_empty(), "{:?}", lbs(a).await);
+    assert!(target_group_arns(a).await.is_empty());
     let tgbs = Api::<TargetGroupBinding>::namespaced(a.admin.clone(), NS);
     wait_for("bindings gone", WAIT, || async {
         Ok(tgbs
