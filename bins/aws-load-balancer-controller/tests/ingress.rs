@@ -20,33 +20,7 @@ use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::wait_for;
 
 async fn subnets(a: &Albc) {
-    for (n, zone) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
-        let id = a
-            .ec2
-            .create_subnet()
-            .vpc_id(&a.vpc)
-            .cidr_block(format!("10.0.{}.0/20", n * 16))
-            .availability_zone(*zone)
-            .send()
-            .await
-            .unwrap()
-            .subnet()
-            .and_then(|s| s.subnet_id())
-            .unwrap()
-            .to_string();
-        a.ec2
-            .create_tags()
-            .resources(id)
-            .tags(
-                aws_sdk_ec2::types::Tag::builder()
-                    .key("kubernetes.io/role/internal-elb")
-                    .value("1")
-                    .build(),
-            )
-            .send()
-            .await
-            .unwrap();
-    }
+    a.elb_subnets().await;
 }
 
 fn path(p: &str, t: &str, svc: &str) -> serde_json::Value {

@@ -14,7 +14,7 @@ use stratus_testenv::{Identity, KubeCluster};
 const NAMESPACE: &str = "kube-system";
 const SA: &str = "aws-load-balancer-controller";
 
-/// Every call of `crates/albc/src/{tgb,ingress}/controller.rs`, the Events, the election and the
+/// Every call of `crates/albc/src/{tgb,ingress,service}/controller.rs`, the Events, the election and the
 /// secure metrics' reviews.
 const REQUIRED: &[Access] = &[
     access(
@@ -100,6 +100,20 @@ const REQUIRED: &[Access] = &[
         "targetgroupbindings/status",
         Some("default"),
         "controller.rs status",
+    ),
+    access(
+        "patch",
+        "",
+        "services",
+        Some("default"),
+        "service/controller.rs finalizer",
+    ),
+    access(
+        "patch",
+        "",
+        "services/status",
+        Some("default"),
+        "service/controller.rs status",
     ),
     access("list", "", "services", None, "controller.rs cache"),
     access("watch", "", "services", None, "controller.rs cache"),
@@ -202,6 +216,15 @@ const FORBIDDEN: &[Access] = &[
     )
     .named("x"),
     access("update", "", "services", Some("default"), "never needed").named("x"),
+    access("delete", "", "services", Some("default"), "never needed").named("x"),
+    access(
+        "update",
+        "",
+        "services/status",
+        Some("default"),
+        "never needed",
+    )
+    .named("x"),
     access("delete", "", "pods", Some("default"), "never needed").named("x"),
     access("patch", "", "pods", Some("default"), "never needed").named("x"),
     access(

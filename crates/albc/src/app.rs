@@ -24,6 +24,7 @@ use crate::ingress::controller::IngressSettings;
 use crate::ingress::{self};
 use crate::metrics::TgbMetrics;
 use crate::options::{bind_address, Options};
+use crate::service::{self, controller::ServiceSettings};
 use crate::tgb::controller::{self, TgbSettings};
 
 /// The component name (election identity fallback).
@@ -95,6 +96,7 @@ pub async fn run(
         alb,
         subnets,
     } = aws_clients(&opts, &mut registry).await?;
+    let subnets = Arc::new(subnets);
     let tgb_metrics = TgbMetrics::register(&mut registry);
     let election_metrics = ElectionMetrics::register(&mut registry);
     let readiness = Readiness::default();
@@ -171,19 +173,35 @@ pub async fn run(
                 default_ip: opts.default_target_type == "ip",
                 default_tags: opts.default_tags.clone(),
             };
-            let mut stop = ingress_stop;
-            Some(tokio::spawn(ingress::controller::run(
+            let service_settings = ServiceSettings {
+                cluster: opts.cluster_name.clone(),
+                vpc: vpc.clone(),
+                default_tags: opts.default_tags.clone(),
+            };
+            let mut stop = ingress_stop.clone();
+            let ing = tokio::spawn(ingress::controller::run(
                 kube.clone(),
-                alb,
-                subnets,
+                alb.clone(),
+                subnets.clone(),
                 settings,
                 async move {
                     let _ = stop.wait_for(|s| *s).await;
                 },
-            )))
+            ));
+            let mut stop = ingress_stop;
+            let svc = tokio::spawn(service::controller::run(
+                kube.clone(),
+                alb,
+                subnets,
+                service_settings,
+                async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                },
+            ));
+            Some((ing, svc))
         }
         None => {
-            tracing::info!("no --aws-vpc-id: Ingresses are not served");
+            tracing::info!("no --aws-vpc-id: Ingresses and NLB Services are not served");
             None
         }
     };
@@ -207,8 +225,9 @@ pub async fn run(
         r = &mut ctl => r.map_err(|e| anyhow::anyhow!("controller task: {e}")),
         _ = lease_lost => Err(anyhow::anyhow!("lost the leader lease {}", opts.leader_election_id)),
     };
-    if let Some(i) = ingress {
+    if let Some((i, s)) = ingress {
         i.abort();
+        s.abort();
     }
     if let Some(l) = leadership {
         l.release().await;

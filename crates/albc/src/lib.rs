@@ -7,11 +7,14 @@
 //! DeregisterTargets) through the shared AWS call guard. The Ingress driver (with
 //! `--aws-vpc-id`) watches Ingresses, reads IngressClasses, writes Ingress finalizers and status
 //! and internal TargetGroupBindings, and calls ELBv2 and EC2 (subnets) as listed in
-//! `deploy/albc-iam-policy.json`.
+//! `deploy/albc-iam-policy.json`. The Service driver (`service`, also with `--aws-vpc-id`)
+//! watches Services of class `service.k8s.aws/nlb` (or the `external` type annotation), writes
+//! their finalizer and status and internal TargetGroupBindings, and makes NLBs the same way.
 
 pub mod app;
 pub mod crd;
 pub mod ingress;
 pub mod metrics;
 pub mod options;
+pub mod service;
 pub mod tgb;

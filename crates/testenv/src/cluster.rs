@@ -30,6 +30,9 @@ pub enum Identity {
     Nobody,
     /// `stratus-prometheus`, a scraper; bound to nothing until a test grants it something.
     Prometheus,
+    /// Authenticates like the ServiceAccount `kube-system/aws-load-balancer-controller`: a
+    /// second controller beside the CCM whose writes the audit log tells apart.
+    LoadBalancerController,
 }
 
 impl Identity {
@@ -39,6 +42,7 @@ impl Identity {
         Identity::CloudControllerManager,
         Identity::Nobody,
         Identity::Prometheus,
+        Identity::LoadBalancerController,
     ];
 
     /// The user name the apiserver knows it by.
@@ -50,6 +54,9 @@ impl Identity {
             }
             Identity::Nobody => "stratus-nobody",
             Identity::Prometheus => "stratus-prometheus",
+            Identity::LoadBalancerController => {
+                "system:serviceaccount:kube-system:aws-load-balancer-controller"
+            }
         }
     }
 
@@ -57,7 +64,7 @@ impl Identity {
     pub fn groups(self) -> &'static [&'static str] {
         match self {
             Identity::Admin => &["system:masters"],
-            Identity::CloudControllerManager => &[
+            Identity::CloudControllerManager | Identity::LoadBalancerController => &[
                 "system:serviceaccounts",
                 "system:serviceaccounts:kube-system",
                 "system:authenticated",
@@ -73,6 +80,7 @@ impl Identity {
             Identity::CloudControllerManager => "cloud-controller-manager",
             Identity::Nobody => "nobody",
             Identity::Prometheus => "prometheus",
+            Identity::LoadBalancerController => "aws-load-balancer-controller",
         }
     }
 }
@@ -267,6 +275,18 @@ impl KubeCluster {
         })
     }
 
+    /// Completed write requests made by `username` to the object `name` of `resource`
+    /// (subresources included), from the audit log.
+    pub fn kube_writes_to_object(&self, username: &str, resource: &str, name: &str) -> Result<u64> {
+        self.count_writes(|event| {
+            event.user.username == username
+                && event
+                    .object_ref
+                    .as_ref()
+                    .is_some_and(|o| o.resource == resource && o.name == name)
+        })
+    }
+
     fn count_writes(&self, matches: impl Fn(&AuditEvent) -> bool) -> Result<u64> {
         let text = match std::fs::read_to_string(&self.audit_log) {
             Ok(text) => text,
@@ -356,6 +376,8 @@ struct AuditEvent {
 struct AuditObjectRef {
     #[serde(default)]
     resource: String,
+    #[serde(default)]
+    name: String,
 }
 
 #[derive(serde::Deserialize, Default)]

@@ -166,6 +166,13 @@ impl TestEnv {
         self.cluster().kube_writes_to(username, resource)
     }
 
+    /// Completed write requests made by `username` to one object (see
+    /// [`KubeCluster::kube_writes_to_object`]).
+    pub fn kube_writes_to_object(&self, username: &str, resource: &str, name: &str) -> Result<u64> {
+        self.cluster()
+            .kube_writes_to_object(username, resource, name)
+    }
+
     /// Stops kube-apiserver and starts it again on the same port with the same etcd.
     pub async fn restart_apiserver(&mut self) -> Result<()> {
         self.cluster_mut().restart_apiserver().await

@@ -42,6 +42,11 @@ impl ProxyControl<'_> {
         self.get(proxy::TIMELINE_PATH).await
     }
 
+    /// Recorded `(service:Action, form body)` of [`proxy::RECORDED_BODIES`], in arrival order.
+    pub async fn request_bodies(&self) -> Result<Vec<(String, String)>> {
+        self.get(proxy::REQUEST_BODIES_PATH).await
+    }
+
     /// Zeroes the counters and the timeline.
     pub async fn reset(&self) -> Result<()> {
         self.post(proxy::RESET_PATH, None).await

@@ -105,6 +105,11 @@ pub fn binary() -> PathBuf {
 impl Albc {
     /// Starts the controller as the test ServiceAccount, leader election off unless asked.
     pub fn start(&self, extra: &[&str]) -> CcmProcess {
+        self.start_as(Identity::CloudControllerManager, extra)
+    }
+
+    /// Starts the controller as `identity`, leader election off unless asked.
+    pub fn start_as(&self, identity: Identity, extra: &[&str]) -> CcmProcess {
         let mut cmd = Command::new(binary());
         if !extra
             .iter()
@@ -116,7 +121,7 @@ impl Albc {
             .arg("--metrics-bind-addr=127.0.0.1:0")
             .arg("--targetgroupbinding-coalesce-period=300ms")
             .args(extra)
-            .envs(self.env.env_vars(Identity::CloudControllerManager))
+            .envs(self.env.env_vars(identity))
             .env("RUST_LOG", "info,stratus_albc=debug");
         CcmProcess::spawn(cmd, self.env.cluster()).expect("start controller")
     }
@@ -145,6 +150,41 @@ impl Albc {
             .create(&PostParams::default(), &binding)
             .await
             .unwrap();
+    }
+
+    /// Two subnets of the VPC (10.0.0.0/20 in us-east-1a, 10.0.16.0/20 in us-east-1b) tagged
+    /// for internal load balancers; their IDs.
+    pub async fn elb_subnets(&self) -> Vec<String> {
+        let mut ids = Vec::new();
+        for (n, zone) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
+            let id = self
+                .ec2
+                .create_subnet()
+                .vpc_id(&self.vpc)
+                .cidr_block(format!("10.0.{}.0/20", n * 16))
+                .availability_zone(*zone)
+                .send()
+                .await
+                .unwrap()
+                .subnet()
+                .and_then(|s| s.subnet_id())
+                .unwrap()
+                .to_string();
+            self.ec2
+                .create_tags()
+                .resources(&id)
+                .tags(
+                    aws_sdk_ec2::types::Tag::builder()
+                        .key("kubernetes.io/role/internal-elb")
+                        .value("1")
+                        .build(),
+                )
+                .send()
+                .await
+                .unwrap();
+            ids.push(id);
+        }
+        ids
     }
 
     /// A target group in moto (not counted).

@@ -22,26 +22,41 @@ pub struct AlbState {
     pub dns_name: String,
 }
 
-/// ELBv2 access for ALBs.
+/// A target group to create.
 #[derive(Debug, Clone)]
-pub struct AlbApi {
-    client: elbv2::Client,
-    api: AwsApi,
+pub struct NewTargetGroup<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Traffic protocol.
+    pub protocol: ProtocolEnum,
+    /// Default port (targets carry their own).
+    pub port: i32,
+    /// `ip` targets (else `instance`).
+    pub ip: bool,
+    /// Health check.
+    pub health: &'a crate::ingress::annotations::HealthCheck,
 }
 
-fn tags(t: &BTreeMap<String, String>) -> Vec<Tag> {
+/// ELBv2 access for ALBs and NLBs (the NLB calls are in [`crate::service::nlb_api`]).
+#[derive(Debug, Clone)]
+pub struct AlbApi {
+    pub(crate) client: elbv2::Client,
+    pub(crate) api: AwsApi,
+}
+
+pub(crate) fn tags(t: &BTreeMap<String, String>) -> Vec<Tag> {
     t.iter()
         .map(|(k, v)| Tag::builder().key(k).value(v).build())
         .collect()
 }
 
-fn gone(e: &CloudError) -> bool {
+pub(crate) fn gone(e: &CloudError) -> bool {
     matches!(e, CloudError::Rejected { code, .. }
         if code == "LoadBalancerNotFound" || code == "TargetGroupNotFound"
             || code == "ListenerNotFound" || code == "RuleNotFound")
 }
 
-fn missing(op: &str) -> CloudError {
+pub(crate) fn missing(op: &str) -> CloudError {
     CloudError::Unavailable {
         operation: op.into(),
         message: "empty answer".into(),
@@ -155,15 +170,33 @@ impl AlbApi {
         tg: &TargetGroupSpec,
         wanted: &BTreeMap<String, String>,
     ) -> Result<String, CloudError> {
-        let h = &tg.health;
+        let new = NewTargetGroup {
+            name: &tg.name,
+            protocol: ProtocolEnum::Http,
+            port: 80,
+            ip: tg.ip,
+            health: &tg.health,
+        };
+        self.create_target_group_of(vpc, &new, wanted).await
+    }
+
+    /// Creates a target group of any protocol (the health-check path only for HTTP(S) checks).
+    pub async fn create_target_group_of(
+        &self,
+        vpc: &str,
+        tg: &NewTargetGroup<'_>,
+        wanted: &BTreeMap<String, String>,
+    ) -> Result<String, CloudError> {
+        let h = tg.health;
+        let http_check = h.protocol.starts_with("HTTP");
         let out = self
             .api
             .call("CreateTargetGroup", || {
                 self.client
                     .create_target_group()
-                    .name(&tg.name)
-                    .protocol(ProtocolEnum::Http)
-                    .port(80)
+                    .name(tg.name)
+                    .protocol(tg.protocol.clone())
+                    .port(tg.port)
                     .vpc_id(vpc)
                     .target_type(if tg.ip {
                         TargetTypeEnum::Ip
@@ -172,7 +205,7 @@ impl AlbApi {
                     })
                     .health_check_protocol(ProtocolEnum::from(h.protocol.as_str()))
                     .health_check_port(&h.port)
-                    .health_check_path(&h.path)
+                    .set_health_check_path(Some(h.path.clone()).filter(|_| http_check))
                     .health_check_interval_seconds(h.interval)
                     .health_check_timeout_seconds(h.timeout)
                     .healthy_threshold_count(h.healthy)

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
@@ -21,10 +21,10 @@ use stratus_aws::lb::subnets::{choose_subnets, SubnetCache};
 use stratus_cloud::CloudError;
 use stratus_kube_kit::EventPublisher;
 
-use crate::crd::{ServiceReference, TargetGroupBinding, TargetGroupBindingSpec};
 use crate::ingress::alb_api::AlbApi;
 use crate::ingress::annotations;
 use crate::ingress::model::{group_of, plan_alb, AlbSpec, GroupId};
+use crate::tgb::internal::{self, InternalBinding};
 
 /// The IngressClass controller this driver serves.
 pub const CONTROLLER: &str = "ingress.k8s.aws/alb";
@@ -72,7 +72,7 @@ pub enum IngressError {
 pub struct IngressCtx {
     client: Client,
     alb: AlbApi,
-    subnets: SubnetCache,
+    subnets: Arc<SubnetCache>,
     events: EventPublisher,
     settings: IngressSettings,
     ingresses: Store<Ingress>,
@@ -83,7 +83,7 @@ pub struct IngressCtx {
 pub async fn run(
     client: Client,
     alb: AlbApi,
-    subnets: SubnetCache,
+    subnets: Arc<SubnetCache>,
     settings: IngressSettings,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -406,53 +406,24 @@ async fn ensure_binding(
     arn: &str,
     group: &GroupId,
 ) -> Result<(), kube::Error> {
-    let api = Api::<TargetGroupBinding>::namespaced(ctx.client.clone(), &tg.namespace);
-    if api.get_opt(&tg.name).await?.is_some() {
-        return Ok(());
-    }
-    let mut tgb = TargetGroupBinding::new(
-        &tg.name,
-        TargetGroupBindingSpec {
-            target_group_arn: arn.to_string(),
-            target_group_name: None,
-            target_type: Some(if tg.ip { "ip" } else { "instance" }.to_string()),
-            service_ref: ServiceReference {
-                name: tg.service.clone(),
-                port: tg.port.clone(),
-            },
-            node_selector: None,
-            networking: None,
-            ip_address_type: None,
-            vpc_id: Some(ctx.settings.vpc.clone()),
-        },
-    );
-    tgb.metadata.labels = Some(BTreeMap::from([(
-        STACK_LABEL.to_string(),
-        crate::ingress::model::load_balancer_name(&ctx.settings.cluster, group),
-    )]));
-    match api.create(&PostParams::default(), &tgb).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e),
-    }
+    let binding = InternalBinding {
+        namespace: &tg.namespace,
+        name: &tg.name,
+        arn,
+        ip: tg.ip,
+        service: &tg.service,
+        port: tg.port.clone(),
+        vpc: &ctx.settings.vpc,
+        labels: BTreeMap::from([(
+            STACK_LABEL.to_string(),
+            crate::ingress::model::load_balancer_name(&ctx.settings.cluster, group),
+        )]),
+    };
+    internal::ensure(&ctx.client, &binding).await
 }
 
 async fn drop_binding(ctx: &IngressCtx, name: &str) -> Result<(), kube::Error> {
-    let all = Api::<TargetGroupBinding>::all(ctx.client.clone())
-        .list(&Default::default())
-        .await?;
-    for t in all.items.iter().filter(|t| t.name_any() == name) {
-        let api = Api::<TargetGroupBinding>::namespaced(
-            ctx.client.clone(),
-            &t.namespace().unwrap_or_default(),
-        );
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    internal::remove(&ctx.client, name).await
 }
 
 /// Removes everything of a group with no member left.

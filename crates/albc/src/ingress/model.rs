@@ -99,7 +99,7 @@ pub struct AlbSpec {
     pub members: Vec<(String, String)>,
 }
 
-fn hash8(parts: &[&str]) -> String {
+pub(crate) fn hash8(parts: &[&str]) -> String {
     let mut h = Sha256::new();
     for p in parts {
         h.update(p.as_bytes());
@@ -111,7 +111,7 @@ fn hash8(parts: &[&str]) -> String {
         .collect()
 }
 
-fn clip(s: &str, n: usize) -> String {
+pub(crate) fn clip(s: &str, n: usize) -> String {
     s.chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
         .take(n)

@@ -2,6 +2,7 @@
 //! existing ELBv2 target group.
 
 pub mod controller;
+pub mod internal;
 pub mod plan;
 pub mod readiness;
 pub mod targets;

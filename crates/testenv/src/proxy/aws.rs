@@ -17,6 +17,10 @@
 //! proxy answers it (see [`super::aws_topology`]).
 //!
 //! EC2 volume states and errors moto skips are knobs of [`super::aws_ebs`].
+//!
+//! Moto drops request fields it does not model (an NLB's subnet-mapping private addresses), so
+//! the form bodies of the actions in [`RECORDED_BODIES`] are kept and served at
+//! [`REQUEST_BODIES_PATH`] for tests to read what was asked.
 
 use std::sync::{Arc, Mutex};
 
@@ -38,6 +42,11 @@ pub struct EcrToken {
     pub lifetime_seconds: Option<u64>,
 }
 
+/// Path of the recorded request bodies (`GET`: `[[key, form body], ...]` in arrival order).
+pub const REQUEST_BODIES_PATH: &str = "/__stratus/request-bodies";
+/// The `service:Action` keys whose form bodies are recorded.
+pub const RECORDED_BODIES: &[&str] = &["elasticloadbalancing:CreateLoadBalancer"];
+
 /// The password of the ECR Public token the proxy hands out (user `AWS`).
 pub const ECR_PUBLIC_PASSWORD: &str = "ecr-public-auth-token";
 /// `base64("AWS:ecr-public-auth-token")`.
@@ -53,6 +62,7 @@ pub struct AwsProtocol {
     lifecycle: crate::lifecycle::LifecycleState,
     paged: super::aws_paging::PagedAnswers,
     ebs: super::aws_ebs::EbsState,
+    bodies: Mutex<Vec<(String, String)>>,
 }
 
 /// The AWS protocol, ready for [`super::serve`].
@@ -117,6 +127,7 @@ impl Protocol for AwsProtocol {
         &[
             ECR_TOKEN_PATH,
             super::aws_ebs::EBS_PATH,
+            REQUEST_BODIES_PATH,
             crate::lifecycle::ACTIONS_PATH,
             crate::lifecycle::NOTIFY_PATH,
         ]
@@ -135,6 +146,17 @@ impl Protocol for AwsProtocol {
                 return Some(json_response(
                     StatusCode::OK,
                     serde_json::to_vec(&calls).unwrap_or_default(),
+                ));
+            }
+            (&Method::GET, REQUEST_BODIES_PATH) => {
+                let bodies = self
+                    .bodies
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                return Some(json_response(
+                    StatusCode::OK,
+                    serde_json::to_vec(&bodies).unwrap_or_default(),
                 ));
             }
             (&Method::POST, crate::lifecycle::NOTIFY_PATH) => {
@@ -163,6 +185,13 @@ impl Protocol for AwsProtocol {
         body: Bytes,
         upstream: &Upstream,
     ) -> Response<ProxyBody> {
+        if RECORDED_BODIES.contains(&info.key().as_str()) {
+            let form = String::from_utf8_lossy(&body).into_owned();
+            self.bodies
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((info.key(), form));
+        }
         if info.service == "ecr-public" && info.action == "GetAuthorizationToken" {
             return ecr_public_token(self.ecr_token_expiry());
         }

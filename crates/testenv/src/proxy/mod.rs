@@ -62,7 +62,10 @@ pub mod aws_topology;
 pub mod openstack;
 mod thread;
 
-pub use aws::{aws, AwsProtocol, EcrToken, ECR_PUBLIC_PASSWORD, ECR_TOKEN_PATH};
+pub use aws::{
+    aws, AwsProtocol, EcrToken, ECR_PUBLIC_PASSWORD, ECR_TOKEN_PATH, RECORDED_BODIES,
+    REQUEST_BODIES_PATH,
+};
 pub use aws_ebs::{EbsKnobs, EBS_PATH};
 pub use openstack::{openstack, OpenStackProtocol};
 pub use thread::ProxyThread;

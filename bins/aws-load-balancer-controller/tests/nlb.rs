@@ -1,0 +1,462 @@
+//! Service → NLB end to end on moto behind the counting proxy: an IP-mode NLB Service gets a
+//! hostname, its listener and target group, and targets that follow the EndpointSlice by the
+//! difference only (3 → 5 → 2); its static private addresses reach CreateLoadBalancer as subnet
+//! mappings; instance mode registers the nodes' instances on the NodePort; an invalid annotation
+//! is a Warning Event and no AWS write; deleting the Service leaves nothing in moto. Beside the
+//! real cloud-controller-manager, an NLB-class Service and a plain Classic LoadBalancer Service
+//! are each written (in Kubernetes and AWS) by their own controller only.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{Albc, NS, WAIT};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use stratus_albc::crd::TargetGroupBinding;
+use stratus_albc::service::annotations::NLB_CLASS;
+use stratus_albc::service::controller::FINALIZER;
+use stratus_albc::service::model::nlb_name;
+use stratus_scenarios::ccm::{sibling_binary, write_cloud_config, CcmProcess};
+use stratus_scenarios::service_fixture::events_about;
+use stratus_scenarios::wait_for;
+use stratus_scenarios::{ec2_fixture, kube_fixture};
+use stratus_testenv::Identity;
+
+const PREFIX: &str = "service.beta.kubernetes.io/aws-load-balancer-";
+
+/// A LoadBalancer Service `name`, port 80 named `http` → 8080, of `class` (if any) with the
+/// annotations `ann` (keys without the common prefix).
+async fn nlb_service(a: &Albc, name: &str, class: Option<&str>, ann: &[(&str, &str)]) {
+    let ann: BTreeMap<String, String> = ann
+        .iter()
+        .map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string()))
+        .collect();
+    let svc: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "annotations": ann},
+        "spec": {"type": "LoadBalancer", "loadBalancerClass": class,
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}))
+    .unwrap();
+    Api::<Service>::namespaced(a.admin.clone(), NS)
+        .create(&PostParams::default(), &svc)
+        .await
+        .unwrap();
+}
+
+async fn hostname(a: &Albc, name: &str, ctl: &CcmProcess) -> String {
+    let api = Api::<Service>::namespaced(a.admin.clone(), NS);
+    wait_for(&format!("{name} hostname"), WAIT, || async {
+        let svc = api.get(name).await?;
+        Ok(svc
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|l| l.ingress)
+            .and_then(|i| i.first().cloned())
+            .and_then(|i| i.hostname))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()))
+}
+
+/// (name, type, DNS name) of every load balancer in moto.
+async fn lbs(a: &Albc) -> Vec<(String, String, String)> {
+    let out = a.elbv2.describe_load_balancers().send().await.unwrap();
+    out.load_balancers()
+        .iter()
+        .map(|l| {
+            (
+                l.load_balancer_name().unwrap().to_string(),
+                l.r#type()
+                    .map(|t| t.as_str().to_string())
+                    .unwrap_or_default(),
+                l.dns_name().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn target_group_arns(a: &Albc) -> Vec<String> {
+    let out = a.elbv2.describe_target_groups().send().await.unwrap();
+    out.target_groups()
+        .iter()
+        .map(|g| g.target_group_arn().unwrap().to_string())
+        .collect()
+}
+
+/// (port, protocol, forward target group) of the NLB's listeners.
+async fn listeners(a: &Albc, lb_name: &str) -> Vec<(i32, String, String)> {
+    let out = a
+        .elbv2
+        .describe_load_balancers()
+        .names(lb_name)
+        .send()
+        .await
+        .unwrap();
+    let arn = out.load_balancers()[0].load_balancer_arn().unwrap();
+    let ls = a
+        .elbv2
+        .describe_listeners()
+        .load_balancer_arn(arn)
+        .send()
+        .await
+        .unwrap();
+    ls.listeners()
+        .iter()
+        .map(|l| {
+            (
+                l.port().unwrap(),
+                l.protocol().unwrap().as_str().to_string(),
+                l.default_actions()[0]
+                    .target_group_arn()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// ELBv2 requests other than reads.
+fn writes(counts: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    counts
+        .iter()
+        .filter(|(k, _)| !k.starts_with("Describe"))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+async fn delete_and_wait(a: &Albc, name: &str, ctl: &CcmProcess) {
+    let api = Api::<Service>::namespaced(a.admin.clone(), NS);
+    api.delete(name, &DeleteParams::default()).await.unwrap();
+    wait_for(&format!("{name} gone"), WAIT, || async {
+        Ok(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
+}
+
+async fn assert_nothing_left(a: &Albc) {
+    assert!(lbs(a).await.is_empty(), "{:?}", lbs(a).await);
+    assert!(target_group_arns(a).await.is_empty());
+    let tgbs = Api::<TargetGroupBinding>::namespaced(a.admin.clone(), NS);
+    wait_for("bindings gone", WAIT, || async {
+        Ok(tgbs
+            .list(&ListParams::default())
+            .await?
+            .items
+            .is_empty()
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ip_mode_nlb_follows_endpoints_and_leaves_nothing_behind() {
+    let a = common::setup().await;
+    let subnets = a.elb_subnets().await;
+    let ctl = a.start(&[&format!("--aws-vpc-id={}", a.vpc)]);
+    let three = a.endpoints("web", 3).await;
+    nlb_service(
+        &a,
+        "web",
+        Some(NLB_CLASS),
+        &[
+            ("nlb-target-type", "ip"),
+            ("scheme", "internal"),
+            ("private-ipv4-addresses", "10.0.0.50,10.0.16.50"),
+        ],
+    )
+    .await;
+    let host = hostname(&a, "web", &ctl).await;
+    let name = nlb_name("test", NS, "web");
+    let all = lbs(&a).await;
+    assert_eq!(all, vec![(name.clone(), "network".into(), host)]);
+    // The static addresses went out as subnet mappings, one per subnet, in order.
+    let bodies = a.env.proxy_control().request_bodies().await.unwrap();
+    let create: Vec<&String> = bodies
+        .iter()
+        .filter(|(k, _)| k == "elasticloadbalancing:CreateLoadBalancer")
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(create.len(), 1, "{bodies:?}");
+    for (i, (subnet, ip)) in subnets.iter().zip(["10.0.0.50", "10.0.16.50"]).enumerate() {
+        let n = i + 1;
+        assert!(
+            create[0].contains(&format!("SubnetMappings.member.{n}.SubnetId={subnet}"))
+                && create[0].contains(&format!(
+                    "SubnetMappings.member.{n}.PrivateIPv4Address={ip}"
+                )),
+            "{}",
+            create[0]
+        );
+    }
+    assert!(create[0].contains("Type=network") && create[0].contains("Scheme=internal"));
+    // One TCP listener forwarding to the one target group, fed from the EndpointSlice.
+    let ls = listeners(&a, &name).await;
+    assert_eq!(ls.len(), 1, "{ls:?}");
+    assert_eq!((ls[0].0, ls[0].1.as_str()), (80, "TCP"));
+    let tg = ls[0].2.clone();
+    assert_eq!(target_group_arns(&a).await, vec![tg.clone()]);
+    a.wait_targets(&tg, &three).await;
+    let svc = Api::<Service>::namespaced(a.admin.clone(), NS)
+        .get("web")
+        .await
+        .unwrap();
+    assert!(svc.metadata.finalizers.unwrap().contains(&FINALIZER.into()));
+
+    // 3 → 5 → 2: exactly the difference, one call each.
+    a.env.reset_aws_request_counts().await.unwrap();
+    let five = a.endpoints("web", 5).await;
+    a.wait_targets(&tg, &five).await;
+    assert_eq!(
+        writes(&a.elbv2_counts().await),
+        BTreeMap::from([("RegisterTargets".to_string(), 1)]),
+        "{}",
+        ctl.log()
+    );
+    a.env.reset_aws_request_counts().await.unwrap();
+    let two = a.endpoints("web", 2).await;
+    a.wait_targets(&tg, &two).await;
+    assert_eq!(
+        writes(&a.elbv2_counts().await),
+        BTreeMap::from([("DeregisterTargets".to_string(), 1)])
+    );
+
+    // An invalid annotation: a Warning naming it, no AWS write, no finalizer.
+    a.env.reset_aws_request_counts().await.unwrap();
+    nlb_service(&a, "bad", Some(NLB_CLASS), &[("scheme", "public")]).await;
+    wait_for("warning on bad", WAIT, || async {
+        let events = events_about(&a.admin, "Service", "bad").await?;
+        Ok(events
+            .iter()
+            .any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.note.as_deref().unwrap_or_default().contains("scheme")
+            })
+            .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
+    assert_eq!(writes(&a.elbv2_counts().await), BTreeMap::new());
+    assert_eq!(lbs(&a).await.len(), 1);
+    let bad = Api::<Service>::namespaced(a.admin.clone(), NS)
+        .get("bad")
+        .await
+        .unwrap();
+    assert!(bad.metadata.finalizers.is_none(), "{:?}", bad.metadata);
+
+    // Delete: nothing left in moto, no binding left.
+    delete_and_wait(&a, "web", &ctl).await;
+    delete_and_wait(&a, "bad", &ctl).await;
+    assert_nothing_left(&a).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_mode_registers_node_instances_on_the_node_port() {
+    let a = common::setup().await;
+    a.elb_subnets().await;
+    let subnet = stratus_scenarios::ec2_fixture::subnet(&a.ec2, "us-east-1a")
+        .await
+        .unwrap();
+    let launched = stratus_scenarios::ec2_fixture::launch(
+        &a.ec2,
+        &subnet,
+        "us-east-1a",
+        2,
+        Some("test"),
+        "m5.large",
+    )
+    .await
+    .unwrap();
+    for i in &launched {
+        stratus_scenarios::service_fixture::create_ready_node(
+            &a.admin,
+            &i.private_dns,
+            &format!("aws:///us-east-1a/{}", i.id),
+            BTreeMap::new(),
+        )
+        .await
+        .unwrap();
+    }
+    let ctl = a.start(&[&format!("--aws-vpc-id={}", a.vpc)]);
+    // No class: the `external` type annotation; instance targets by default.
+    nlb_service(&a, "nodes", None, &[("type", "external")]).await;
+    hostname(&a, "nodes", &ctl).await;
+    let svc = Api::<Service>::namespaced(a.admin.clone(), NS)
+        .get("nodes")
+        .await
+        .unwrap();
+    let node_port = svc.spec.unwrap().ports.unwrap()[0].node_port.unwrap();
+    let ls = listeners(&a, &nlb_name("test", NS, "nodes")).await;
+    assert_eq!(ls.len(), 1, "{ls:?}");
+    let tg = &ls[0].2;
+    let tgs = a
+        .elbv2
+        .describe_target_groups()
+        .target_group_arns(tg)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        tgs.target_groups()[0].target_type().map(|t| t.as_str()),
+        Some("instance")
+    );
+    let want: Vec<String> = launched
+        .iter()
+        .map(|i| format!("{}:{node_port}", i.id))
+        .collect();
+    a.wait_targets(tg, &want).await;
+    delete_and_wait(&a, "nodes", &ctl).await;
+    assert_nothing_left(&a).await;
+}
+
+/// Writes by `identity` to the Service `name` (metadata and status).
+fn service_writes(a: &Albc, identity: Identity, name: &str) -> u64 {
+    a.env
+        .kube_writes_to_object(identity.username(), "services", name)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nlb_class_and_ccm_classic_services_coexist_each_touched_by_its_own_controller() {
+    let a = common::setup().await;
+    // The CCM's world: a public VPC, a node security group, a ready node behind an instance
+    // tagged for the cluster, the shipped CCM RBAC.
+    let subnet = ec2_fixture::subnet(&a.ec2, "us-east-1a").await.unwrap();
+    let vpc = ec2_fixture::make_public(&a.ec2, &subnet).await.unwrap();
+    let group = ec2_fixture::node_security_group(&a.ec2, &subnet, "test")
+        .await
+        .unwrap();
+    let launched = ec2_fixture::launch(&a.ec2, &subnet, "us-east-1a", 1, Some("test"), "m5.large")
+        .await
+        .unwrap();
+    ec2_fixture::set_instance_groups(&a.ec2, &launched[0].id, std::slice::from_ref(&group))
+        .await
+        .unwrap();
+    stratus_scenarios::service_fixture::create_ready_node(
+        &a.admin,
+        &launched[0].private_dns,
+        &format!("aws:///us-east-1a/{}", launched[0].id),
+        BTreeMap::new(),
+    )
+    .await
+    .unwrap();
+    kube_fixture::apply_rbac_manifest(
+        &a.admin,
+        &kube_fixture::repo_root().join("deploy/rbac.yaml"),
+    )
+    .await
+    .unwrap();
+    // The controller runs as its own ServiceAccount under the chart's ClusterRole.
+    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "albc-own-identity"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "stratus:aws-load-balancer-controller"},
+        "subjects": [{"kind": "ServiceAccount", "name": "aws-load-balancer-controller",
+                      "namespace": "kube-system"}]}))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(a.admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let config = write_cloud_config(a.env.dir(), "test").unwrap();
+    let ccm = CcmProcess::start(
+        &sibling_binary("cloud-controller-manager").unwrap(),
+        &a.env,
+        &[
+            "--cloud-provider=aws".into(),
+            format!("--cloud-config={}", config.display()),
+            "--controllers=service".into(),
+            "--leader-elect-lease-duration=2s".into(),
+            "--leader-elect-renew-deadline=1500ms".into(),
+            "--leader-elect-retry-period=500ms".into(),
+        ],
+    )
+    .unwrap();
+    let albc = a.start_as(
+        Identity::LoadBalancerController,
+        &[&format!("--aws-vpc-id={vpc}")],
+    );
+
+    a.env.reset_aws_request_counts().await.unwrap();
+    a.endpoints("nlb", 2).await;
+    nlb_service(
+        &a,
+        "nlb",
+        Some(NLB_CLASS),
+        &[("nlb-target-type", "ip"), ("subnets", &subnet)],
+    )
+    .await;
+    nlb_service(&a, "classic", None, &[]).await;
+    let nlb_host = hostname(&a, "nlb", &albc).await;
+    let classic_host = hostname(&a, "classic", &ccm).await;
+    assert_ne!(nlb_host, classic_host);
+
+    // AWS: one ELBv2 network load balancer (ours) and one Classic ELB (the CCM's), each made
+    // once; the Classic ELB API and the ELBv2 API share the signing name, so the recorded
+    // CreateLoadBalancer bodies tell them apart by API version.
+    let bodies = a.env.proxy_control().request_bodies().await.unwrap();
+    let versions: Vec<(&str, bool)> = bodies
+        .iter()
+        .map(|(_, b)| {
+            let v2 = b.contains("Version=2015-12-01");
+            (
+                if v2 { "elbv2" } else { "classic" },
+                b.contains("Type=network"),
+            )
+        })
+        .collect();
+    let mut sorted = versions.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        vec![("classic", false), ("elbv2", true)],
+        "{bodies:?}"
+    );
+    let nlbs = lbs(&a).await;
+    assert_eq!(nlbs.len(), 1, "{nlbs:?}");
+    assert_eq!(nlbs[0].0, nlb_name("test", NS, "nlb"));
+    // ELBv2-only calls (target groups, listeners) were made once, for the NLB alone.
+    let counts = a.elbv2_counts().await;
+    assert_eq!(counts.get("CreateTargetGroup"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get("CreateListener"), Some(&1), "{counts:?}");
+
+    // Kubernetes: each Service written only by its own controller.
+    let ccm_user = Identity::CloudControllerManager;
+    let albc_user = Identity::LoadBalancerController;
+    assert!(
+        service_writes(&a, albc_user, "nlb") >= 2,
+        "finalizer and status"
+    );
+    assert_eq!(service_writes(&a, ccm_user, "nlb"), 0);
+    assert!(
+        service_writes(&a, ccm_user, "classic") >= 2,
+        "finalizer and status"
+    );
+    assert_eq!(service_writes(&a, albc_user, "classic"), 0);
+    assert_eq!(
+        a.env
+            .kube_writes_to(ccm_user.username(), "targetgroupbindings")
+            .unwrap(),
+        0
+    );
+    let svcs = Api::<Service>::namespaced(a.admin.clone(), NS);
+    let nlb = svcs.get("nlb").await.unwrap();
+    assert_eq!(
+        nlb.metadata.finalizers.unwrap(),
+        vec![FINALIZER.to_string()]
+    );
+    let classic = svcs.get("classic").await.unwrap();
+    assert_eq!(
+        classic.metadata.finalizers.unwrap(),
+        vec!["service.kubernetes.io/load-balancer-cleanup".to_string()]
+    );
+
+    // Deleting both: each controller cleans up its own.
+    delete_and_wait(&a, "nlb", &albc).await;
+    delete_and_wait(&a, "classic", &ccm).await;
+    assert_nothing_left(&a).await;
+    assert_eq!(service_writes(&a, ccm_user, "nlb"), 0);
+    assert_eq!(service_writes(&a, albc_user, "classic"), 0);
+}

@@ -1,0 +1,332 @@
+//! The Service driver: LoadBalancer Services of class `service.k8s.aws/nlb` (or with the
+//! `external` type annotation) get a network load balancer planned by
+//! [`crate::service::model::plan_nlb`]: subnets by the CCM's tag discovery (or the annotation)
+//! with static private addresses as subnet mappings, one L4 listener and target group per port,
+//! each target group fed by an internal TargetGroupBinding; the finalizer
+//! `service.k8s.aws/resources` and `status.loadBalancer.ingress[].hostname`. Invalid
+//! annotations: a Warning Event and nothing changed. A deleted (or no longer ours) Service loses
+//! its NLB, target groups and bindings.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use stratus_aws::lb::subnets::{choose_subnets, SubnetCache};
+use stratus_kube_kit::EventPublisher;
+
+use crate::ingress::alb_api::{AlbApi, NewTargetGroup};
+use crate::ingress::controller::CLUSTER_TAG;
+use crate::service::annotations::{is_nlb_service, parse};
+use crate::service::model::{nlb_name, plan_nlb, stack_key, subnet_slots, NlbSpec};
+use crate::service::nlb_api::protocol_enum;
+use crate::tgb::internal::{self, InternalBinding};
+
+/// The finalizer on managed Services.
+pub const FINALIZER: &str = "service.k8s.aws/resources";
+/// Stack tag (`namespace/name`) on every resource of a Service.
+pub const STACK_TAG: &str = "service.k8s.aws/stack";
+/// Resource kind tag (`LoadBalancer`, or the port of a target group).
+pub const RESOURCE_TAG: &str = "service.k8s.aws/resource";
+/// Label on the internal TargetGroupBindings: the NLB's name.
+pub const STACK_LABEL: &str = "service.k8s.aws/stack-name";
+
+/// Why one reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// AWS refused or failed.
+    #[error("{0}")]
+    Aws(#[from] stratus_cloud::CloudError),
+    /// The Kubernetes API failed.
+    #[error("kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// Settings of the driver.
+#[derive(Debug, Clone)]
+pub struct ServiceSettings {
+    /// `--cluster-name`.
+    pub cluster: String,
+    /// VPC of the target groups and subnets.
+    pub vpc: String,
+    /// `--default-tags`.
+    pub default_tags: BTreeMap<String, String>,
+}
+
+/// Shared state.
+pub struct ServiceCtx {
+    client: Client,
+    alb: AlbApi,
+    subnets: Arc<SubnetCache>,
+    events: EventPublisher,
+    settings: ServiceSettings,
+}
+
+/// Runs the driver until `shutdown` completes.
+pub async fn run(
+    client: Client,
+    alb: AlbApi,
+    subnets: Arc<SubnetCache>,
+    settings: ServiceSettings,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let controller = Controller::new(
+        Api::<Service>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    );
+    let ctx = Arc::new(ServiceCtx {
+        events: EventPublisher::new(client.clone(), "service"),
+        client,
+        alb,
+        subnets,
+        settings,
+    });
+    controller
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+fn error_policy(svc: Arc<Service>, error: &ServiceError, ctx: Arc<ServiceCtx>) -> Action {
+    tracing::warn!(service = %svc.name_any(), error = %error, "service reconcile failed");
+    let (events, note) = (ctx.events.clone(), error.to_string());
+    tokio::spawn(async move {
+        events
+            .publish(svc.as_ref(), true, "FailedDeployModel", "Reconcile", note)
+            .await;
+    });
+    Action::requeue(Duration::from_secs(5))
+}
+
+fn has_finalizer(svc: &Service) -> bool {
+    svc.finalizers().iter().any(|f| f == FINALIZER)
+}
+
+async fn set_finalizer(svc: &Service, ctx: &ServiceCtx, on: bool) -> Result<(), kube::Error> {
+    let mut list: Vec<String> = svc
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    if on {
+        list.push(FINALIZER.to_string());
+    }
+    let patch = serde_json::json!({"metadata": {
+        "finalizers": list, "resourceVersion": svc.resource_version()}});
+    api(ctx, svc)
+        .patch(
+            &svc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+fn api(ctx: &ServiceCtx, svc: &Service) -> Api<Service> {
+    Api::namespaced(ctx.client.clone(), &svc.namespace().unwrap_or_default())
+}
+
+async fn reconcile(svc: Arc<Service>, ctx: Arc<ServiceCtx>) -> Result<Action, ServiceError> {
+    let deleting = svc.metadata.deletion_timestamp.is_some();
+    let ns = svc.namespace().unwrap_or_default();
+    let name = svc.name_any();
+    if deleting || !is_nlb_service(&svc) {
+        if has_finalizer(&svc) {
+            teardown(&ctx, &ns, &name).await?;
+            set_finalizer(&svc, &ctx, false).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    let plan = parse(&svc.annotations().clone())
+        .and_then(|ann| plan_nlb(&ctx.settings.cluster, &svc, &ann));
+    let spec = match plan {
+        Ok(s) => s,
+        Err(problems) => {
+            warn(&ctx, &svc, problems.join("; ")).await;
+            return Ok(Action::await_change());
+        }
+    };
+    if !has_finalizer(&svc) {
+        set_finalizer(&svc, &ctx, true).await?;
+    }
+    let Some(hostname) = apply(&ctx, &svc, &spec).await? else {
+        return Ok(Action::await_change());
+    };
+    set_status(&ctx, &svc, &hostname).await?;
+    Ok(Action::requeue(Duration::from_secs(600)))
+}
+
+async fn warn(ctx: &ServiceCtx, svc: &Service, note: String) {
+    tracing::warn!(service = %svc.name_any(), %note, "service not applied");
+    ctx.events
+        .publish(svc, true, "FailedBuildModel", "Reconcile", note)
+        .await;
+}
+
+fn stack_tags(ctx: &ServiceCtx, ns: &str, name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (CLUSTER_TAG.to_string(), ctx.settings.cluster.clone()),
+        (STACK_TAG.to_string(), stack_key(ns, name)),
+    ])
+}
+
+async fn set_status(ctx: &ServiceCtx, svc: &Service, hostname: &str) -> Result<(), kube::Error> {
+    let current = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.as_ref())
+        .and_then(|i| i.first())
+        .and_then(|i| i.hostname.clone());
+    if current.as_deref() == Some(hostname) {
+        return Ok(());
+    }
+    let patch =
+        serde_json::json!({"status": {"loadBalancer": {"ingress": [{"hostname": hostname}]}}});
+    api(ctx, svc)
+        .patch_status(
+            &svc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Makes AWS match `spec`; the NLB's DNS name, or `None` when a Warning said why nothing was
+/// made.
+async fn apply(
+    ctx: &ServiceCtx,
+    svc: &Service,
+    spec: &NlbSpec,
+) -> Result<Option<String>, ServiceError> {
+    let mut tags = ctx.settings.default_tags.clone();
+    tags.extend(spec.tags.clone());
+    tags.extend(stack_tags(ctx, &spec.namespace, &spec.service));
+    let lb = match ctx.alb.find(&spec.name).await? {
+        Some(lb) => lb,
+        None => {
+            let all = ctx.subnets.subnets(&ctx.settings.vpc).await?;
+            let slots = choose_subnets(
+                &all,
+                &spec.subnets,
+                &ctx.settings.cluster,
+                !spec.internet_facing,
+            )
+            .and_then(|chosen| subnet_slots(&chosen, &spec.private_ips));
+            let slots = match slots {
+                Ok(s) => s,
+                Err(problem) => {
+                    ctx.subnets.invalidate().await;
+                    warn(ctx, svc, problem).await;
+                    return Ok(None);
+                }
+            };
+            let mut lb_tags = tags.clone();
+            lb_tags.insert(RESOURCE_TAG.into(), "LoadBalancer".into());
+            ctx.alb
+                .create_network(&spec.name, spec.internet_facing, &slots, &lb_tags)
+                .await?
+        }
+    };
+    // Target groups and their bindings.
+    let existing: BTreeMap<String, String> = ctx
+        .alb
+        .tagged_target_groups(&stack_tags(ctx, &spec.namespace, &spec.service))
+        .await?
+        .into_iter()
+        .collect();
+    let mut tg_arns = BTreeMap::new();
+    for p in &spec.ports {
+        let arn = match existing.get(&p.target_group) {
+            Some(a) => a.clone(),
+            None => match ctx.alb.target_group(&p.target_group).await? {
+                Some(a) => a,
+                None => {
+                    let mut t = tags.clone();
+                    t.insert(RESOURCE_TAG.into(), p.port.to_string());
+                    let new = NewTargetGroup {
+                        name: &p.target_group,
+                        protocol: protocol_enum(p.protocol),
+                        port: p.port,
+                        ip: spec.ip,
+                        health: &spec.health,
+                    };
+                    ctx.alb
+                        .create_target_group_of(&ctx.settings.vpc, &new, &t)
+                        .await?
+                }
+            },
+        };
+        let binding = InternalBinding {
+            namespace: &spec.namespace,
+            name: &p.target_group,
+            arn: &arn,
+            ip: spec.ip,
+            service: &spec.service,
+            port: IntOrString::Int(p.port),
+            vpc: &ctx.settings.vpc,
+            labels: BTreeMap::from([(STACK_LABEL.to_string(), spec.name.clone())]),
+        };
+        internal::ensure(&ctx.client, &binding).await?;
+        tg_arns.insert(p.port, arn);
+    }
+    // Listeners: one per port forwarding to its target group; others go.
+    let live = ctx.alb.forwarding_listeners(&lb.arn).await?;
+    for (port, l) in &live {
+        let wanted = spec.ports.iter().find(|p| p.port == *port);
+        let same = wanted.is_some_and(|p| {
+            l.protocol == p.protocol.as_str() && l.target_group.as_ref() == tg_arns.get(port)
+        });
+        if !same {
+            ctx.alb.delete_listener(&l.arn).await?;
+        }
+    }
+    for p in &spec.ports {
+        let same = live.get(&p.port).is_some_and(|l| {
+            l.protocol == p.protocol.as_str() && l.target_group.as_ref() == tg_arns.get(&p.port)
+        });
+        if !same {
+            ctx.alb
+                .create_forward_listener(&lb.arn, p.port, p.protocol, &tg_arns[&p.port])
+                .await?;
+        }
+    }
+    // Target groups no port uses any more.
+    for (name, arn) in &existing {
+        if !spec.ports.iter().any(|p| &p.target_group == name) {
+            internal::remove(&ctx.client, name).await?;
+            ctx.alb.delete_target_group(arn).await?;
+        }
+    }
+    Ok(Some(lb.dns_name))
+}
+
+/// Removes the NLB, its target groups and bindings.
+async fn teardown(ctx: &ServiceCtx, ns: &str, name: &str) -> Result<(), ServiceError> {
+    if let Some(lb) = ctx
+        .alb
+        .find(&nlb_name(&ctx.settings.cluster, ns, name))
+        .await?
+    {
+        ctx.alb.delete(&lb.arn).await?;
+    }
+    for (tg, arn) in ctx
+        .alb
+        .tagged_target_groups(&stack_tags(ctx, ns, name))
+        .await?
+    {
+        internal::remove(&ctx.client, &tg).await?;
+        ctx.alb.delete_target_group(&arn).await?;
+    }
+    Ok(())
+}

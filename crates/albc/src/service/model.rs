@@ -1,0 +1,247 @@
+//! The desired NLB of a Service, as a pure function of the Service and its parsed annotations:
+//! one listener and one target group per Service port (TCP or UDP), the names, the tags, and
+//! the subnet slots with their static private addresses.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::ingress::annotations::HealthCheck;
+use crate::ingress::model::{clip, hash8, target_group_name, GroupId};
+use crate::service::annotations::NlbAnnotations;
+
+/// Layer-4 protocol of a listener and its target group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum L4Protocol {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+impl L4Protocol {
+    /// The ELBv2 spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            L4Protocol::Tcp => "TCP",
+            L4Protocol::Udp => "UDP",
+        }
+    }
+}
+
+/// One Service port: its listener and target group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NlbPort {
+    /// Listener port (the Service port).
+    pub port: i32,
+    /// Protocol.
+    pub protocol: L4Protocol,
+    /// Target group name (≤ 32 characters, stable per Service port and target type).
+    pub target_group: String,
+}
+
+/// A subnet of the NLB and its static private address, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubnetSlot {
+    /// Subnet ID.
+    pub subnet: String,
+    /// `private-ipv4-addresses` entry for it.
+    pub private_ip: Option<Ipv4Addr>,
+}
+
+/// The desired NLB of a Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NlbSpec {
+    /// Namespace of the Service.
+    pub namespace: String,
+    /// The Service.
+    pub service: String,
+    /// The load balancer's AWS name.
+    pub name: String,
+    /// Internet-facing (else internal).
+    pub internet_facing: bool,
+    /// `ip` targets (else `instance`).
+    pub ip: bool,
+    /// Ports in Service order.
+    pub ports: Vec<NlbPort>,
+    /// Subnets asked for (empty: discovered by tags).
+    pub subnets: Vec<String>,
+    /// Static private addresses, one per subnet.
+    pub private_ips: Vec<Ipv4Addr>,
+    /// Health check of every target group.
+    pub health: HealthCheck,
+    /// Tags from the annotations.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// The stack key of a Service (`namespace/name`), its `service.k8s.aws/stack` tag.
+pub fn stack_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+/// `k8s-<ns>-<svc>-<hash>`, at most 32 characters, distinct from any Ingress group's name.
+pub fn nlb_name(cluster: &str, namespace: &str, name: &str) -> String {
+    format!(
+        "k8s-{}-{}-{}",
+        clip(namespace, 8),
+        clip(name, 8),
+        hash8(&[cluster, "service", namespace, name])
+    )
+}
+
+/// Plans the NLB of `svc`; `Err` lists every problem.
+pub fn plan_nlb(
+    cluster: &str,
+    svc: &Service,
+    ann: &NlbAnnotations,
+) -> Result<NlbSpec, Vec<String>> {
+    let namespace = svc.metadata.namespace.clone().unwrap_or_default();
+    let service = svc.metadata.name.clone().unwrap_or_default();
+    let group = GroupId::Explicit(format!("service:{}", stack_key(&namespace, &service)));
+    let mut problems = Vec::new();
+    let mut ports = Vec::new();
+    let spec = svc.spec.clone().unwrap_or_default();
+    for p in spec.ports.unwrap_or_default() {
+        let protocol = match p.protocol.as_deref().unwrap_or("TCP") {
+            "TCP" => L4Protocol::Tcp,
+            "UDP" => L4Protocol::Udp,
+            other => {
+                problems.push(format!("port {}: protocol {other} (TCP or UDP)", p.port));
+                continue;
+            }
+        };
+        if !ann.ip_targets && p.node_port.is_none() {
+            problems.push(format!(
+                "port {}: instance targets need a NodePort (allocateLoadBalancerNodePorts is false)",
+                p.port
+            ));
+        }
+        if ports.iter().any(|q: &NlbPort| q.port == p.port) {
+            problems.push(format!(
+                "port {}: one listener per port (TCP and UDP on one port, TCP_UDP, is not supported yet)",
+                p.port
+            ));
+            continue;
+        }
+        let key = IntOrString::String(format!("{}-{}", p.port, protocol.as_str()));
+        ports.push(NlbPort {
+            port: p.port,
+            protocol,
+            target_group: target_group_name(
+                cluster,
+                &group,
+                &namespace,
+                &service,
+                &key,
+                ann.ip_targets,
+            ),
+        });
+    }
+    if ports.is_empty() && problems.is_empty() {
+        problems.push("the Service has no ports".into());
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(NlbSpec {
+        name: nlb_name(cluster, &namespace, &service),
+        namespace,
+        service,
+        internet_facing: ann.internet_facing,
+        ip: ann.ip_targets,
+        ports,
+        subnets: ann.subnets.clone(),
+        private_ips: ann.private_ips.clone(),
+        health: ann.health.clone(),
+        tags: ann.tags.clone(),
+    })
+}
+
+/// Pairs the chosen subnets with the static addresses, in order: as many addresses as subnets,
+/// or none.
+pub fn subnet_slots(chosen: &[String], ips: &[Ipv4Addr]) -> Result<Vec<SubnetSlot>, String> {
+    if !ips.is_empty() && ips.len() != chosen.len() {
+        return Err(format!(
+            "service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses: {} addresses for {} subnets ({}): give one per subnet",
+            ips.len(),
+            chosen.len(),
+            chosen.join(", ")
+        ));
+    }
+    Ok(chosen
+        .iter()
+        .enumerate()
+        .map(|(i, s)| SubnetSlot {
+            subnet: s.clone(),
+            private_ip: ips.get(i).copied(),
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::annotations::parse;
+
+    fn svc(ports: serde_json::Value) -> Service {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "dns", "namespace": "kube-system"},
+            "spec": {"type": "LoadBalancer", "ports": ports}}))
+        .unwrap()
+    }
+
+    fn ann(ip: bool) -> NlbAnnotations {
+        let mut a = parse(&BTreeMap::new()).unwrap();
+        a.ip_targets = ip;
+        a
+    }
+
+    #[test]
+    fn a_listener_and_target_group_per_port() {
+        let s = svc(serde_json::json!([
+            {"name": "tcp", "port": 53, "protocol": "TCP", "nodePort": 30053},
+            {"name": "udp", "port": 54, "protocol": "UDP", "nodePort": 30054}]));
+        let spec = plan_nlb("c", &s, &ann(false)).unwrap();
+        assert_eq!(spec.ports.len(), 2);
+        assert_eq!(spec.ports[0].protocol, L4Protocol::Tcp);
+        assert_eq!(spec.ports[1].protocol, L4Protocol::Udp);
+        assert_ne!(spec.ports[0].target_group, spec.ports[1].target_group);
+        assert!(spec.name.len() <= 32 && spec.ports.iter().all(|p| p.target_group.len() <= 32));
+        // The target type is part of the name: switching it makes new groups.
+        let ip = plan_nlb("c", &s, &ann(true)).unwrap();
+        assert_ne!(ip.ports[0].target_group, spec.ports[0].target_group);
+        assert_eq!(ip.name, spec.name);
+    }
+
+    #[test]
+    fn bad_ports_are_problems() {
+        let s = svc(serde_json::json!([
+            {"port": 80, "protocol": "SCTP"}, {"port": 81},
+            {"port": 82, "nodePort": 30082}, {"port": 82, "protocol": "UDP", "nodePort": 30083}]));
+        let e = plan_nlb("c", &s, &ann(false)).unwrap_err();
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(plan_nlb("c", &svc(serde_json::json!([])), &ann(true)).is_err());
+    }
+
+    #[test]
+    fn names_differ_per_cluster_and_service() {
+        assert_ne!(nlb_name("a", "ns", "s"), nlb_name("b", "ns", "s"));
+        assert_ne!(nlb_name("a", "ns", "s"), nlb_name("a", "ns", "t"));
+        assert!(nlb_name("a", "a-very-long-namespace", "a-very-long-service-name").len() <= 32);
+    }
+
+    #[test]
+    fn private_addresses_pair_with_subnets() {
+        let chosen = vec!["subnet-1".to_string(), "subnet-2".to_string()];
+        let ips: Vec<Ipv4Addr> = vec!["10.0.0.5".parse().unwrap(), "10.0.16.5".parse().unwrap()];
+        let slots = subnet_slots(&chosen, &ips).unwrap();
+        assert_eq!(slots[1].private_ip, Some(ips[1]));
+        assert!(subnet_slots(&chosen, &ips[..1]).is_err());
+        assert!(subnet_slots(&chosen, &[])
+            .unwrap()
+            .iter()
+            .all(|s| s.private_ip.is_none()));
+    }
+}

@@ -1,0 +1,152 @@
+//! The ELBv2 calls only network load balancers need (the NLB with subnet mappings, L4
+//! listeners forwarding to one target group); everything else is shared with the Ingress path
+//! in [`crate::ingress::alb_api`].
+
+use std::collections::BTreeMap;
+
+use aws_sdk_elasticloadbalancingv2 as elbv2;
+use elbv2::types::{
+    Action, ActionTypeEnum, IpAddressType, LoadBalancerSchemeEnum, LoadBalancerTypeEnum,
+    ProtocolEnum, SubnetMapping,
+};
+use stratus_cloud::CloudError;
+
+use crate::ingress::alb_api::{missing, tags, AlbApi, AlbState};
+use crate::service::model::{L4Protocol, SubnetSlot};
+
+/// A listener as AWS has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveListener {
+    /// ARN.
+    pub arn: String,
+    /// Protocol (`TCP`, `UDP`, ...).
+    pub protocol: String,
+    /// The target group its default action forwards to.
+    pub target_group: Option<String>,
+}
+
+fn protocol(p: L4Protocol) -> ProtocolEnum {
+    match p {
+        L4Protocol::Tcp => ProtocolEnum::Tcp,
+        L4Protocol::Udp => ProtocolEnum::Udp,
+    }
+}
+
+impl AlbApi {
+    /// Creates a network load balancer on `slots` (a subnet each, with its static private
+    /// address when one is asked for).
+    pub async fn create_network(
+        &self,
+        name: &str,
+        internet_facing: bool,
+        slots: &[SubnetSlot],
+        wanted: &BTreeMap<String, String>,
+    ) -> Result<AlbState, CloudError> {
+        let scheme = if internet_facing {
+            LoadBalancerSchemeEnum::InternetFacing
+        } else {
+            LoadBalancerSchemeEnum::Internal
+        };
+        let mappings: Vec<SubnetMapping> = slots
+            .iter()
+            .map(|s| {
+                SubnetMapping::builder()
+                    .subnet_id(&s.subnet)
+                    .set_private_ipv4_address(s.private_ip.map(|ip| ip.to_string()))
+                    .build()
+            })
+            .collect();
+        let out = self
+            .api
+            .call("CreateLoadBalancer", || {
+                self.client
+                    .create_load_balancer()
+                    .name(name)
+                    .r#type(LoadBalancerTypeEnum::Network)
+                    .scheme(scheme.clone())
+                    .ip_address_type(IpAddressType::Ipv4)
+                    .set_subnet_mappings(Some(mappings.clone()))
+                    .set_tags(Some(tags(wanted)))
+                    .send()
+            })
+            .await?;
+        let l = out
+            .load_balancers()
+            .first()
+            .ok_or_else(|| missing("CreateLoadBalancer"))?;
+        Ok(AlbState {
+            arn: l.load_balancer_arn().unwrap_or_default().to_string(),
+            dns_name: l.dns_name().unwrap_or_default().to_string(),
+        })
+    }
+
+    /// The listeners of a load balancer by port, with where they forward.
+    pub async fn forwarding_listeners(
+        &self,
+        lb_arn: &str,
+    ) -> Result<BTreeMap<i32, LiveListener>, CloudError> {
+        let out = self
+            .api
+            .call("DescribeListeners", || {
+                self.client
+                    .describe_listeners()
+                    .load_balancer_arn(lb_arn)
+                    .send()
+            })
+            .await?;
+        Ok(out
+            .listeners()
+            .iter()
+            .filter_map(|l| {
+                Some((
+                    l.port()?,
+                    LiveListener {
+                        arn: l.listener_arn()?.to_string(),
+                        protocol: l.protocol().map(|p| p.as_str().to_string())?,
+                        target_group: l
+                            .default_actions()
+                            .first()
+                            .and_then(|a| a.target_group_arn())
+                            .map(str::to_string),
+                    },
+                ))
+            })
+            .collect())
+    }
+
+    /// Creates an L4 listener forwarding everything to `tg_arn`.
+    pub async fn create_forward_listener(
+        &self,
+        lb_arn: &str,
+        port: i32,
+        proto: L4Protocol,
+        tg_arn: &str,
+    ) -> Result<String, CloudError> {
+        let action = Action::builder()
+            .r#type(ActionTypeEnum::Forward)
+            .target_group_arn(tg_arn)
+            .build();
+        let out = self
+            .api
+            .call("CreateListener", || {
+                self.client
+                    .create_listener()
+                    .load_balancer_arn(lb_arn)
+                    .port(port)
+                    .protocol(protocol(proto))
+                    .default_actions(action.clone())
+                    .send()
+            })
+            .await?;
+        out.listeners()
+            .first()
+            .and_then(|l| l.listener_arn())
+            .map(str::to_string)
+            .ok_or_else(|| missing("CreateListener"))
+    }
+}
+
+/// The ELBv2 protocol of an L4 listener or target group.
+pub fn protocol_enum(p: L4Protocol) -> ProtocolEnum {
+    protocol(p)
+}

@@ -1,0 +1,81 @@
+//! The internal TargetGroupBindings the Ingress and Service paths make for the target groups they
+//! own (as upstream does): created once, named after their target group, removed with it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::{Client, ResourceExt};
+
+use crate::crd::{ServiceReference, TargetGroupBinding, TargetGroupBindingSpec};
+
+/// What an internal binding connects.
+#[derive(Debug, Clone)]
+pub struct InternalBinding<'a> {
+    /// Namespace of the binding and of its Service.
+    pub namespace: &'a str,
+    /// Binding name (the target group's name).
+    pub name: &'a str,
+    /// Target group ARN.
+    pub arn: &'a str,
+    /// `ip` targets (else `instance`).
+    pub ip: bool,
+    /// The Service.
+    pub service: &'a str,
+    /// The Service port.
+    pub port: IntOrString,
+    /// The target group's VPC.
+    pub vpc: &'a str,
+    /// Labels naming the owning stack.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Creates the binding unless it exists (a 409 from a racing create counts as made).
+pub async fn ensure(client: &Client, b: &InternalBinding<'_>) -> Result<(), kube::Error> {
+    let api = Api::<TargetGroupBinding>::namespaced(client.clone(), b.namespace);
+    if api.get_opt(b.name).await?.is_some() {
+        return Ok(());
+    }
+    let mut tgb = TargetGroupBinding::new(
+        b.name,
+        TargetGroupBindingSpec {
+            target_group_arn: b.arn.to_string(),
+            target_group_name: None,
+            target_type: Some(if b.ip { "ip" } else { "instance" }.to_string()),
+            service_ref: ServiceReference {
+                name: b.service.to_string(),
+                port: b.port.clone(),
+            },
+            node_selector: None,
+            networking: None,
+            ip_address_type: None,
+            vpc_id: Some(b.vpc.to_string()),
+        },
+    );
+    tgb.metadata.labels = Some(b.labels.clone());
+    match api.create(&PostParams::default(), &tgb).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes every binding called `name` (in any namespace: a target group found by its tags
+/// does not say where its binding lives); gone counts as deleted.
+pub async fn remove(client: &Client, name: &str) -> Result<(), kube::Error> {
+    let all = Api::<TargetGroupBinding>::all(client.clone())
+        .list(&Default::default())
+        .await?;
+    for t in all.items.iter().filter(|t| t.name_any() == name) {
+        let api = Api::<TargetGroupBinding>::namespaced(
+            client.clone(),
+            &t.namespace().unwrap_or_default(),
+        );
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
