@@ -32,6 +32,7 @@ pub const BINARIES: &[Binary] = &[
     bin("cinder-csi-plugin", Kind::Image),
     bin("dvp-csi-driver", Kind::Image),
     bin("capdvp-controller-manager", Kind::Image),
+    bin("aws-load-balancer-controller", Kind::Image),
     bin("ecr-credential-provider", Kind::NodeTarball),
 ];
 
