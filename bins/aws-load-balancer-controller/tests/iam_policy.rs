@@ -2,7 +2,8 @@
 //! every `ctx.elbv2.<method>(` in `crates/albc/src`, mapped to its API action, every
 //! `.call("<Action>"` of the ELBv2 seams (`ingress/alb_api.rs`, and `service/nlb_api.rs` of the
 //! NLB Service driver), the EC2 reads of the shared
-//! subnet discovery when `SubnetCache` is used, and nothing else.
+//! subnet discovery when `SubnetCache` is used, the security-group calls of the managed ALB group
+//! (`ingress/security.rs`), and nothing else.
 
 use std::collections::BTreeSet;
 
@@ -14,6 +15,29 @@ const METHODS: &[(&str, &str)] = &[
     ("target_health", "DescribeTargetHealth"),
     ("register_targets", "RegisterTargets"),
     ("deregister_targets", "DeregisterTargets"),
+];
+
+/// The `stratus_aws::ec2::Ec2` security-group methods the managed ALB group
+/// (`ingress/security.rs`) calls, with their API actions.
+const EC2_METHODS: &[(&str, &[&str])] = &[
+    ("security_groups_tagged", &["DescribeSecurityGroups"]),
+    // Tags on create; a duplicate name is looked up.
+    (
+        "create_security_group",
+        &[
+            "CreateSecurityGroup",
+            "CreateTags",
+            "DescribeSecurityGroups",
+        ],
+    ),
+    (
+        "update_cidr_rules",
+        &[
+            "AuthorizeSecurityGroupIngress",
+            "RevokeSecurityGroupIngress",
+        ],
+    ),
+    ("delete_security_group", &["DeleteSecurityGroup"]),
 ];
 
 #[test]
@@ -46,6 +70,26 @@ fn policy_grants_exactly_the_calls_made() {
                 // stratus_aws::lb::ec2_network: Ec2::vpc_subnets.
                 used.insert("ec2:DescribeSubnets".to_string());
                 used.insert("ec2:DescribeRouteTables".to_string());
+            }
+            if path.ends_with("ingress/security.rs") {
+                for (i, _) in text.match_indices("ec2.") {
+                    let rest = &text[i + "ec2.".len()..];
+                    let method: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if !rest[method.len()..].starts_with('(') {
+                        continue;
+                    }
+                    let actions = EC2_METHODS
+                        .iter()
+                        .find(|(m, _)| *m == method)
+                        .unwrap_or_else(|| {
+                            panic!("{}: unknown Ec2 method {method}", path.display())
+                        })
+                        .1;
+                    used.extend(actions.iter().map(|a| format!("ec2:{a}")));
+                }
             }
             for (i, _) in text.match_indices("ctx.elbv2.") {
                 let rest = &text[i + "ctx.elbv2.".len()..];

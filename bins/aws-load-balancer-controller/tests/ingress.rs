@@ -1,6 +1,7 @@
 //! Ingress → ALB end to end on moto behind the counting proxy: two hosts and three paths make
 //! one ALB with its rules in order and a target group (and internal TargetGroupBinding) per
-//! backend; two Ingresses of one group share one ALB and deleting one keeps the other's rules;
+//! backend and a managed security group open on the listener ports; two Ingresses of one group
+//! share one ALB and deleting one keeps the other's rules;
 //! an invalid annotation is a Warning Event and changes nothing; deleting every Ingress leaves
 //! nothing in moto.
 
@@ -129,6 +130,39 @@ async fn rules(a: &Albc, lb_arn: &str) -> Vec<(i32, Vec<String>, Vec<String>, St
     v
 }
 
+/// Managed security groups in moto: ID and `(protocol, port, cidr)` of each ingress rule.
+async fn managed_groups(a: &Albc) -> Vec<(String, Vec<(String, i32, String)>)> {
+    let out = a
+        .ec2
+        .describe_security_groups()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("tag:ingress.k8s.aws/resource")
+                .values("ManagedLBSecurityGroup")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    out.security_groups()
+        .iter()
+        .map(|g| {
+            let mut rules = Vec::new();
+            for p in g.ip_permissions() {
+                for r in p.ip_ranges() {
+                    rules.push((
+                        p.ip_protocol().unwrap_or_default().to_string(),
+                        p.from_port().unwrap_or(-1),
+                        r.cidr_ip().unwrap_or_default().to_string(),
+                    ));
+                }
+            }
+            rules.sort();
+            (g.group_id().unwrap_or_default().to_string(), rules)
+        })
+        .collect()
+}
+
 fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }
@@ -167,6 +201,27 @@ async fn ingresses_make_albs_groups_share_one_and_deleting_all_leaves_nothing() 
     assert_eq!(all.len(), 1, "{all:?}");
     assert_eq!(all[0].0, name);
     assert_eq!(all[0].2, host);
+    // No security-groups annotation: a managed group open on the listener port, on the ALB.
+    let groups = managed_groups(&a).await;
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(
+        groups[0].1,
+        vec![
+            ("icmp".to_string(), 3, "0.0.0.0/0".to_string()),
+            ("tcp".to_string(), 80, "0.0.0.0/0".to_string())
+        ]
+    );
+    let described = a
+        .elbv2
+        .describe_load_balancers()
+        .names(&name)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        described.load_balancers()[0].security_groups(),
+        [groups[0].0.clone()]
+    );
     let tgs = target_groups(&a).await;
     assert_eq!(tgs.len(), 3, "{tgs:?}");
     let r = rules(&a, &all[0].1).await;
@@ -223,7 +278,8 @@ async fn ingresses_make_albs_groups_share_one_and_deleting_all_leaves_nothing() 
     ingress(
         &a,
         "bad",
-        serde_json::json!({"alb.ingress.kubernetes.io/scheme": "public"}),
+        serde_json::json!({"alb.ingress.kubernetes.io/scheme": "public",
+                           "alb.ingress.kubernetes.io/inbound-cidrs": "10.0.0.0/8, 300.1.0.0/16"}),
         serde_json::json!([{"http": {"paths": [path("/", "Prefix", "web")]}}]),
     )
     .await;
@@ -237,12 +293,21 @@ async fn ingresses_make_albs_groups_share_one_and_deleting_all_leaves_nothing() 
                 e.involved_object.name.as_deref() == Some("bad")
                     && e.type_.as_deref() == Some("Warning")
                     && e.message.as_deref().unwrap_or_default().contains("scheme")
+                    && e.message
+                        .as_deref()
+                        .unwrap_or_default()
+                        .contains("inbound-cidrs")
             })
             .then_some(()))
     })
     .await
     .unwrap();
     assert_eq!((lbs(&a).await.len(), target_groups(&a).await.len()), before);
+    assert_eq!(
+        managed_groups(&a).await.len(),
+        2,
+        "one per ALB, none for bad"
+    );
 
     // Deleting one member keeps the other's rules.
     let ings = Api::<Ingress>::namespaced(a.admin.clone(), NS);
@@ -272,6 +337,7 @@ async fn ingresses_make_albs_groups_share_one_and_deleting_all_leaves_nothing() 
     .await
     .unwrap();
     assert!(lbs(&a).await.is_empty());
+    assert!(managed_groups(&a).await.is_empty());
     assert!(
         target_groups(&a).await.is_empty(),
         "{:?}",

@@ -224,7 +224,12 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<IngressAnnotation
             "success-codes" => a.health.success_codes = v.clone(),
             "subnets" => a.subnets = list(v),
             "security-groups" => a.security_groups = list(v),
-            "inbound-cidrs" => a.inbound_cidrs = list(v),
+            "inbound-cidrs" => {
+                a.inbound_cidrs = list(v);
+                if let Err(e) = stratus_aws::lb::rules::check_source_ranges(&a.inbound_cidrs) {
+                    p.push(format!("{k}: {e}"));
+                }
+            }
             "tags" => {
                 for pair in list(v) {
                     match pair.split_once('=') {

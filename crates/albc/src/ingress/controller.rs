@@ -2,7 +2,8 @@
 //! (or annotated `kubernetes.io/ingress.class: <--ingress-class>`) are grouped, planned by
 //! [`crate::ingress::model::plan_alb`] and applied: the ALB (subnets by the CCM's tag
 //! discovery), listeners, rules in planned order (rewritten only when they differ), one target
-//! group per backend fed by an internal TargetGroupBinding, the finalizer and
+//! group per backend fed by an internal TargetGroupBinding, the managed security group when the
+//! group names none, the finalizer and
 //! `status.loadBalancer` of every member. A group with no member left loses its ALB, target
 //! groups and bindings. Invalid annotations: a Warning Event, nothing changed.
 
@@ -24,6 +25,7 @@ use stratus_kube_kit::EventPublisher;
 use crate::ingress::alb_api::AlbApi;
 use crate::ingress::annotations;
 use crate::ingress::model::{group_of, plan_alb, AlbSpec, GroupId};
+use crate::ingress::security;
 use crate::tgb::internal::{self, InternalBinding};
 
 /// The IngressClass controller this driver serves.
@@ -295,6 +297,15 @@ async fn apply(ctx: &IngressCtx, spec: &AlbSpec) -> Result<String, IngressError>
     let mut tags = ctx.settings.default_tags.clone();
     tags.extend(spec.tags.clone());
     tags.extend(stack_tags(ctx, &spec.group));
+    // The managed frontend group (kept in step with the listeners even for an existing ALB).
+    let managed_group = if spec.security_groups.is_empty() {
+        let stack = stack_tags(ctx, &spec.group);
+        let id =
+            security::ensure(ctx.subnets.ec2(), &ctx.settings.vpc, spec, &stack, &tags).await?;
+        vec![id]
+    } else {
+        Vec::new()
+    };
     let lb = match ctx.alb.find(&spec.name).await? {
         Some(lb) => lb,
         None => {
@@ -313,7 +324,11 @@ async fn apply(ctx: &IngressCtx, spec: &AlbSpec) -> Result<String, IngressError>
                     &spec.name,
                     spec.internet_facing,
                     &chosen,
-                    &spec.security_groups,
+                    if managed_group.is_empty() {
+                        &spec.security_groups
+                    } else {
+                        &managed_group
+                    },
                     &lb_tags,
                 )
                 .await?
@@ -440,5 +455,6 @@ async fn teardown(ctx: &IngressCtx, group: &GroupId) -> Result<(), IngressError>
         drop_binding(ctx, &tg).await?;
         ctx.alb.delete_target_group(&arn).await?;
     }
+    security::remove(ctx.subnets.ec2(), &stack_tags(ctx, group)).await?;
     Ok(())
 }

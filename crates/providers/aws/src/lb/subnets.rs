@@ -32,6 +32,11 @@ impl SubnetCache {
         }
     }
 
+    /// The EC2 calls the cache lists with (shared with other load-balancer EC2 work).
+    pub fn ec2(&self) -> &Ec2 {
+        &self.ec2
+    }
+
     /// Subnets of `vpc`, listed at most once per TTL.
     pub async fn subnets(&self, vpc: &str) -> Result<Vec<SubnetInfo>, CloudError> {
         let mut entry = self.entry.lock().await;

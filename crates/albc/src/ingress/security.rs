@@ -1,0 +1,155 @@
+//! The managed frontend security group of an ALB whose Ingress group names none
+//! (`alb.ingress.kubernetes.io/security-groups` absent): one group per ALB, named like it and
+//! tagged with the group's stack tags, allowing the listener ports from `inbound-cidrs`
+//! (default `0.0.0.0/0`) plus ICMP "fragmentation needed" (the CCM's listener rule set); its
+//! rules are diffed against AWS and changed only where they differ; it is deleted after the ALB.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use stratus_aws::ec2::Ec2;
+use stratus_aws::lb::rules::{diff, listener_rules, source_ranges, CidrRule};
+use stratus_cloud::CloudError;
+
+use crate::ingress::model::AlbSpec;
+
+/// Tag value of [`crate::ingress::controller::RESOURCE_TAG`] on the managed group.
+pub const RESOURCE: &str = "ManagedLBSecurityGroup";
+
+/// The rules the managed group of `spec` must hold (pure).
+pub fn wanted_rules(spec: &AlbSpec) -> BTreeSet<CidrRule> {
+    let ports: BTreeSet<u16> = spec
+        .listeners
+        .iter()
+        .filter_map(|l| u16::try_from(l.port.port).ok())
+        .collect();
+    let ports: Vec<u16> = ports.into_iter().collect();
+    listener_rules(&ports, &source_ranges(&spec.inbound_cidrs))
+}
+
+/// Finds or creates the managed group of `spec` (tagged `tags` plus the resource tag) in `vpc`
+/// and makes its rules match; returns its ID. A group found by its tags is reused, so a
+/// restart or a retried reconcile never makes a second one.
+pub async fn ensure(
+    ec2: &Ec2,
+    vpc: &str,
+    spec: &AlbSpec,
+    stack: &BTreeMap<String, String>,
+    tags: &BTreeMap<String, String>,
+) -> Result<String, CloudError> {
+    let found = find(ec2, stack).await?;
+    let wanted = wanted_rules(spec);
+    let (id, current) = match found {
+        Some(g) => (g.id, g.cidr_rules),
+        None => {
+            let mut t = tags.clone();
+            t.insert(
+                crate::ingress::controller::RESOURCE_TAG.into(),
+                RESOURCE.into(),
+            );
+            let description = format!("[k8s] Managed SecurityGroup for LoadBalancer {}", spec.name);
+            let id = ec2
+                .create_security_group(vpc, &spec.name, &description, &t)
+                .await?;
+            (id, BTreeSet::new())
+        }
+    };
+    let (add, remove) = diff(&current, &wanted);
+    ec2.update_cidr_rules(&id, &add, &remove).await?;
+    Ok(id)
+}
+
+/// Deletes the managed group of the stack, if there is one (after its ALB is gone).
+pub async fn remove(ec2: &Ec2, stack: &BTreeMap<String, String>) -> Result<(), CloudError> {
+    if let Some(g) = find(ec2, stack).await? {
+        ec2.delete_security_group(&g.id).await?;
+    }
+    Ok(())
+}
+
+/// The managed group of the stack: tagged with the stack tag of this group and cluster and the
+/// resource tag (one DescribeSecurityGroups, filtered by EC2).
+async fn find(
+    ec2: &Ec2,
+    stack: &BTreeMap<String, String>,
+) -> Result<Option<stratus_aws::lb::ec2_network::SecurityGroup>, CloudError> {
+    let stack_key = crate::ingress::controller::STACK_TAG;
+    let Some(stack_value) = stack.get(stack_key) else {
+        return Ok(None);
+    };
+    let groups = ec2
+        .security_groups_tagged(stack_key, Some((stack_key, stack_value)))
+        .await?;
+    Ok(groups.into_iter().find(|g| {
+        stack.iter().all(|(k, v)| g.tags.get(k) == Some(v))
+            && g.tags
+                .get(crate::ingress::controller::RESOURCE_TAG)
+                .map(String::as_str)
+                == Some(RESOURCE)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingress::annotations::ListenPort;
+    use crate::ingress::model::{GroupId, ListenerSpec};
+
+    fn spec(ports: &[i32], cidrs: &[&str]) -> AlbSpec {
+        AlbSpec {
+            group: GroupId::Explicit("g".into()),
+            name: "k8s-g-abc".into(),
+            internet_facing: true,
+            listeners: ports
+                .iter()
+                .map(|p| ListenerSpec {
+                    port: ListenPort {
+                        https: *p == 443,
+                        port: *p,
+                    },
+                    certificates: Vec::new(),
+                    redirect_to: None,
+                    rules: Vec::new(),
+                })
+                .collect(),
+            target_groups: BTreeMap::new(),
+            subnets: Vec::new(),
+            security_groups: Vec::new(),
+            inbound_cidrs: cidrs.iter().map(|c| c.to_string()).collect(),
+            tags: BTreeMap::new(),
+            members: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn listener_ports_are_open_to_everyone_by_default() {
+        let rules = wanted_rules(&spec(&[80, 443], &[]));
+        let tcp: Vec<(i32, &str)> = rules
+            .iter()
+            .filter(|r| r.protocol == "tcp")
+            .map(|r| (r.from, r.cidr.as_str()))
+            .collect();
+        assert_eq!(tcp, vec![(80, "0.0.0.0/0"), (443, "0.0.0.0/0")]);
+        assert!(rules.iter().any(|r| r.protocol == "icmp"));
+    }
+
+    #[test]
+    fn inbound_cidrs_replace_everyone_and_are_normalised() {
+        let rules = wanted_rules(&spec(&[80], &["10.0.0.1/8", "192.168.0.0/16"]));
+        let tcp: BTreeSet<&str> = rules
+            .iter()
+            .filter(|r| r.protocol == "tcp")
+            .map(|r| r.cidr.as_str())
+            .collect();
+        assert_eq!(tcp, BTreeSet::from(["10.0.0.0/8", "192.168.0.0/16"]));
+    }
+
+    #[test]
+    fn a_listener_change_adds_and_removes_only_the_difference() {
+        let before = wanted_rules(&spec(&[80], &[]));
+        let after = wanted_rules(&spec(&[80, 8443], &[]));
+        let (add, remove) = diff(&before, &after);
+        assert_eq!(add.len(), 1);
+        assert_eq!(add[0].from, 8443);
+        assert!(remove.is_empty());
+    }
+}
