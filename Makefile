@@ -138,14 +138,15 @@ bench-capdvp: install
 	# capdvp is the release binary.
 	CAPDVP_BINARY=$(CARGO_TARGET_DIR)/release/capdvp-controller-manager CAPDVP_BENCH_MACHINES=$(CAPDVP_MACHINES) $(CARGO) test -q --workspace --test bench -- --ignored --nocapture
 
-## bench-discoverer: cloud-data-discoverer's first run against moto with DISCOVERER_VOLUMES EBS volumes: cloud requests, seconds, peak RSS (JSON, release build);
+## bench-discoverer: cloud-data-discoverer's first run against moto with DISCOVERER_VOLUMES EBS volumes: cloud requests, seconds, peak RSS (JSON, the shipped release-min build);
 ## DISCOVERER_CLOUD=openstack: Keystone + the simulators with 500 more flavors, 200 more images and DISCOVERER_VOLUMES Cinder volumes
 DISCOVERER_VOLUMES ?= 1000
 DISCOVERER_CLOUD ?= aws
 bench-discoverer: install
-	$(CARGO) build -q --release -p cloud-data-discoverer -p stratus-discoverer --bin cloud-data-discoverer --example bench_discoverer
+	$(CARGO) build -q --profile release-min -p cloud-data-discoverer --bin cloud-data-discoverer
+	$(CARGO) build -q --release -p stratus-discoverer --example bench_discoverer
 	mkdir -p bench/results
-	set -o pipefail; $(CARGO_TARGET_DIR)/release/examples/bench_discoverer --cloud $(DISCOVERER_CLOUD) --binary $(CARGO_TARGET_DIR)/release/cloud-data-discoverer --volumes $(DISCOVERER_VOLUMES) | tee bench/results/bench-discoverer$(if $(filter openstack,$(DISCOVERER_CLOUD)),-openstack).json
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/examples/bench_discoverer --cloud $(DISCOVERER_CLOUD) --binary $(CARGO_TARGET_DIR)/release-min/cloud-data-discoverer --volumes $(DISCOVERER_VOLUMES) | tee bench/results/bench-discoverer$(if $(filter openstack,$(DISCOVERER_CLOUD)),-openstack).json
 
 ## images: release binaries as OCI archives (server binaries) and tarballs (node binaries) with
 ## manifest.json in IMAGES_DIR, no Docker daemon; --version and the image labels carry the
@@ -155,8 +156,9 @@ images:
 	export STRATUS_GIT_REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
 		STRATUS_BUILD_DATE=$$(date -u +%Y-%m-%dT%H:%M:%SZ) && \
 	$(CARGO) build -q --release -p stratus-images --bin stratus-images && \
-	$(CARGO) build --release --bins $$($(CARGO_TARGET_DIR)/release/stratus-images --print-cargo-packages) && \
-	$(CARGO_TARGET_DIR)/release/stratus-images --bin-dir $(CARGO_TARGET_DIR)/release --out $(IMAGES_DIR)
+	$(CARGO) build --release --bins $$($(CARGO_TARGET_DIR)/release/stratus-images --print-cargo-packages release) && \
+	$(CARGO) build --profile release-min --bins $$($(CARGO_TARGET_DIR)/release/stratus-images --print-cargo-packages release-min) && \
+	$(CARGO_TARGET_DIR)/release/stratus-images --target-dir $(CARGO_TARGET_DIR) --out $(IMAGES_DIR)
 
 ## env-up / env-down: keep a test environment running for manual work (source .stratus/env/env);
 ## CLOUD=openstack starts Keystone and the OpenStack simulators instead of moto

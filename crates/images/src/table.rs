@@ -18,7 +18,15 @@ pub struct Binary {
     pub package: &'static str,
     /// What it is released as.
     pub kind: Kind,
+    /// The cargo profile its release build uses ([`RELEASE`] or [`RELEASE_MIN`]).
+    pub profile: &'static str,
 }
+
+/// The profile of most release binaries: optimised for size, thin LTO.
+pub const RELEASE: &str = "release";
+/// The profile of binaries whose resident memory is dominated by their own code (the
+/// discoverer): fat LTO, one codegen unit, `opt-level = "z"`, abort on panic (see Cargo.toml).
+pub const RELEASE_MIN: &str = "release-min";
 
 /// Where the images are meant to be pushed; the charts' `image.repository` defaults name it.
 pub const REPOSITORY_PREFIX: &str = "ghcr.io/stratus";
@@ -26,7 +34,10 @@ pub const REPOSITORY_PREFIX: &str = "ghcr.io/stratus";
 /// Every shipped binary. Adding one is one line here (and its package in the workspace).
 pub const BINARIES: &[Binary] = &[
     bin("cloud-controller-manager", Kind::Image),
-    bin("cloud-data-discoverer", Kind::Image),
+    Binary {
+        profile: RELEASE_MIN,
+        ..bin("cloud-data-discoverer", Kind::Image)
+    },
     bin("node-termination-handler", Kind::Image),
     bin("ebs-csi-driver", Kind::Image),
     bin("cinder-csi-plugin", Kind::Image),
@@ -42,6 +53,7 @@ const fn bin(name: &'static str, kind: Kind) -> Binary {
         name,
         package: name,
         kind,
+        profile: RELEASE,
     }
 }
 
@@ -77,5 +89,9 @@ mod tests {
             "ghcr.io/stratus/cloud-controller-manager"
         );
         assert!(find("sh").is_none());
+        assert!(BINARIES
+            .iter()
+            .all(|b| b.profile == RELEASE || b.profile == RELEASE_MIN));
+        assert_eq!(find("cloud-data-discoverer").unwrap().profile, RELEASE_MIN);
     }
 }

@@ -13,9 +13,10 @@ use stratus_runtime::build_info::BUILD;
 #[derive(Parser, Debug)]
 #[command(name = "stratus-images", version = stratus_runtime::build_info::version())]
 struct Args {
-    /// The folder holding the built binaries (e.g. `$CARGO_TARGET_DIR/release`).
+    /// The cargo target dir holding the built binaries; each binary is taken from the folder of
+    /// its profile (`release/`, or `release-min/` for the discoverer).
     #[arg(long, required_unless_present = "print_cargo_packages")]
-    bin_dir: Option<PathBuf>,
+    target_dir: Option<PathBuf>,
     /// Where the artifacts and `manifest.json` go.
     #[arg(long, default_value = "dist/images")]
     out: PathBuf,
@@ -25,22 +26,24 @@ struct Args {
     /// Only these binaries (default: every one in the table).
     #[arg(long = "only", value_name = "NAME")]
     only: Vec<String>,
-    /// Print the cargo arguments that build every shipped binary (`-p NAME …`) and exit.
-    #[arg(long, exclusive = true)]
-    print_cargo_packages: bool,
+    /// Print the cargo arguments that build every shipped binary of this profile (`-p NAME …`)
+    /// and exit.
+    #[arg(long, exclusive = true, value_name = "PROFILE")]
+    print_cargo_packages: Option<String>,
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    if args.print_cargo_packages {
+    if let Some(profile) = &args.print_cargo_packages {
         let packages: Vec<String> = table::BINARIES
             .iter()
+            .filter(|b| b.profile == profile)
             .map(|b| format!("-p {}", b.package))
             .collect();
         println!("{}", packages.join(" "));
         return Ok(());
     }
-    let bin_dir = args.bin_dir.unwrap_or_default();
+    let target_dir = args.target_dir.unwrap_or_default();
     let mut artifacts = Vec::new();
     for name in &args.only {
         if table::find(name).is_none() {
@@ -51,11 +54,12 @@ fn main() -> Result<()> {
         .iter()
         .filter(|b| args.only.is_empty() || args.only.iter().any(|n| n == b.name))
     {
-        let path = bin_dir.join(binary.name);
+        let path = target_dir.join(binary.profile).join(binary.name);
         if !path.is_file() {
             bail!(
-                "{} is missing: build it first (cargo build --release -p {})",
+                "{} is missing: build it first (cargo build --profile {} -p {})",
                 path.display(),
+                binary.profile,
                 binary.package
             );
         }
