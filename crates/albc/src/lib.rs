@@ -16,5 +16,6 @@ pub mod crd;
 pub mod ingress;
 pub mod metrics;
 pub mod options;
+pub mod reaper;
 pub mod service;
 pub mod tgb;

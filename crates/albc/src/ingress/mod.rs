@@ -6,3 +6,4 @@ pub mod alb_api;
 pub mod annotations;
 pub mod controller;
 pub mod model;
+pub mod rules;
