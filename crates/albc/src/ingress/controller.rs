@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
@@ -20,6 +20,7 @@ use kube::{Client, ResourceExt};
 use stratus_aws::lb::subnets::{choose_subnets, SubnetCache};
 use stratus_cloud::CloudError;
 use stratus_kube_kit::EventPublisher;
+use tokio::time::Instant;
 
 use crate::ingress::alb_api::{AlbApi, AlbState, LiveRule};
 use crate::ingress::annotations;
