@@ -125,7 +125,14 @@ pub async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
         common::set_slice(&admin, &format!("svc-{s}"), &ips(s, 0, per)).await?;
     }
     env.reset_aws_request_counts().await?;
-    let albc = common::spawn_controller(&env, &[format!("--aws-vpc-id={vpc}")])?;
+    let albc = common::spawn_controller(
+        &env,
+        &[
+            vec![format!("--aws-vpc-id={vpc}")],
+            args.controller_flags.clone(),
+        ]
+        .concat(),
+    )?;
     let started = Instant::now();
     let ingresses = Api::<Ingress>::namespaced(admin.clone(), NS);
     for i in 0..n {

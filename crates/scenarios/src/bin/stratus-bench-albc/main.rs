@@ -45,6 +45,10 @@ pub struct Args {
     /// Seconds the churn is spread over.
     #[arg(long, default_value_t = 10)]
     churn_seconds: u64,
+    /// An extra controller flag (repeatable), e.g.
+    /// `--controller-flag=--targetgroupbinding-max-concurrent-reconciles=10`.
+    #[arg(long = "controller-flag", allow_hyphen_values = true)]
+    controller_flags: Vec<String>,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -53,6 +57,7 @@ async fn main() -> anyhow::Result<()> {
     let mut report = serde_json::json!({
         "benchmark": "albc",
         "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "controller_flags": args.controller_flags,
     });
     if matches!(args.scenario, Scenario::Ingress | Scenario::Both) {
         report["ingress"] = ingress::run(&args).await?;

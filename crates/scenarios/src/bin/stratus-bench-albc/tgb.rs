@@ -66,7 +66,7 @@ pub async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
         arns.push(arn);
     }
     env.reset_aws_request_counts().await?;
-    let albc = common::spawn_controller(&env, &[])?;
+    let albc = common::spawn_controller(&env, &args.controller_flags)?;
     let started = Instant::now();
     for (b, arn) in arns.iter().enumerate() {
         let tgb: DynamicObject = serde_json::from_value(serde_json::json!({
