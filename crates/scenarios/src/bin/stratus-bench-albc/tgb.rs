@@ -122,6 +122,7 @@ pub async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
     let churn = common::elbv2_requests(&env).await?;
     let churn_total: u64 = churn.values().sum();
     let peak_rss_kib = albc.peak_rss_kib();
+    let (end_anon_kib, end_file_kib) = albc.rss_anon_file_kib().unwrap_or_default();
     Ok(serde_json::json!({
         "benchmark": "albc-targetgroupbinding",
         "bindings": args.bindings,
@@ -142,5 +143,7 @@ pub async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
                 / args.bindings as f64 / churn_elapsed.max(1.0),
         },
         "peak_rss_mib": peak_rss_kib.map(|k| k as f64 / 1024.0),
+        "end_rss_anonymous_mib": end_anon_kib as f64 / 1024.0,
+        "end_rss_file_backed_mib": end_file_kib as f64 / 1024.0,
     }))
 }
