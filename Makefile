@@ -98,14 +98,17 @@ bench-nth: install
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-nth --notices $(NTH_NOTICES) --nodes $(NTH_NODES) | tee bench/results/bench-nth.json
 
-## bench-albc: aws-load-balancer-controller TargetGroupBinding: ALBC_BINDINGS target groups over ALBC_ENDPOINTS pod endpoints, then ALBC_CHANGES endpoint changes in 10 s; ELBv2 requests and peak RSS (JSON, release build)
+## bench-albc: aws-load-balancer-controller (ALBC_SCENARIO ingress|tgb|both): ALBC_INGRESSES Ingresses in ALBC_GROUPS groups, and/or ALBC_BINDINGS TargetGroupBindings, over ALBC_ENDPOINTS pod endpoints, then ALBC_CHANGES endpoint changes in 10 s; hostnames, ELBv2 requests and peak RSS (JSON, release build)
+ALBC_SCENARIO ?= both
+ALBC_INGRESSES ?= 50
+ALBC_GROUPS ?= 10
 ALBC_BINDINGS ?= 10
 ALBC_ENDPOINTS ?= 200
 ALBC_CHANGES ?= 500
 bench-albc: install
 	$(CARGO) build -q --release -p aws-load-balancer-controller -p stratus-scenarios --bin aws-load-balancer-controller --bin stratus-bench-albc
 	mkdir -p bench/results
-	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-albc --bindings $(ALBC_BINDINGS) --endpoints $(ALBC_ENDPOINTS) --changes $(ALBC_CHANGES) | tee bench/results/bench-albc.json
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-albc --scenario $(ALBC_SCENARIO) --ingresses $(ALBC_INGRESSES) --groups $(ALBC_GROUPS) --bindings $(ALBC_BINDINGS) --endpoints $(ALBC_ENDPOINTS) --changes $(ALBC_CHANGES) | tee bench/results/bench-albc.json
 
 ## bench-csi: CSI_VOLUMES PVCs per backend (CSI_BACKEND ebs|cinder|both) provisioned and attached through the real external-provisioner and external-attacher: seconds, cloud requests per volume, controller and node plugin RSS, deletion (JSON, release build)
 CSI_VOLUMES ?= 200

@@ -1,7 +1,7 @@
 //! `deploy/albc-iam-policy.json` grants exactly the AWS actions the controller's code calls:
 //! every `ctx.elbv2.<method>(` in `crates/albc/src`, mapped to its API action, every
-//! `.call("<Action>"` of the ELBv2 seams (`ingress/alb_api.rs`, and `service/nlb_api.rs` of the
-//! NLB Service driver), the EC2 reads of the shared
+//! `.call("<Action>"` of the ELBv2 seams (`ingress/alb_api.rs`, `service/nlb_api.rs` of the
+//! NLB Service driver and the reaper's `reaper/inventory.rs`), the EC2 reads of the shared
 //! subnet discovery when `SubnetCache` is used, the security-group calls of the managed ALB group
 //! (`ingress/security.rs`), and nothing else.
 
@@ -57,7 +57,10 @@ fn policy_grants_exactly_the_calls_made() {
                 .chars()
                 .filter(|c| !c.is_whitespace())
                 .collect();
-            if path.ends_with("ingress/alb_api.rs") || path.ends_with("service/nlb_api.rs") {
+            if path.ends_with("ingress/alb_api.rs")
+                || path.ends_with("service/nlb_api.rs")
+                || path.ends_with("reaper/inventory.rs")
+            {
                 for (i, _) in text.match_indices(".call(\"") {
                     let rest = &text[i + ".call(\"".len()..];
                     let action: String = rest.chars().take_while(|c| *c != '"').collect();

@@ -14,8 +14,9 @@ use stratus_testenv::{Identity, KubeCluster};
 const NAMESPACE: &str = "kube-system";
 const SA: &str = "aws-load-balancer-controller";
 
-/// Every call of `crates/albc/src/{tgb,ingress,service}/controller.rs`, the Events, the election and the
-/// secure metrics' reviews.
+/// Every call of `crates/albc/src/{tgb,ingress,service}/controller.rs` (the reaper's lists of
+/// Ingresses, Services and bindings and its binding deletes in `reaper/driver.rs` are among
+/// them), the Events, the election and the secure metrics' reviews.
 const REQUIRED: &[Access] = &[
     access(
         "get",

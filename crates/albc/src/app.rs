@@ -1,5 +1,6 @@
 //! The process: Kubernetes and AWS clients, HTTPS metrics and probes, leader election, then the
-//! TargetGroupBinding controller until shutdown or loss of the lease.
+//! TargetGroupBinding controller (with `--aws-vpc-id` also the Ingress and Service drivers and the
+//! reaper) until shutdown or loss of the lease.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +25,7 @@ use crate::ingress::controller::IngressSettings;
 use crate::ingress::{self};
 use crate::metrics::TgbMetrics;
 use crate::options::{bind_address, Options};
+use crate::reaper;
 use crate::service::{self, controller::ServiceSettings};
 use crate::tgb::controller::{self, TgbSettings};
 
@@ -188,6 +190,16 @@ pub async fn run(
                     let _ = stop.wait_for(|s| *s).await;
                 },
             ));
+            let mut stop = ingress_stop.clone();
+            let reaper = tokio::spawn(reaper::driver::run(
+                kube.clone(),
+                alb.clone(),
+                opts.cluster_name.clone(),
+                opts.sync_period,
+                async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                },
+            ));
             let mut stop = ingress_stop;
             let svc = tokio::spawn(service::controller::run(
                 kube.clone(),
@@ -198,7 +210,7 @@ pub async fn run(
                     let _ = stop.wait_for(|s| *s).await;
                 },
             ));
-            Some((ing, svc))
+            Some((ing, svc, reaper))
         }
         None => {
             tracing::info!("no --aws-vpc-id: Ingresses and NLB Services are not served");
@@ -225,9 +237,10 @@ pub async fn run(
         r = &mut ctl => r.map_err(|e| anyhow::anyhow!("controller task: {e}")),
         _ = lease_lost => Err(anyhow::anyhow!("lost the leader lease {}", opts.leader_election_id)),
     };
-    if let Some((i, s)) = ingress {
+    if let Some((i, s, r)) = ingress {
         i.abort();
         s.abort();
+        r.abort();
     }
     if let Some(l) = leadership {
         l.release().await;

@@ -10,11 +10,15 @@
 //! `deploy/albc-iam-policy.json`. The Service driver (`service`, also with `--aws-vpc-id`)
 //! watches Services of class `service.k8s.aws/nlb` (or the `external` type annotation), writes
 //! their finalizer and status and internal TargetGroupBindings, and makes NLBs the same way.
+//! The reaper (`reaper`, also with `--aws-vpc-id`) lists ELBv2 load balancers and target groups
+//! with their tags, Ingresses, Services and TargetGroupBindings, and deletes this cluster's
+//! stacks whose owner is gone (and the bindings of their target groups).
 
 pub mod app;
 pub mod crd;
 pub mod ingress;
 pub mod metrics;
 pub mod options;
+pub mod reaper;
 pub mod service;
 pub mod tgb;

@@ -371,13 +371,13 @@ impl AlbApi {
             .collect())
     }
 
-    /// Creates one rule forwarding to `tg_arn`.
+    /// Creates one rule forwarding to `tg_arn`; its ARN.
     pub async fn create_rule(
         &self,
         listener_arn: &str,
         rule: &RuleSpec,
         tg_arn: &str,
-    ) -> Result<(), CloudError> {
+    ) -> Result<String, CloudError> {
         let mut conditions = Vec::new();
         if !rule.hosts.is_empty() {
             conditions.push(
@@ -407,7 +407,8 @@ impl AlbApi {
             .r#type(ActionTypeEnum::Forward)
             .target_group_arn(tg_arn)
             .build();
-        self.api
+        let out = self
+            .api
             .call("CreateRule", || {
                 self.client
                     .create_rule()
@@ -418,7 +419,39 @@ impl AlbApi {
                     .send()
             })
             .await?;
-        Ok(())
+        out.rules()
+            .first()
+            .and_then(|r| r.rule_arn())
+            .map(str::to_string)
+            .ok_or_else(|| missing("CreateRule"))
+    }
+
+    /// Every target group of the account: (name, ARN), all pages.
+    pub async fn all_target_groups(&self) -> Result<Vec<(String, String)>, CloudError> {
+        let mut all = Vec::new();
+        let mut marker: Option<String> = None;
+        loop {
+            let out = self
+                .api
+                .call("DescribeTargetGroups", || {
+                    self.client
+                        .describe_target_groups()
+                        .page_size(400)
+                        .set_marker(marker.clone())
+                        .send()
+                })
+                .await?;
+            all.extend(out.target_groups().iter().filter_map(|g| {
+                Some((
+                    g.target_group_name()?.to_string(),
+                    g.target_group_arn()?.to_string(),
+                ))
+            }));
+            marker = out.next_marker().map(str::to_string);
+            if marker.is_none() {
+                return Ok(all);
+            }
+        }
     }
 
     /// Target groups (name, ARN) whose tags carry every `(key, value)` of `selector`.
@@ -426,24 +459,19 @@ impl AlbApi {
         &self,
         selector: &BTreeMap<String, String>,
     ) -> Result<Vec<(String, String)>, CloudError> {
-        let out = self
-            .api
-            .call("DescribeTargetGroups", || {
-                self.client.describe_target_groups().page_size(400).send()
-            })
-            .await?;
-        let all: Vec<(String, String)> = out
-            .target_groups()
-            .iter()
-            .filter_map(|g| {
-                Some((
-                    g.target_group_name()?.to_string(),
-                    g.target_group_arn()?.to_string(),
-                ))
-            })
-            .collect();
+        let all = self.all_target_groups().await?;
+        self.having_tags(&all, selector).await
+    }
+
+    /// Those of `groups` (name, ARN) whose tags carry every `(key, value)` of `selector`
+    /// (DescribeTags, 20 ARNs per call).
+    pub async fn having_tags(
+        &self,
+        groups: &[(String, String)],
+        selector: &BTreeMap<String, String>,
+    ) -> Result<Vec<(String, String)>, CloudError> {
         let mut found = Vec::new();
-        for chunk in all.chunks(20) {
+        for chunk in groups.chunks(20) {
             let arns: Vec<String> = chunk.iter().map(|(_, a)| a.clone()).collect();
             let out = self
                 .api

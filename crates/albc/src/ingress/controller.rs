@@ -3,9 +3,8 @@
 //! [`crate::ingress::model::plan_alb`] and applied: the ALB (subnets by the CCM's tag
 //! discovery), listeners, rules in planned order (rewritten only when they differ), one target
 //! group per backend fed by an internal TargetGroupBinding, the managed security group when the
-//! group names none, the finalizer and
-//! `status.loadBalancer` of every member. A group with no member left loses its ALB, target
-//! groups and bindings. Invalid annotations: a Warning Event, nothing changed.
+//! group names none, the finalizer and `status.loadBalancer` of every member. A group with no
+//! member left loses its ALB, target groups, bindings and managed group. Invalid annotations: a Warning Event, nothing changed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -21,10 +20,12 @@ use kube::{Client, ResourceExt};
 use stratus_aws::lb::subnets::{choose_subnets, SubnetCache};
 use stratus_cloud::CloudError;
 use stratus_kube_kit::EventPublisher;
+use tokio::time::Instant;
 
-use crate::ingress::alb_api::AlbApi;
+use crate::ingress::alb_api::{AlbApi, AlbState, LiveRule};
 use crate::ingress::annotations;
 use crate::ingress::model::{group_of, plan_alb, AlbSpec, GroupId};
+use crate::ingress::rules::plan_rules;
 use crate::ingress::security;
 use crate::tgb::internal::{self, InternalBinding};
 
@@ -79,6 +80,7 @@ pub struct IngressCtx {
     settings: IngressSettings,
     ingresses: Store<Ingress>,
     locks: Mutex<HashMap<GroupId, Arc<tokio::sync::Mutex<()>>>>,
+    applied: Mutex<HashMap<GroupId, Applied>>,
 }
 
 /// Runs the driver until `shutdown` completes.
@@ -101,6 +103,7 @@ pub async fn run(
         subnets,
         settings,
         locks: Mutex::new(HashMap::new()),
+        applied: Mutex::new(HashMap::new()),
     });
     controller
         .graceful_shutdown_on(shutdown)
@@ -220,6 +223,7 @@ async fn reconcile(ing: Arc<Ingress>, ctx: Arc<IngressCtx>) -> Result<Action, In
         members.push(ing.as_ref().clone());
     }
     if members.is_empty() {
+        ctx.applied.lock().expect("applied").remove(&group);
         teardown(&ctx, &group).await?;
     } else {
         let refs: Vec<&Ingress> = members.iter().collect();
@@ -235,7 +239,14 @@ async fn reconcile(ing: Arc<Ingress>, ctx: Arc<IngressCtx>) -> Result<Action, In
                 return Ok(Action::await_change());
             }
         };
-        let hostname = apply(&ctx, &spec).await?;
+        // What the last apply left is forgotten until this one succeeds.
+        let known = ctx.applied.lock().expect("applied").remove(&group);
+        let applied = apply(&ctx, &spec, known).await?;
+        let hostname = applied.lb.dns_name.clone();
+        ctx.applied
+            .lock()
+            .expect("applied")
+            .insert(group.clone(), applied);
         // Only members holding the finalizer get a hostname: one whose own reconcile has not
         // added it yet would otherwise look served and could be deleted without cleanup.
         for m in &members {
@@ -248,7 +259,7 @@ async fn reconcile(ing: Arc<Ingress>, ctx: Arc<IngressCtx>) -> Result<Action, In
     if deleting && has_finalizer(&ing) {
         set_finalizer(&ing, &ctx, false).await?;
     }
-    Ok(Action::requeue(Duration::from_secs(600)))
+    Ok(Action::requeue(RESYNC))
 }
 
 fn model_annotations(ing: &Ingress) -> BTreeMap<String, String> {
@@ -292,12 +303,46 @@ async fn set_status(ctx: &IngressCtx, ing: &Ingress, hostname: &str) -> Result<(
     Ok(())
 }
 
-/// Makes AWS match `spec`; returns the ALB's DNS name.
-async fn apply(ctx: &IngressCtx, spec: &AlbSpec) -> Result<String, IngressError> {
+/// How long what a group's last apply left in AWS is trusted without reading it back (the
+/// periodic resync, every [`RESYNC`], always reads AWS again).
+const FRESH: Duration = Duration::from_secs(300);
+/// Every Ingress is reconciled again after this long.
+const RESYNC: Duration = Duration::from_secs(600);
+
+/// What the last successful apply of a group left in AWS.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// The plan applied.
+    spec: AlbSpec,
+    /// The load balancer.
+    lb: AlbState,
+    /// Target groups of the stack, name → ARN.
+    target_groups: BTreeMap<String, String>,
+    /// Listener ARNs by port.
+    listeners: BTreeMap<i32, String>,
+    /// Rules by listener port.
+    rules: BTreeMap<i32, Vec<LiveRule>>,
+    /// When.
+    at: Instant,
+}
+
+/// Makes AWS match `spec`, starting from `known` (what the last apply left, if still fresh)
+/// instead of reading AWS back; the same plan as `known`'s costs no call at all.
+async fn apply(
+    ctx: &IngressCtx,
+    spec: &AlbSpec,
+    known: Option<Applied>,
+) -> Result<Applied, IngressError> {
+    let known = known.filter(|k| k.at.elapsed() < FRESH);
+    if let Some(k) = &known {
+        if k.spec == *spec {
+            return Ok(k.clone());
+        }
+    }
     let mut tags = ctx.settings.default_tags.clone();
     tags.extend(spec.tags.clone());
     tags.extend(stack_tags(ctx, &spec.group));
-    // The managed frontend group (kept in step with the listeners even for an existing ALB).
+    // The managed frontend group, kept in step with the listeners (a changed plan only).
     let managed_group = if spec.security_groups.is_empty() {
         let stack = stack_tags(ctx, &spec.group);
         let id =
@@ -306,8 +351,12 @@ async fn apply(ctx: &IngressCtx, spec: &AlbSpec) -> Result<String, IngressError>
     } else {
         Vec::new()
     };
-    let lb = match ctx.alb.find(&spec.name).await? {
-        Some(lb) => lb,
+    let found = match &known {
+        Some(k) => Some(k.lb.clone()),
+        None => ctx.alb.find(&spec.name).await?,
+    };
+    let (lb, created) = match found {
+        Some(lb) => (lb, false),
         None => {
             let all = ctx.subnets.subnets(&ctx.settings.vpc).await?;
             let chosen = choose_subnets(
@@ -319,7 +368,8 @@ async fn apply(ctx: &IngressCtx, spec: &AlbSpec) -> Result<String, IngressError>
             .map_err(IngressError::Subnets)?;
             let mut lb_tags = tags.clone();
             lb_tags.insert(RESOURCE_TAG.into(), "LoadBalancer".into());
-            ctx.alb
+            let lb = ctx
+                .alb
                 .create(
                     &spec.name,
                     spec.internet_facing,
@@ -331,21 +381,29 @@ async fn apply(ctx: &IngressCtx, spec: &AlbSpec) -> Result<String, IngressError>
                     },
                     &lb_tags,
                 )
-                .await?
+                .await?;
+            (lb, true)
         }
     };
-    // Target groups and their bindings.
-    let existing: BTreeMap<String, String> = ctx
-        .alb
-        .tagged_target_groups(&stack_tags(ctx, &spec.group))
-        .await?
-        .into_iter()
-        .collect();
+    // Target groups and their bindings (a binding made by a fresh earlier apply stays made).
+    // Reading AWS lists every target group once: the stack's by their tags, and a leftover of
+    // a planned name without them (adopted) from the same list, with no lookup per name.
+    let (existing, by_name): (BTreeMap<String, String>, BTreeMap<String, String>) = match &known {
+        Some(k) => (k.target_groups.clone(), BTreeMap::new()),
+        None => {
+            let all = ctx.alb.all_target_groups().await?;
+            let tagged = ctx
+                .alb
+                .having_tags(&all, &stack_tags(ctx, &spec.group))
+                .await?;
+            (tagged.into_iter().collect(), all.into_iter().collect())
+        }
+    };
     let mut tg_arns = BTreeMap::new();
     for tg in spec.target_groups.values() {
         let arn = match existing.get(&tg.name) {
             Some(a) => a.clone(),
-            None => match ctx.alb.target_group(&tg.name).await? {
+            None => match by_name.get(&tg.name).cloned() {
                 Some(a) => a,
                 None => {
                     let mut t = tags.clone();
@@ -359,11 +417,21 @@ async fn apply(ctx: &IngressCtx, spec: &AlbSpec) -> Result<String, IngressError>
                 }
             },
         };
-        ensure_binding(ctx, tg, &arn, &spec.group).await?;
+        let bound = known
+            .as_ref()
+            .is_some_and(|k| k.spec.target_groups.get(&tg.name) == Some(tg));
+        if !bound {
+            ensure_binding(ctx, tg, &arn, &spec.group).await?;
+        }
         tg_arns.insert(tg.name.clone(), arn);
     }
     // Listeners by port, then rules in order.
-    let mut listeners = ctx.alb.listeners(&lb.arn).await?;
+    let mut listeners = match (&known, created) {
+        (Some(k), _) => k.listeners.clone(),
+        (None, true) => BTreeMap::new(),
+        (None, false) => ctx.alb.listeners(&lb.arn).await?,
+    };
+    let mut rules = BTreeMap::new();
     let wanted_ports: Vec<i32> = spec.listeners.iter().map(|l| l.port.port).collect();
     for (port, arn) in listeners.clone() {
         if !wanted_ports.contains(&port) {
@@ -372,30 +440,37 @@ async fn apply(ctx: &IngressCtx, spec: &AlbSpec) -> Result<String, IngressError>
         }
     }
     for l in &spec.listeners {
-        let arn = match listeners.get(&l.port.port) {
-            Some(a) => a.clone(),
-            None => ctx.alb.create_listener(&lb.arn, l).await?,
+        let port = l.port.port;
+        let (arn, live) = match listeners.get(&port) {
+            Some(a) => {
+                let live = match known.as_ref().and_then(|k| k.rules.get(&port)) {
+                    Some(r) => r.clone(),
+                    None => ctx.alb.rules(a).await?,
+                };
+                (a.clone(), live)
+            }
+            None => (ctx.alb.create_listener(&lb.arn, l).await?, Vec::new()),
         };
-        let live = ctx.alb.rules(&arn).await?;
-        let mut live_sorted = live.clone();
-        live_sorted.sort_by_key(|r| r.priority);
-        let same = live_sorted.len() == l.rules.len()
-            && live_sorted.iter().zip(&l.rules).all(|(have, want)| {
-                have.priority == want.priority
-                    && have.hosts == want.hosts
-                    && have.paths == want.paths
-                    && Some(&have.target_group) == tg_arns.get(&want.target_group)
-            });
-        if !same {
-            for r in &live {
-                ctx.alb.delete_rule(&r.arn).await?;
-            }
-            for r in &l.rules {
-                ctx.alb
-                    .create_rule(&arn, r, &tg_arns[&r.target_group])
-                    .await?;
-            }
+        listeners.insert(port, arn.clone());
+        let changes = plan_rules(&live, &l.rules, &tg_arns);
+        for r in &changes.delete {
+            ctx.alb.delete_rule(r).await?;
         }
+        let mut now = changes.keep;
+        for r in changes.create {
+            let rule_arn = ctx
+                .alb
+                .create_rule(&arn, r, &tg_arns[&r.target_group])
+                .await?;
+            now.push(LiveRule {
+                arn: rule_arn,
+                priority: r.priority,
+                hosts: r.hosts.clone(),
+                paths: r.paths.clone(),
+                target_group: tg_arns[&r.target_group].clone(),
+            });
+        }
+        rules.insert(port, now);
     }
     // Target groups no rule uses any more.
     for (name, arn) in &existing {
@@ -404,7 +479,14 @@ async fn apply(ctx: &IngressCtx, spec: &AlbSpec) -> Result<String, IngressError>
             ctx.alb.delete_target_group(arn).await?;
         }
     }
-    Ok(lb.dns_name)
+    Ok(Applied {
+        spec: spec.clone(),
+        lb,
+        target_groups: tg_arns,
+        listeners,
+        rules,
+        at: Instant::now(),
+    })
 }
 
 fn port_str(p: &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString) -> String {

@@ -7,4 +7,5 @@ pub mod alb_api;
 pub mod annotations;
 pub mod controller;
 pub mod model;
+pub mod rules;
 pub mod security;

@@ -1,0 +1,239 @@
+//! The reaper end to end: an Ingress force-removed (its finalizer stripped) while the
+//! controller was down loses its ALB, listeners, target groups and internal binding when the
+//! controller starts again; a live Ingress group's ALB, another cluster's tagged ALB and target
+//! group and an untagged ALB stay.
+
+mod common;
+
+use aws_sdk_elasticloadbalancingv2 as elbv2;
+use common::{Albc, NS, WAIT};
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use stratus_albc::crd::TargetGroupBinding;
+use stratus_albc::ingress::model::{load_balancer_name, GroupId};
+use stratus_scenarios::ccm::CcmProcess;
+use stratus_scenarios::wait_for;
+
+async fn ingress(a: &Albc, name: &str, group: Option<&str>, svc: &str) {
+    let mut ann = serde_json::json!({"alb.ingress.kubernetes.io/target-type": "ip"});
+    if let Some(g) = group {
+        ann["alb.ingress.kubernetes.io/group.name"] = g.into();
+    }
+    let ing: Ingress = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "annotations": ann},
+        "spec": {"ingressClassName": "alb", "rules": [{"http": {"paths": [{
+            "path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": svc, "port": {"number": 80}}}}]}}]}}))
+    .unwrap();
+    Api::<Ingress>::namespaced(a.admin.clone(), NS)
+        .create(&PostParams::default(), &ing)
+        .await
+        .unwrap();
+}
+
+async fn wait_hostname(a: &Albc, name: &str, ctl: &CcmProcess) {
+    let api = Api::<Ingress>::namespaced(a.admin.clone(), NS);
+    wait_for(&format!("{name} hostname"), WAIT, || async {
+        let ing = api.get(name).await?;
+        Ok(ing
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|l| l.ingress)
+            .and_then(|i| i.first().cloned())
+            .and_then(|i| i.hostname))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
+}
+
+/// The ARN of the load balancer named `name`, if it exists.
+async fn lb_arn(a: &Albc, name: &str) -> Option<String> {
+    let out = a.elbv2.describe_load_balancers().send().await.unwrap();
+    out.load_balancers()
+        .iter()
+        .find(|l| l.load_balancer_name() == Some(name))
+        .and_then(|l| l.load_balancer_arn().map(str::to_string))
+}
+
+async fn target_group_arns(a: &Albc) -> Vec<String> {
+    let out = a.elbv2.describe_target_groups().send().await.unwrap();
+    out.target_groups()
+        .iter()
+        .filter_map(|g| g.target_group_arn().map(str::to_string))
+        .collect()
+}
+
+fn tag(k: &str, v: &str) -> elbv2::types::Tag {
+    elbv2::types::Tag::builder().key(k).value(v).build()
+}
+
+#[tokio::test]
+async fn what_vanished_while_down_is_reaped_and_nothing_else() {
+    let a = common::setup().await;
+    let subnets = a.elb_subnets().await;
+    let class: IngressClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "alb"}, "spec": {"controller": "ingress.k8s.aws/alb"}}))
+    .unwrap();
+    Api::<IngressClass>::all(a.admin.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    for svc in ["web", "shop"] {
+        a.service(svc, false).await;
+        a.endpoints(svc, 2).await;
+    }
+    // Another cluster's ALB and target group (tagged like ours, stack of no live owner) and an
+    // untagged ALB.
+    let other_lb = a
+        .elbv2
+        .create_load_balancer()
+        .name("other-cluster")
+        .set_subnets(Some(subnets.clone()))
+        .scheme(elbv2::types::LoadBalancerSchemeEnum::Internal)
+        .tags(tag("elbv2.k8s.aws/cluster", "other"))
+        .tags(tag("ingress.k8s.aws/stack", "default/doomed"))
+        .send()
+        .await
+        .unwrap()
+        .load_balancers()[0]
+        .load_balancer_arn()
+        .unwrap()
+        .to_string();
+    let other_tg = a.target_group("other-cluster-tg", "ip", 80).await;
+    a.elbv2
+        .add_tags()
+        .resource_arns(&other_tg)
+        .tags(tag("elbv2.k8s.aws/cluster", "other"))
+        .tags(tag("service.k8s.aws/stack", "default/gone"))
+        .send()
+        .await
+        .unwrap();
+    let untagged = a
+        .elbv2
+        .create_load_balancer()
+        .name("untagged")
+        .set_subnets(Some(subnets))
+        .scheme(elbv2::types::LoadBalancerSchemeEnum::Internal)
+        .send()
+        .await
+        .unwrap()
+        .load_balancers()[0]
+        .load_balancer_arn()
+        .unwrap()
+        .to_string();
+
+    let vpc_flag = format!("--aws-vpc-id={}", a.vpc);
+    let mut ctl = a.start(&[&vpc_flag]);
+    ingress(&a, "doomed", None, "web").await;
+    ingress(&a, "kept", Some("shop"), "shop").await;
+    wait_hostname(&a, "doomed", &ctl).await;
+    wait_hostname(&a, "kept", &ctl).await;
+    let doomed_name = load_balancer_name("test", &GroupId::Implicit(NS.into(), "doomed".into()));
+    let kept_name = load_balancer_name("test", &GroupId::Explicit("shop".into()));
+    let doomed_lb = lb_arn(&a, &doomed_name).await.expect("doomed ALB");
+    let kept_lb = lb_arn(&a, &kept_name).await.expect("kept ALB");
+    let listeners = a
+        .elbv2
+        .describe_listeners()
+        .load_balancer_arn(&doomed_lb)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listeners.listeners().len(), 1);
+    let tgbs = Api::<TargetGroupBinding>::namespaced(a.admin.clone(), NS);
+    let doomed_tg = wait_for("doomed binding", WAIT, || async {
+        Ok(tgbs
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|b| b.spec.service_ref.name == "web")
+            .map(|b| b.spec.target_group_arn))
+    })
+    .await
+    .unwrap();
+    let before = target_group_arns(&a).await;
+    assert_eq!(
+        before.len(),
+        3,
+        "doomed, kept and the other cluster's: {before:?}"
+    );
+
+    // Down: the Ingress is force-removed (finalizer stripped), nothing cleans up after it.
+    ctl.terminate();
+    ctl.wait();
+    let ings = Api::<Ingress>::namespaced(a.admin.clone(), NS);
+    ings.delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    ings.patch(
+        "doomed",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    wait_for("doomed Ingress gone", WAIT, || async {
+        Ok(ings.get_opt("doomed").await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+    assert!(
+        lb_arn(&a, &doomed_name).await.is_some(),
+        "nothing ran while down"
+    );
+
+    // Up again: the reaper's start-up pass removes the orphaned stack.
+    let ctl = a.start(&[&vpc_flag]);
+    wait_for("doomed stack reaped", WAIT, || async {
+        let lb = lb_arn(&a, &doomed_name).await;
+        let tg = target_group_arns(&a).await.contains(&doomed_tg);
+        let binding = tgbs
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .any(|b| b.spec.target_group_arn == doomed_tg);
+        Ok((lb.is_none() && !tg && !binding).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
+    assert!(
+        a.elbv2
+            .describe_listeners()
+            .load_balancer_arn(&doomed_lb)
+            .send()
+            .await
+            .map(|o| o.listeners().is_empty())
+            .unwrap_or(true),
+        "the listeners went with the ALB"
+    );
+    assert!(
+        ctl.log().contains("reaping a load balancer"),
+        "{}",
+        ctl.log()
+    );
+    // Everything else stays: the live group, the other cluster's, the untagged.
+    assert_eq!(
+        lb_arn(&a, &kept_name).await.as_deref(),
+        Some(kept_lb.as_str())
+    );
+    assert_eq!(
+        lb_arn(&a, "other-cluster").await.as_deref(),
+        Some(other_lb.as_str())
+    );
+    assert_eq!(
+        lb_arn(&a, "untagged").await.as_deref(),
+        Some(untagged.as_str())
+    );
+    let after = target_group_arns(&a).await;
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert!(after.contains(&other_tg));
+    assert!(tgbs
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .any(|b| b.spec.service_ref.name == "shop"));
+}
