@@ -1,7 +1,7 @@
 //! The reaper end to end: an Ingress force-removed (its finalizer stripped) while the
-//! controller was down loses its ALB, listeners, target groups and internal binding when the
-//! controller starts again; a live Ingress group's ALB, another cluster's tagged ALB and target
-//! group and an untagged ALB stay.
+//! controller was down loses its ALB, listeners, target groups, managed security group and
+//! internal binding when the controller starts again; a live Ingress group's ALB and group,
+//! another cluster's tagged ALB, target group and security group and an untagged ALB stay.
 
 mod common;
 
@@ -60,6 +60,25 @@ async fn target_group_arns(a: &Albc) -> Vec<String> {
     out.target_groups()
         .iter()
         .filter_map(|g| g.target_group_arn().map(str::to_string))
+        .collect()
+}
+
+/// IDs of the security groups tagged with `stack` (any cluster).
+async fn groups_of_stack(a: &Albc, stack: &str) -> Vec<String> {
+    a.ec2
+        .describe_security_groups()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("tag:ingress.k8s.aws/stack")
+                .values(stack)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .security_groups()
+        .iter()
+        .filter_map(|g| g.group_id().map(str::to_string))
         .collect()
 }
 
@@ -122,6 +141,37 @@ async fn what_vanished_while_down_is_reaped_and_nothing_else() {
         .unwrap()
         .to_string();
 
+    // Another cluster's security group of a stack named like ours.
+    let other_sg = a
+        .ec2
+        .create_security_group()
+        .vpc_id(&a.vpc)
+        .group_name("other-cluster-sg")
+        .description("other cluster")
+        .tag_specifications(
+            aws_sdk_ec2::types::TagSpecification::builder()
+                .resource_type(aws_sdk_ec2::types::ResourceType::SecurityGroup)
+                .tags(
+                    aws_sdk_ec2::types::Tag::builder()
+                        .key("elbv2.k8s.aws/cluster")
+                        .value("other")
+                        .build(),
+                )
+                .tags(
+                    aws_sdk_ec2::types::Tag::builder()
+                        .key("ingress.k8s.aws/stack")
+                        .value("default/doomed")
+                        .build(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .group_id()
+        .unwrap()
+        .to_string();
+
     let vpc_flag = format!("--aws-vpc-id={}", a.vpc);
     let mut ctl = a.start(&[&vpc_flag]);
     ingress(&a, "doomed", None, "web").await;
@@ -158,6 +208,12 @@ async fn what_vanished_while_down_is_reaped_and_nothing_else() {
         3,
         "doomed, kept and the other cluster's: {before:?}"
     );
+
+    // Managed security groups: one per ALB, plus the other cluster's.
+    let doomed_sgs = groups_of_stack(&a, "default/doomed").await;
+    assert_eq!(doomed_sgs.len(), 2, "{doomed_sgs:?}");
+    let kept_sgs = groups_of_stack(&a, "shop").await;
+    assert_eq!(kept_sgs.len(), 1, "{kept_sgs:?}");
 
     // Down: the Ingress is force-removed (finalizer stripped), nothing cleans up after it.
     ctl.terminate();
@@ -226,6 +282,13 @@ async fn what_vanished_while_down_is_reaped_and_nothing_else() {
         lb_arn(&a, "untagged").await.as_deref(),
         Some(untagged.as_str())
     );
+    // The doomed ALB's managed group went after it; the kept one and the other cluster's stay.
+    wait_for("doomed group reaped", WAIT, || async {
+        Ok((groups_of_stack(&a, "default/doomed").await == vec![other_sg.clone()]).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
+    assert_eq!(groups_of_stack(&a, "shop").await, kept_sgs);
     let after = target_group_arns(&a).await;
     assert_eq!(after.len(), 2, "{after:?}");
     assert!(after.contains(&other_tg));

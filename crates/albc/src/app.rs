@@ -194,6 +194,7 @@ pub async fn run(
             let reaper = tokio::spawn(reaper::driver::run(
                 kube.clone(),
                 alb.clone(),
+                subnets.ec2().clone(),
                 opts.cluster_name.clone(),
                 opts.sync_period,
                 async move {

@@ -1,6 +1,7 @@
 //! Runs the reaper: lists the tagged ELBv2 resources first and the Kubernetes owners second (an
 //! owner created meanwhile is then seen, so nothing live is reaped), deletes what
-//! [`plan_reap`] picks — load balancers, then target groups, then the internal
+//! [`plan_reap`] picks — load balancers, then target groups, then managed security groups, then
+//! the internal
 //! TargetGroupBindings that pointed at them — at start-up and every period.
 
 use std::collections::BTreeSet;
@@ -14,8 +15,9 @@ use stratus_cloud::CloudError;
 
 use crate::crd::TargetGroupBinding;
 use crate::ingress::alb_api::AlbApi;
-use crate::reaper::inventory::tagged_resources;
+use crate::reaper::inventory::{tagged_resources, tagged_security_groups};
 use crate::reaper::plan::{plan_reap, LiveOwners, Reap};
+use stratus_aws::ec2::Ec2;
 
 /// Why one pass failed.
 #[derive(Debug, thiserror::Error)]
@@ -29,8 +31,16 @@ pub enum ReapError {
 }
 
 /// One pass: what was deleted.
-pub async fn reap_once(client: &Client, alb: &AlbApi, cluster: &str) -> Result<Reap, ReapError> {
-    let resources = tagged_resources(alb).await?;
+pub async fn reap_once(
+    client: &Client,
+    alb: &AlbApi,
+    ec2: &Ec2,
+    cluster: &str,
+) -> Result<Reap, ReapError> {
+    let mut resources = tagged_resources(alb).await?;
+    if !cluster.is_empty() {
+        resources.extend(tagged_security_groups(ec2, cluster).await?);
+    }
     let ingresses = Api::<Ingress>::all(client.clone())
         .list(&Default::default())
         .await?
@@ -47,6 +57,10 @@ pub async fn reap_once(client: &Client, alb: &AlbApi, cluster: &str) -> Result<R
     for (arn, owner) in &reap.target_groups {
         tracing::info!(%arn, ?owner, "reaping a target group whose owner is gone");
         alb.delete_target_group(arn).await?;
+    }
+    for (id, owner) in &reap.security_groups {
+        tracing::info!(%id, ?owner, "reaping a security group whose owner is gone");
+        ec2.delete_security_group(id).await?;
     }
     if !reap.target_groups.is_empty() {
         let gone: BTreeSet<&str> = reap.target_groups.iter().map(|(a, _)| a.as_str()).collect();
@@ -77,6 +91,7 @@ pub async fn reap_once(client: &Client, alb: &AlbApi, cluster: &str) -> Result<R
 pub async fn run(
     client: Client,
     alb: AlbApi,
+    ec2: Ec2,
     cluster: String,
     period: Duration,
     shutdown: impl std::future::Future<Output = ()>,
@@ -84,11 +99,12 @@ pub async fn run(
     let retry = period.min(Duration::from_secs(60));
     let passes = async {
         loop {
-            let wait = match reap_once(&client, &alb, &cluster).await {
+            let wait = match reap_once(&client, &alb, &ec2, &cluster).await {
                 Ok(reap) => {
                     tracing::info!(
                         load_balancers = reap.load_balancers.len(),
                         target_groups = reap.target_groups.len(),
+                        security_groups = reap.security_groups.len(),
                         "reaper pass done"
                     );
                     period

@@ -1,5 +1,6 @@
 //! Every ELBv2 load balancer and target group of the account with its tags (paged lists, then
-//! DescribeTags 20 ARNs at a time), through the shared AWS call guard.
+//! DescribeTags 20 ARNs at a time), and the security groups tagged with this cluster (one
+//! DescribeSecurityGroups filtered by EC2), through the shared AWS call guard.
 
 use std::collections::BTreeMap;
 
@@ -111,4 +112,22 @@ pub async fn tagged_resources(alb: &AlbApi) -> Result<Vec<Tagged>, CloudError> {
     let tgs = target_group_arns(alb).await?;
     with_tags(alb, tgs, Kind::TargetGroup, &mut out).await?;
     Ok(out)
+}
+
+/// The security groups carrying `cluster`'s cluster tag (the managed ALB groups among them).
+pub async fn tagged_security_groups(
+    ec2: &stratus_aws::ec2::Ec2,
+    cluster: &str,
+) -> Result<Vec<Tagged>, CloudError> {
+    let key = crate::ingress::controller::CLUSTER_TAG;
+    Ok(ec2
+        .security_groups_tagged(key, Some((key, cluster)))
+        .await?
+        .into_iter()
+        .map(|g| Tagged {
+            arn: g.id,
+            kind: Kind::SecurityGroup,
+            tags: g.tags,
+        })
+        .collect())
 }

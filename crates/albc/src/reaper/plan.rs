@@ -1,4 +1,5 @@
-//! What the reaper deletes, as a pure function of the tagged ELBv2 resources and the owners that
+//! What the reaper deletes, as a pure function of the tagged ELBv2 resources (and managed
+//! security groups) and the owners that
 //! still exist: only resources carrying this cluster's tag and a stack tag whose owner is gone;
 //! another cluster's, untagged or stack-less resources are never touched.
 
@@ -19,6 +20,8 @@ pub enum Kind {
     LoadBalancer,
     /// A target group.
     TargetGroup,
+    /// A managed security group (EC2; its ID in place of an ARN).
+    SecurityGroup,
 }
 
 /// An ELBv2 resource with its tags.
@@ -105,12 +108,16 @@ pub struct Reap {
     pub load_balancers: Vec<(String, Owner)>,
     /// Target group ARNs and their owners.
     pub target_groups: Vec<(String, Owner)>,
+    /// Managed security group IDs and their owners (deleted after the load balancers).
+    pub security_groups: Vec<(String, Owner)>,
 }
 
 impl Reap {
     /// Whether there is nothing to delete.
     pub fn is_empty(&self) -> bool {
-        self.load_balancers.is_empty() && self.target_groups.is_empty()
+        self.load_balancers.is_empty()
+            && self.target_groups.is_empty()
+            && self.security_groups.is_empty()
     }
 }
 
@@ -127,6 +134,7 @@ pub fn plan_reap(cluster: &str, resources: &[Tagged], live: &LiveOwners) -> Reap
         let list = match r.kind {
             Kind::LoadBalancer => &mut reap.load_balancers,
             Kind::TargetGroup => &mut reap.target_groups,
+            Kind::SecurityGroup => &mut reap.security_groups,
         };
         list.push((r.arn.clone(), owner));
     }
@@ -195,6 +203,9 @@ mod tests {
                 &[(c, "prod"), (i, "gone"), (s, "a/b")],
             ),
             res("tg-empty", TargetGroup, &[(c, "prod"), (i, "")]),
+            res("sg-shop", SecurityGroup, &[(c, "prod"), (i, "shop")]),
+            res("sg-gone", SecurityGroup, &[(c, "prod"), (i, "gone")]),
+            res("sg-other", SecurityGroup, &[(c, "dev"), (i, "gone")]),
         ];
         let live = LiveOwners::of(
             &[
@@ -223,6 +234,10 @@ mod tests {
                     Owner::Service("kube-system/old".into())
                 ),
             ]
+        );
+        assert_eq!(
+            reap.security_groups,
+            vec![("sg-gone".to_string(), Owner::IngressGroup("gone".into()))]
         );
     }
 
