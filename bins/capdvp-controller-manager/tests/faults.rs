@@ -16,8 +16,22 @@ use stratus_testenv::dvp::deny::DENIED_MESSAGE;
 
 const WAIT: Duration = Duration::from_secs(90);
 
+/// After the parent's 60 s outage: the controllers' backoff (CAPI's and ours) may have grown
+/// to a minute, and a loaded 2-core machine slows every retry; still a wait for the condition.
+const AFTER_OUTAGE: Duration = Duration::from_secs(180);
+
 async fn counts_become(bed: &Bed, what: &str, want: Counts, log: &dyn Fn() -> String) {
-    if let Err(e) = common::wait(what, WAIT, || {
+    counts_within(bed, what, want, WAIT, log).await
+}
+
+async fn counts_within(
+    bed: &Bed,
+    what: &str,
+    want: Counts,
+    limit: Duration,
+    log: &dyn Fn() -> String,
+) {
+    if let Err(e) = common::wait(what, limit, || {
         let fut = bed.parent_counts();
         async move { Ok((fut.await? == want).then_some(())) }
     })
@@ -132,7 +146,14 @@ async fn sigkill_refusals_and_a_parent_outage_leave_no_duplicate_and_no_leak() {
     // The outage itself (the scenario's 60 s, not a wait for a condition).
     tokio::time::sleep(Duration::from_secs(60)).await;
     bed.env.parent.start_apiserver().await.unwrap();
-    counts_become(&bed, "eight machines after the outage", full(8), &log).await;
+    counts_within(
+        &bed,
+        "eight machines after the outage",
+        full(8),
+        AFTER_OUTAGE,
+        &log,
+    )
+    .await;
 
     bed.scale("workers", 0).await.unwrap();
     counts_become(&bed, "an empty parent namespace", Counts::default(), &log).await;
