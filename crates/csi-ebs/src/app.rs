@@ -82,6 +82,13 @@ pub struct Options {
     /// attach with a retryable code (a Stratus flag; upstream waits without bound).
     #[arg(long = "stuck-attaching-after", default_value = "90s", value_parser = parse_duration)]
     pub stuck_attaching: Duration,
+    /// Least time between two DescribeVolumes of the shared volume-state poller that every
+    /// wait (available, attached, detached) goes through (a Stratus flag).
+    #[arg(long = "volume-poll-interval", default_value = "5s", value_parser = parse_duration)]
+    pub volume_poll: Duration,
+    /// How long after an operation the poller first looks at its volume (a Stratus flag).
+    #[arg(long = "volume-poll-settle", default_value = "1s", value_parser = parse_duration)]
+    pub volume_settle: Duration,
     /// Test environments only: back each volume by a loop device with its file in this
     /// directory instead of discovering NVMe devices.
     #[arg(long = "loop-devices-dir")]
@@ -183,6 +190,8 @@ pub async fn run(
                 default_zone: opts.default_zone.clone(),
                 operation_wait: opts.operation_wait,
                 stuck_attaching: opts.stuck_attaching,
+                poll: opts.volume_poll,
+                settle: opts.volume_settle,
                 ..EbsOptions::default()
             },
         );

@@ -49,6 +49,9 @@ pub struct Args {
     /// Seconds provisioning and attaching (and, separately, deletion) may take.
     #[arg(long, default_value_t = 900)]
     pub deadline_seconds: u64,
+    /// An extra flag of the EBS controller (repeatable), e.g. `--ebs-driver-arg=--volume-poll-interval=2s`.
+    #[arg(long = "ebs-driver-arg", allow_hyphen_values = true)]
+    pub ebs_driver_args: Vec<String>,
 }
 
 impl Args {
