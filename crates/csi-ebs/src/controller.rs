@@ -29,6 +29,8 @@ use crate::params::volume_spec;
 use crate::{tags, TOPOLOGY_KEY, WELL_KNOWN_ZONE_KEY};
 
 const GIB: i64 = 1 << 30;
+/// Interval of the modification polling of an expansion (its describes are batched).
+const MODIFICATION_POLL: Duration = Duration::from_millis(250);
 /// Volume IDs per DescribeVolumes of the poller.
 const POLL_BATCH: usize = 500;
 
@@ -47,8 +49,7 @@ pub struct EbsOptions {
     pub stuck_attaching: Duration,
     /// Least time between two DescribeVolumes of the shared volume-state poller.
     pub poll: Duration,
-    /// How long after an operation the poller first looks at its volume; also the interval of
-    /// the modification polling of expansions.
+    /// How long after an operation the poller first looks at its volume.
     pub settle: Duration,
 }
 
@@ -72,6 +73,8 @@ pub struct EbsController {
     options: EbsOptions,
     devices: NodeDevices,
     attaching_since: Mutex<HashMap<(String, String), Instant>>,
+    /// When this process last saw each (volume, node) attachment `attached`.
+    attached_at: Mutex<HashMap<(String, String), Instant>>,
     poller: Poller<String, VolumeInfo, BackendError>,
 }
 
@@ -141,6 +144,7 @@ impl EbsController {
             options,
             devices: NodeDevices::default(),
             attaching_since: Mutex::new(HashMap::new()),
+            attached_at: Mutex::new(HashMap::new()),
             poller,
         }
     }
@@ -206,6 +210,15 @@ impl EbsController {
         v.ok_or_else(|| BackendError::NotFound(format!("volume {id} does not exist")))
     }
 
+    /// Whether this process saw the attachment `attached` within `window`.
+    fn seen_attached_within(&self, key: &(String, String), window: Duration) -> bool {
+        self.attached_at
+            .lock()
+            .expect("attached")
+            .get(key)
+            .is_some_and(|at| at.elapsed() < window)
+    }
+
     /// Reads the node's instance unless its device names are known already.
     async fn know_node(&self, node_id: &str) -> Result<(), BackendError> {
         if self.devices.knows(node_id) {
@@ -260,7 +273,7 @@ impl EbsController {
                     .find(|a| a.instance_id != node_id && a.state != "detached");
                 match other {
                     Some(other) => Err(BackendError::FailedPrecondition(format!(
-                        "volume {volume_id} is attached to {} ({})",
+                        "volume {volume_id} is attached to {} ({}): {err}",
                         other.instance_id, other.state
                     ))),
                     // Still detaching from this node, or not attachable yet: retry.
@@ -452,18 +465,31 @@ impl ControllerBackend for EbsController {
             .contains_key(&key);
         let known = self.devices.device_of(node_id, volume_id);
         let device = match known {
-            // This process attached it earlier: a retried call waits, a repeated one checks.
+            // This process attached it earlier: a retried call waits, a repeated one checks
+            // (the attacher repeats a call right after its answer when its status update
+            // conflicts: an attachment seen within a poll interval is answered from memory).
             Some(device) if in_flight => device,
+            Some(device) if self.seen_attached_within(&key, self.options.poll) => {
+                return Ok(device_context(&device));
+            }
             Some(_) => {
+                // Through the poller: repeats come in bursts (the attacher re-syncing) and share
+                // its ticks.
                 tracing::debug!(volume = volume_id, node = node_id, "publish again: looking");
-                let v = self.ec2.volume(volume_id).await?;
+                let v = self.poller.look(volume_id.to_string()).await?;
                 let mine = v.as_ref().and_then(|v| {
                     v.attachments
                         .iter()
                         .find(|a| a.instance_id == node_id && a.state != "detached")
                 });
                 match mine {
-                    Some(a) if a.state == "attached" => return Ok(device_context(&a.device)),
+                    Some(a) if a.state == "attached" => {
+                        self.attached_at
+                            .lock()
+                            .expect("attached")
+                            .insert(key, Instant::now());
+                        return Ok(device_context(&a.device));
+                    }
                     Some(a) => a.device.clone(),
                     None => {
                         self.devices.release(node_id, volume_id);
@@ -491,6 +517,10 @@ impl ControllerBackend for EbsController {
         match waited {
             Ok(_) => {
                 self.attaching_since.lock().expect("attaching").remove(&key);
+                self.attached_at
+                    .lock()
+                    .expect("attached")
+                    .insert(key, Instant::now());
                 Ok(device_context(&device))
             }
             Err(BackendError::Pending(msg)) if since.elapsed() >= self.options.stuck_attaching => {
@@ -529,7 +559,13 @@ impl ControllerBackend for EbsController {
             match self.ec2.detach(volume_id, instance).await {
                 Ok(()) => detaching = true,
                 // Not attached there, or the volume is gone.
-                Err(BackendError::NotFound(_)) => self.devices.release(instance, volume_id),
+                Err(BackendError::NotFound(_)) => {
+                    self.devices.release(instance, volume_id);
+                    self.attached_at
+                        .lock()
+                        .expect("attached")
+                        .remove(&(volume_id.to_string(), instance.clone()));
+                }
                 // IncorrectState: already detaching, or `available`; the wait tells.
                 Err(BackendError::Pending(_)) => detaching = true,
                 Err(e) => return Err(e),
@@ -546,11 +582,10 @@ impl ControllerBackend for EbsController {
         self.wait_volume(volume_id, "detached", |v| Ok(!v.is_some_and(still)))
             .await?;
         for instance in &targets {
+            let key = (volume_id.to_string(), instance.clone());
             self.devices.release(instance, volume_id);
-            self.attaching_since
-                .lock()
-                .expect("attaching")
-                .remove(&(volume_id.to_string(), instance.clone()));
+            self.attaching_since.lock().expect("attaching").remove(&key);
+            self.attached_at.lock().expect("attached").remove(&key);
         }
         Ok(())
     }
@@ -594,7 +629,7 @@ impl ControllerBackend for EbsController {
                     "volume {volume_id} is still being modified to {want} GiB"
                 )));
             }
-            tokio::time::sleep(self.options.settle).await;
+            tokio::time::sleep(MODIFICATION_POLL).await;
         }
     }
 
