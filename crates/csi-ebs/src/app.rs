@@ -192,7 +192,6 @@ pub async fn run(
                 stuck_attaching: opts.stuck_attaching,
                 poll: opts.volume_poll,
                 settle: opts.volume_settle,
-                ..EbsOptions::default()
             },
         );
         services.controller = Some(Arc::new(controller));
