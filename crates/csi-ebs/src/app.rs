@@ -176,6 +176,18 @@ pub async fn run(
     let api_metrics = Arc::new(ApiMetrics::register(&mut registry));
     let mut services = Services::default();
     if matches!(opts.mode, Mode::Controller | Mode::All) {
+        // Every call gets at least one look before its deadline (a look comes at most
+        // max(settle, interval) after a call registers), else a busy poller could starve
+        // retried waits until they count as stuck.
+        let volume_poll = opts
+            .volume_poll
+            .min(opts.operation_wait.saturating_sub(opts.volume_settle));
+        if volume_poll < opts.volume_poll {
+            tracing::warn!(
+                ?volume_poll,
+                "--volume-poll-interval shortened to --operation-wait minus --volume-poll-settle"
+            );
+        }
         let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .load()
             .await;
@@ -190,7 +202,7 @@ pub async fn run(
                 default_zone: opts.default_zone.clone(),
                 operation_wait: opts.operation_wait,
                 stuck_attaching: opts.stuck_attaching,
-                poll: opts.volume_poll,
+                poll: volume_poll,
                 settle: opts.volume_settle,
             },
         );
