@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use common::{driver_log, loops_dir, start_driver, ZONE};
 use stratus_scenarios::ec2_fixture;
+use stratus_testenv::proxy::EbsKnobs;
 use stratus_testenv::tools::csi_sanity;
 use stratus_testenv::AwsEnv;
 
@@ -19,6 +20,15 @@ const SANITY_DEADLINE: Duration = Duration::from_secs(600);
 async fn csi_sanity_passes_against_the_ebs_driver() -> Result<()> {
     let sanity = tokio::task::spawn_blocking(csi_sanity::ensure_installed).await??;
     let env = AwsEnv::start().await?;
+    // EC2's idempotency where moto lacks it: the driver relies on the ClientToken for a
+    // repeated CreateVolume (and on VolumeInUse for a repeated attach).
+    env.proxy_control()
+        .set_ebs_knobs(&EbsKnobs {
+            client_token: true,
+            volume_in_use: true,
+            ..Default::default()
+        })
+        .await?;
     let ec2 = ec2_fixture::client(env.aws_endpoint()).await;
     let subnet = ec2_fixture::subnet(&ec2, ZONE).await?;
     let node = ec2_fixture::launch(&ec2, &subnet, ZONE, 1, None, "m5.large").await?;

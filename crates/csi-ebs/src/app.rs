@@ -82,6 +82,13 @@ pub struct Options {
     /// attach with a retryable code (a Stratus flag; upstream waits without bound).
     #[arg(long = "stuck-attaching-after", default_value = "90s", value_parser = parse_duration)]
     pub stuck_attaching: Duration,
+    /// Least time between two DescribeVolumes of the shared volume-state poller that every
+    /// wait (available, attached, detached) goes through (a Stratus flag).
+    #[arg(long = "volume-poll-interval", default_value = "5s", value_parser = parse_duration)]
+    pub volume_poll: Duration,
+    /// How long after an operation the poller first looks at its volume (a Stratus flag).
+    #[arg(long = "volume-poll-settle", default_value = "1s", value_parser = parse_duration)]
+    pub volume_settle: Duration,
     /// Test environments only: back each volume by a loop device with its file in this
     /// directory instead of discovering NVMe devices.
     #[arg(long = "loop-devices-dir")]
@@ -169,6 +176,18 @@ pub async fn run(
     let api_metrics = Arc::new(ApiMetrics::register(&mut registry));
     let mut services = Services::default();
     if matches!(opts.mode, Mode::Controller | Mode::All) {
+        // Every call gets at least one look before its deadline (a look comes at most
+        // max(settle, interval) after a call registers), else a busy poller could starve
+        // retried waits until they count as stuck.
+        let volume_poll = opts
+            .volume_poll
+            .min(opts.operation_wait.saturating_sub(opts.volume_settle));
+        if volume_poll < opts.volume_poll {
+            tracing::warn!(
+                ?volume_poll,
+                "--volume-poll-interval shortened to --operation-wait minus --volume-poll-settle"
+            );
+        }
         let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .load()
             .await;
@@ -183,7 +202,8 @@ pub async fn run(
                 default_zone: opts.default_zone.clone(),
                 operation_wait: opts.operation_wait,
                 stuck_attaching: opts.stuck_attaching,
-                ..EbsOptions::default()
+                poll: volume_poll,
+                settle: opts.volume_settle,
             },
         );
         services.controller = Some(Arc::new(controller));

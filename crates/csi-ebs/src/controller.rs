@@ -1,11 +1,14 @@
-//! The EBS controller backend: CreateVolume idempotent by the `CSIVolumeName` tag (plus a
-//! ClientToken derived from the name), attach/detach with per-node device names and bounded
-//! waits, expansion by ModifyVolume with batched modification polling, snapshots. Every wait
-//! has a deadline; when it passes the call answers Pending (gRPC Aborted) so the sidecar
-//! retries and the next call picks the operation up where the cloud is.
+//! The EBS controller backend: CreateVolume idempotent by a ClientToken derived from the name
+//! (EC2 answers a repeat with the same volume, other parameters with
+//! `IdempotentParameterMismatch`), attach/detach straight away with device names remembered per
+//! node, expansion by ModifyVolume with batched modification polling, snapshots. Every wait
+//! (available, attached, detached) goes through one shared volume-state poller, so concurrent
+//! operations share each DescribeVolumes. Every wait has a deadline; when it passes the call
+//! answers Pending (gRPC Aborted) so the sidecar retries and the next call picks the operation up
+//! where the cloud is.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,16 +17,22 @@ use stratus_csi::backend::{
     ControllerBackend, ControllerCaps, CreateVolumeRequest, Snapshot, Topology, Volume,
     VolumeSource,
 };
+use stratus_csi::batch::FetchFn;
+use stratus_csi::poller::{Poller, Waited};
 use stratus_csi::validate::round_up_gib;
 use stratus_csi::BackendError;
 use tokio::time::Instant;
 
-use crate::devices::InFlight;
+use crate::devices::NodeDevices;
 use crate::ec2::{Ec2, SnapshotInfo, VolumeInfo};
 use crate::params::volume_spec;
 use crate::{tags, TOPOLOGY_KEY, WELL_KNOWN_ZONE_KEY};
 
 const GIB: i64 = 1 << 30;
+/// Interval of the modification polling of an expansion (its describes are batched).
+const MODIFICATION_POLL: Duration = Duration::from_millis(250);
+/// Volume IDs per DescribeVolumes of the poller.
+const POLL_BATCH: usize = 500;
 
 /// Settings of the EBS controller (flags of the binary).
 #[derive(Debug, Clone)]
@@ -38,8 +47,10 @@ pub struct EbsOptions {
     pub operation_wait: Duration,
     /// How long a volume may stay `attaching` before the driver detaches it and fails.
     pub stuck_attaching: Duration,
-    /// Poll interval of the waits.
+    /// Least time between two DescribeVolumes of the shared volume-state poller.
     pub poll: Duration,
+    /// How long after an operation the poller first looks at its volume.
+    pub settle: Duration,
 }
 
 impl Default for EbsOptions {
@@ -50,7 +61,8 @@ impl Default for EbsOptions {
             default_zone: None,
             operation_wait: Duration::from_secs(10),
             stuck_attaching: Duration::from_secs(90),
-            poll: Duration::from_millis(250),
+            poll: Duration::from_secs(5),
+            settle: Duration::from_secs(1),
         }
     }
 }
@@ -59,8 +71,11 @@ impl Default for EbsOptions {
 pub struct EbsController {
     ec2: Ec2,
     options: EbsOptions,
-    devices: InFlight,
+    devices: NodeDevices,
     attaching_since: Mutex<HashMap<(String, String), Instant>>,
+    /// When this process last saw each (volume, node) attachment `attached`.
+    attached_at: Mutex<HashMap<(String, String), Instant>>,
+    poller: Poller<String, VolumeInfo, BackendError>,
 }
 
 /// The ClientToken of a CreateVolume: a digest of the name (EC2 allows 64 characters).
@@ -116,11 +131,21 @@ fn to_snapshot(s: &SnapshotInfo) -> Snapshot {
 impl EbsController {
     /// A controller over the EC2 seam.
     pub fn new(ec2: Ec2, options: EbsOptions) -> EbsController {
+        let fetch: FetchFn<String, VolumeInfo, BackendError> = {
+            let ec2 = ec2.clone();
+            Arc::new(move |ids| {
+                let ec2 = ec2.clone();
+                Box::pin(async move { ec2.volumes_by_id(ids).await })
+            })
+        };
+        let poller = Poller::new(options.settle, options.poll, POLL_BATCH, fetch);
         EbsController {
             ec2,
             options,
-            devices: InFlight::default(),
+            devices: NodeDevices::default(),
             attaching_since: Mutex::new(HashMap::new()),
+            attached_at: Mutex::new(HashMap::new()),
+            poller,
         }
     }
 
@@ -146,42 +171,133 @@ impl EbsController {
             .ok_or_else(|| BackendError::Internal("the region has no availability zones".into()))
     }
 
-    /// Polls the volume until `done` holds, the deadline passes (Pending) or it is gone.
+    /// Waits through the shared poller until `done` holds on the volume (`None`: EC2 does not
+    /// show it, which right after an operation may be eventual consistency), or the deadline
+    /// passes (Pending).
     async fn wait_volume(
         &self,
         id: &str,
         what: &str,
-        done: impl Fn(&VolumeInfo) -> Result<bool, BackendError>,
-    ) -> Result<VolumeInfo, BackendError> {
+        done: impl Fn(Option<&VolumeInfo>) -> Result<bool, BackendError>,
+    ) -> Result<Option<VolumeInfo>, BackendError> {
         let deadline = Instant::now() + self.options.operation_wait;
-        loop {
-            let v = self
-                .ec2
-                .volume(id)
-                .await?
-                .ok_or_else(|| BackendError::NotFound(format!("volume {id} does not exist")))?;
-            if done(&v)? {
-                return Ok(v);
+        match self.poller.wait(id.to_string(), deadline, done).await? {
+            Waited::Done(v) => Ok(v),
+            Waited::TimedOut(last) => {
+                let state = match last {
+                    None => "not looked at yet".to_string(),
+                    Some(None) => "not found".to_string(),
+                    Some(Some(v)) => format!("state {}", v.state),
+                };
+                Err(BackendError::Pending(format!(
+                    "volume {id} is not {what} after {:?} ({state})",
+                    self.options.operation_wait
+                )))
             }
-            if Instant::now() >= deadline {
-                return Err(BackendError::Pending(format!(
-                    "volume {id} is not {what} after {:?} (state {})",
-                    self.options.operation_wait, v.state
-                )));
-            }
-            tokio::time::sleep(self.options.poll).await;
         }
     }
 
     async fn wait_available(&self, id: &str) -> Result<VolumeInfo, BackendError> {
-        self.wait_volume(id, "available", |v| match v.state.as_str() {
-            "available" | "in-use" => Ok(true),
-            "error" => Err(BackendError::Internal(format!(
-                "volume {id} failed to create (state error)"
-            ))),
-            _ => Ok(false),
-        })
-        .await
+        let v = self
+            .wait_volume(id, "available", |v| match v.map(|v| v.state.as_str()) {
+                Some("available" | "in-use") => Ok(true),
+                Some("error") => Err(BackendError::Internal(format!(
+                    "volume {id} failed to create (state error)"
+                ))),
+                _ => Ok(false),
+            })
+            .await?;
+        v.ok_or_else(|| BackendError::NotFound(format!("volume {id} does not exist")))
+    }
+
+    /// Whether this process saw the attachment `attached` within `window`.
+    fn seen_attached_within(&self, key: &(String, String), window: Duration) -> bool {
+        self.attached_at
+            .lock()
+            .expect("attached")
+            .get(key)
+            .is_some_and(|at| at.elapsed() < window)
+    }
+
+    /// Reads the node's instance unless its device names are known already.
+    async fn know_node(&self, node_id: &str) -> Result<(), BackendError> {
+        if self.devices.knows(node_id) {
+            return Ok(());
+        }
+        tracing::debug!(node = node_id, "reading the node's device names");
+        let instance =
+            self.ec2.instance(node_id).await?.ok_or_else(|| {
+                BackendError::NotFound(format!("instance {node_id} does not exist"))
+            })?;
+        self.devices.learn(node_id, &instance.devices);
+        Ok(())
+    }
+
+    /// Sends AttachVolume with a free device name; answers the device the volume is (being)
+    /// attached at. A volume already attached (EC2 says VolumeInUse) is looked at: attached or
+    /// attaching to this node is fine, to another node is FailedPrecondition.
+    async fn attach(&self, volume_id: &str, node_id: &str) -> Result<String, BackendError> {
+        self.know_node(node_id).await?;
+        let device = self.devices.allocate(node_id, volume_id).ok_or_else(|| {
+            self.devices.forget(node_id);
+            BackendError::ResourceExhausted(format!("no free device name on {node_id}"))
+        })?;
+        let err = match self.ec2.attach(volume_id, node_id, &device).await {
+            Ok(()) => {
+                tracing::info!(volume = volume_id, node = node_id, device, "attaching");
+                return Ok(device);
+            }
+            Err(e) => e,
+        };
+        self.devices.release_name(node_id, &device);
+        match err {
+            BackendError::FailedPrecondition(_) | BackendError::Pending(_) => {
+                tracing::debug!(volume = volume_id, node = node_id, %err, "attach refused: looking");
+                let v = self.ec2.volume(volume_id).await?.ok_or_else(|| {
+                    BackendError::NotFound(format!("volume {volume_id} does not exist"))
+                })?;
+                let live =
+                    |a: &&crate::ec2::Attachment| a.state == "attached" || a.state == "attaching";
+                if let Some(a) = v
+                    .attachments
+                    .iter()
+                    .filter(live)
+                    .find(|a| a.instance_id == node_id)
+                {
+                    self.devices.hold(node_id, volume_id, &a.device);
+                    return Ok(a.device.clone());
+                }
+                let other = v
+                    .attachments
+                    .iter()
+                    .find(|a| a.instance_id != node_id && a.state != "detached");
+                match other {
+                    Some(other) => Err(BackendError::FailedPrecondition(format!(
+                        "volume {volume_id} is attached to {} ({}): {err}",
+                        other.instance_id, other.state
+                    ))),
+                    // Still detaching from this node, or not attachable yet: retry.
+                    None => Err(BackendError::Pending(format!(
+                        "volume {volume_id} cannot be attached to {node_id} yet: {err}"
+                    ))),
+                }
+            }
+            BackendError::InvalidArgument(msg) if msg.contains("in use") => {
+                // The name is taken by something this process did not see: read the instance
+                // again on the retry.
+                self.devices.forget(node_id);
+                Err(BackendError::Unavailable(format!(
+                    "device name {device} is taken on {node_id}: {msg}"
+                )))
+            }
+            BackendError::NotFound(msg) => {
+                if msg.contains("nstance") {
+                    self.devices.forget(node_id);
+                }
+                Err(BackendError::NotFound(msg))
+            }
+            e => Err(e),
+        }
     }
 }
 
@@ -208,20 +324,6 @@ impl ControllerBackend for EbsController {
             .map_err(|_| BackendError::InvalidArgument(format!("{size_gib} GiB is too large")))?;
         let spec = volume_spec(&req.parameters, &req.metadata, size_gib)
             .map_err(|problems| BackendError::InvalidArgument(problems.join("; ")))?;
-        let existing = self.ec2.volumes_named(&req.name).await?;
-        if let Some(v) = existing
-            .iter()
-            .find(|v| v.state != "deleting" && v.state != "deleted")
-        {
-            if v.size_gib != size_gib {
-                return Err(BackendError::AlreadyExists(format!(
-                    "volume {} named {} has {} GiB, not {size_gib} GiB",
-                    v.id, req.name, v.size_gib
-                )));
-            }
-            let v = self.wait_available(&v.id).await?;
-            return Ok(to_volume(&v));
-        }
         let snapshot = match &req.source {
             None => None,
             Some(VolumeSource::Snapshot(id)) => {
@@ -255,24 +357,78 @@ impl ControllerBackend for EbsController {
                 all_tags.insert(key.into(), v.clone());
             }
         }
-        let created = self
+        let token = client_token(&req.name);
+        let created = match self
             .ec2
-            .create_volume(&spec, &zone, snapshot, &client_token(&req.name), &all_tags)
-            .await?;
+            .create_volume(&spec, &zone, snapshot, &token, &all_tags)
+            .await
+        {
+            Ok(v) => v,
+            // IdempotentParameterMismatch: the name's volume exists with other parameters.
+            Err(BackendError::AlreadyExists(msg)) => {
+                let existing = self.ec2.volumes_named(&req.name).await.unwrap_or_default();
+                let found: Vec<String> = existing
+                    .iter()
+                    .map(|v| format!("{} ({} GiB, {})", v.id, v.size_gib, v.state))
+                    .collect();
+                return Err(BackendError::AlreadyExists(format!(
+                    "volume named {} exists with other parameters [{}]: {msg}",
+                    req.name,
+                    found.join(", ")
+                )));
+            }
+            Err(e) => return Err(e),
+        };
         tracing::info!(
             volume = created.id,
             name = req.name,
             zone,
             size_gib,
+            state = created.state,
             "created volume"
         );
-        let v = self.wait_available(&created.id).await?;
-        Ok(to_volume(&v))
+        match created.state.as_str() {
+            "available" | "in-use" => Ok(to_volume(&created)),
+            "error" => Err(BackendError::Internal(format!(
+                "volume {} failed to create (state error)",
+                created.id
+            ))),
+            _ => Ok(to_volume(&self.wait_available(&created.id).await?)),
+        }
     }
 
     async fn delete_volume(&self, volume_id: &str) -> Result<(), BackendError> {
-        if self.ec2.volume(volume_id).await?.is_none() {
+        // No volume has an ID EC2 would call malformed.
+        if !volume_id.starts_with("vol-") {
             return Ok(());
+        }
+        match self.ec2.delete_volume(volume_id).await {
+            Ok(()) | Err(BackendError::NotFound(_)) => return Ok(()),
+            // VolumeInUse: a detach still under way is waited for (through the poller), an
+            // attachment is refused at once.
+            Err(BackendError::FailedPrecondition(msg)) => {
+                tracing::debug!(volume = volume_id, "delete: volume in use, looking");
+                let detached = self
+                    .wait_volume(volume_id, "detached", |v| {
+                        let Some(v) = v else { return Ok(true) };
+                        if let Some(a) = v
+                            .attachments
+                            .iter()
+                            .find(|a| a.state == "attached" || a.state == "attaching")
+                        {
+                            return Err(BackendError::FailedPrecondition(format!(
+                                "volume {volume_id} is {} to {}: {msg}",
+                                a.state, a.instance_id
+                            )));
+                        }
+                        Ok(v.attachments.iter().all(|a| a.state == "detached"))
+                    })
+                    .await?;
+                if detached.is_none() {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(e),
         }
         match self.ec2.delete_volume(volume_id).await {
             Ok(()) | Err(BackendError::NotFound(_)) => Ok(()),
@@ -296,47 +452,52 @@ impl ControllerBackend for EbsController {
         node_id: &str,
         _read_only: bool,
     ) -> Result<BTreeMap<String, String>, BackendError> {
-        let v =
-            self.ec2.volume(volume_id).await?.ok_or_else(|| {
-                BackendError::NotFound(format!("volume {volume_id} does not exist"))
-            })?;
-        let instance =
-            self.ec2.instance(node_id).await?.ok_or_else(|| {
-                BackendError::NotFound(format!("instance {node_id} does not exist"))
-            })?;
+        if !volume_id.starts_with("vol-") {
+            return Err(BackendError::NotFound(format!(
+                "volume {volume_id} does not exist"
+            )));
+        }
         let key = (volume_id.to_string(), node_id.to_string());
-        let mine = v.attachments.iter().find(|a| a.instance_id == node_id);
-        let device = match mine {
-            Some(a) if a.state == "attached" => {
-                self.attaching_since.lock().expect("attaching").remove(&key);
-                return Ok(device_context(&a.device));
+        let in_flight = self
+            .attaching_since
+            .lock()
+            .expect("attaching")
+            .contains_key(&key);
+        let known = self.devices.device_of(node_id, volume_id);
+        let device = match known {
+            // This process attached it earlier: a retried call waits, a repeated one checks
+            // (the attacher repeats a call right after its answer when its status update
+            // conflicts: an attachment seen within a poll interval is answered from memory).
+            Some(device) if in_flight => device,
+            Some(device) if self.seen_attached_within(&key, self.options.poll) => {
+                return Ok(device_context(&device));
             }
-            Some(a) if a.state == "attaching" => a.device.clone(),
-            _ => {
-                if let Some(other) = v
-                    .attachments
-                    .iter()
-                    .find(|a| a.instance_id != node_id && a.state != "detached")
-                {
-                    return Err(BackendError::FailedPrecondition(format!(
-                        "volume {volume_id} is attached to {} ({})",
-                        other.instance_id, other.state
-                    )));
+            Some(_) => {
+                // Through the poller: repeats come in bursts (the attacher re-syncing) and share
+                // its ticks.
+                tracing::debug!(volume = volume_id, node = node_id, "publish again: looking");
+                let v = self.poller.look(volume_id.to_string()).await?;
+                let mine = v.as_ref().and_then(|v| {
+                    v.attachments
+                        .iter()
+                        .find(|a| a.instance_id == node_id && a.state != "detached")
+                });
+                match mine {
+                    Some(a) if a.state == "attached" => {
+                        self.attached_at
+                            .lock()
+                            .expect("attached")
+                            .insert(key, Instant::now());
+                        return Ok(device_context(&a.device));
+                    }
+                    Some(a) => a.device.clone(),
+                    None => {
+                        self.devices.release(node_id, volume_id);
+                        self.attach(volume_id, node_id).await?
+                    }
                 }
-                let device = self
-                    .devices
-                    .allocate(node_id, &instance.devices)
-                    .ok_or_else(|| {
-                        BackendError::ResourceExhausted(format!("no free device name on {node_id}"))
-                    })?;
-                let result = self.ec2.attach(volume_id, node_id, &device).await;
-                if let Err(e) = result {
-                    self.devices.release(node_id, &device);
-                    return Err(e);
-                }
-                tracing::info!(volume = volume_id, node = node_id, device, "attaching");
-                device
             }
+            None => self.attach(volume_id, node_id).await?,
         };
         let since = *self
             .attaching_since
@@ -346,21 +507,26 @@ impl ControllerBackend for EbsController {
             .or_insert_with(Instant::now);
         let waited = self
             .wait_volume(volume_id, "attached", |v| {
-                Ok(v.attachments
-                    .iter()
-                    .any(|a| a.instance_id == node_id && a.state == "attached"))
+                Ok(v.is_some_and(|v| {
+                    v.attachments
+                        .iter()
+                        .any(|a| a.instance_id == node_id && a.state == "attached")
+                }))
             })
             .await;
         match waited {
             Ok(_) => {
-                self.devices.release(node_id, &device);
                 self.attaching_since.lock().expect("attaching").remove(&key);
+                self.attached_at
+                    .lock()
+                    .expect("attached")
+                    .insert(key, Instant::now());
                 Ok(device_context(&device))
             }
             Err(BackendError::Pending(msg)) if since.elapsed() >= self.options.stuck_attaching => {
                 // Stuck: give the attachment back so a later attempt starts clean.
                 self.attaching_since.lock().expect("attaching").remove(&key);
-                self.devices.release(node_id, &device);
+                self.devices.release(node_id, volume_id);
                 let _ = self.ec2.detach(volume_id, node_id).await;
                 Err(BackendError::Unavailable(format!(
                     "volume {volume_id} stuck attaching to {node_id} for {:?}; detached it to retry: {msg}",
@@ -372,37 +538,56 @@ impl ControllerBackend for EbsController {
     }
 
     async fn unpublish(&self, volume_id: &str, node_id: &str) -> Result<(), BackendError> {
-        let Some(v) = self.ec2.volume(volume_id).await? else {
+        if !volume_id.starts_with("vol-") {
             return Ok(());
+        }
+        let targets: Vec<String> = if node_id.is_empty() {
+            // From every node: the volume says which.
+            let Some(v) = self.ec2.volume(volume_id).await? else {
+                return Ok(());
+            };
+            v.attachments
+                .iter()
+                .filter(|a| a.state == "attached" || a.state == "attaching")
+                .map(|a| a.instance_id.clone())
+                .collect()
+        } else {
+            vec![node_id.to_string()]
         };
-        let targets: Vec<String> = v
-            .attachments
-            .iter()
-            .filter(|a| node_id.is_empty() || a.instance_id == node_id)
-            .filter(|a| a.state == "attached" || a.state == "attaching")
-            .map(|a| a.instance_id.clone())
-            .collect();
+        let mut detaching = false;
         for instance in &targets {
             match self.ec2.detach(volume_id, instance).await {
-                Ok(()) | Err(BackendError::NotFound(_)) => {}
+                Ok(()) => detaching = true,
+                // Not attached there, or the volume is gone.
+                Err(BackendError::NotFound(_)) => {
+                    self.devices.release(instance, volume_id);
+                    self.attached_at
+                        .lock()
+                        .expect("attached")
+                        .remove(&(volume_id.to_string(), instance.clone()));
+                }
+                // IncorrectState: already detaching, or `available`; the wait tells.
+                Err(BackendError::Pending(_)) => detaching = true,
                 Err(e) => return Err(e),
             }
+        }
+        if !detaching {
+            return Ok(());
         }
         let still = |v: &VolumeInfo| {
             v.attachments
                 .iter()
                 .any(|a| (node_id.is_empty() || a.instance_id == node_id) && a.state != "detached")
         };
-        if !still(&v) {
-            return Ok(());
+        self.wait_volume(volume_id, "detached", |v| Ok(!v.is_some_and(still)))
+            .await?;
+        for instance in &targets {
+            let key = (volume_id.to_string(), instance.clone());
+            self.devices.release(instance, volume_id);
+            self.attaching_since.lock().expect("attaching").remove(&key);
+            self.attached_at.lock().expect("attached").remove(&key);
         }
-        match self
-            .wait_volume(volume_id, "detached", |v| Ok(!still(v)))
-            .await
-        {
-            Ok(_) | Err(BackendError::NotFound(_)) => Ok(()),
-            Err(e) => Err(e),
-        }
+        Ok(())
     }
 
     async fn expand(&self, volume_id: &str, required_bytes: i64) -> Result<i64, BackendError> {
@@ -444,7 +629,7 @@ impl ControllerBackend for EbsController {
                     "volume {volume_id} is still being modified to {want} GiB"
                 )));
             }
-            tokio::time::sleep(self.options.poll).await;
+            tokio::time::sleep(MODIFICATION_POLL).await;
         }
     }
 

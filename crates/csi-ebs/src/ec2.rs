@@ -3,7 +3,7 @@
 //! instances and modifications coalesced by the core's batcher (filters, not ID lists, so one
 //! missing ID does not fail the whole batch).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +25,8 @@ const PAGE: i32 = 500;
 const BATCH: usize = 500;
 /// Volume names per batched describe by name tag (EC2 takes up to 200 values per filter).
 const NAME_BATCH: usize = 200;
+/// Least batching window of instance reads.
+const INSTANCE_WINDOW: Duration = Duration::from_secs(1);
 
 /// A volume as the driver needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,8 +61,8 @@ pub struct Attachment {
 /// An instance as the attacher needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstanceInfo {
-    /// Device names of its block device mappings.
-    pub devices: BTreeSet<String>,
+    /// Its block device mappings: device name → volume ID.
+    pub devices: BTreeMap<String, String>,
 }
 
 /// A snapshot as the driver needs it.
@@ -109,7 +111,8 @@ pub fn backend_error(err: CloudError) -> BackendError {
         CloudError::Rejected { code, .. } => match code.as_str() {
             "InvalidVolume.NotFound"
             | "InvalidSnapshot.NotFound"
-            | "InvalidInstanceID.NotFound" => BackendError::NotFound(err.to_string()),
+            | "InvalidInstanceID.NotFound"
+            | "InvalidAttachment.NotFound" => BackendError::NotFound(err.to_string()),
             "VolumeInUse" | "InvalidVolume.ZoneMismatch" => {
                 BackendError::FailedPrecondition(err.to_string())
             }
@@ -252,7 +255,10 @@ impl Ec2 {
                 let (client, api) = (client.clone(), api.clone());
                 Box::pin(async move { describe_instances(&client, &api, ids).await })
             });
-            Batcher::new(window, 50, fetch)
+            // An instance is read once per node (its first attach in this process), so a
+            // longer window costs a second once per node and gathers the nodes' first attaches
+            // into one call.
+            Batcher::new(window.max(INSTANCE_WINDOW), 50, fetch)
         };
         let modifications = {
             let (client, api) = (client.clone(), api.clone());
@@ -275,6 +281,16 @@ impl Ec2 {
     /// The volume (batched), `None` when it does not exist.
     pub async fn volume(&self, id: &str) -> Result<Option<VolumeInfo>, BackendError> {
         self.volumes.get(id.to_string()).await
+    }
+
+    /// The volumes among `ids` that exist, in one describe (the state poller's fetch).
+    pub async fn volumes_by_id(
+        &self,
+        ids: Vec<String>,
+    ) -> Result<HashMap<String, VolumeInfo>, BackendError> {
+        let found =
+            describe_volumes(&self.client, &self.api, vec![filter("volume-id", ids)]).await?;
+        Ok(found.into_iter().map(|v| (v.id.clone(), v)).collect())
     }
 
     /// The instance (batched), `None` when it does not exist.
@@ -581,7 +597,10 @@ async fn describe_instances(
                     devices: instance
                         .block_device_mappings()
                         .iter()
-                        .filter_map(|m| m.device_name().map(str::to_string))
+                        .filter_map(|m| {
+                            let volume = m.ebs().and_then(|e| e.volume_id()).unwrap_or_default();
+                            Some((m.device_name()?.to_string(), volume.to_string()))
+                        })
                         .collect(),
                 },
             );

@@ -2,8 +2,9 @@
 //! over a unix socket, delegating every cloud decision to a [`ControllerBackend`] and every
 //! device question to a [`NodeBackend`]. It owns what every driver shares: request validation
 //! and the gRPC error codes, idempotency and per-volume operation locks, the mount/format seam
-//! (real `mkfs`, `mount`, `resize2fs` commands), the describe batcher, per-operation gRPC metrics
-//! and the `/metrics` + `/healthz` endpoint. It watches nothing and writes nothing in Kubernetes.
+//! (real `mkfs`, `mount`, `resize2fs` commands), the describe batcher and the shared state
+//! poller, per-operation gRPC metrics and the `/metrics` + `/healthz` endpoint. It watches
+//! nothing and writes nothing in Kubernetes.
 
 pub mod backend;
 pub mod batch;
@@ -17,6 +18,7 @@ pub mod metrics;
 pub mod mount;
 pub mod node;
 pub mod paging;
+pub mod poller;
 pub mod server;
 pub mod validate;
 

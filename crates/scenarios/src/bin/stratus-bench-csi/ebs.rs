@@ -12,6 +12,7 @@ use stratus_scenarios::ccm::{sibling_binary, CcmProcess};
 use stratus_scenarios::csi_bench::{self, LoadSpec};
 use stratus_scenarios::csi_node_probe::{self, mib};
 use stratus_scenarios::{csi_flow, ec2_fixture, wait_for};
+use stratus_testenv::proxy::EbsKnobs;
 use stratus_testenv::{Identity, TestEnv};
 use tokio::time::Instant;
 
@@ -90,7 +91,8 @@ pub async fn run(args: &Args, tools: &Tools) -> Result<Value> {
         .arg("controller")
         .arg(format!("--endpoint=unix://{}", socket.display()))
         .arg("--k8s-tag-cluster-id=bench")
-        .arg("--v=2")
+        .args((!args.ebs_driver_args.iter().any(|a| a.starts_with("--v="))).then_some("--v=2"))
+        .args(&args.ebs_driver_args)
         .envs(env.aws().env_vars());
     let chart = Chart {
         name: "aws-ebs-csi-driver",
@@ -108,6 +110,15 @@ pub async fn run(args: &Args, tools: &Tools) -> Result<Value> {
     )
     .await?;
 
+    // EC2's own behaviour where moto lacks it: CreateVolume idempotent by ClientToken and
+    // VolumeInUse for a second attach (the proxy's own describes are not counted).
+    env.proxy_control()
+        .set_ebs_knobs(&EbsKnobs {
+            client_token: true,
+            volume_in_use: true,
+            ..Default::default()
+        })
+        .await?;
     env.reset_aws_request_counts().await?;
     let load = csi_bench::provision_and_attach(
         &admin,
@@ -160,7 +171,8 @@ pub async fn run(args: &Args, tools: &Tools) -> Result<Value> {
 
     Ok(json!({
         "complete": true,
-        "cloud": "moto 5.2.5 behind the counting proxy",
+        "cloud": "moto 5.2.5 behind the counting proxy (knobs: ClientToken idempotency, VolumeInUse)",
+        "driver_extra_args": args.ebs_driver_args,
         "seconds_until_all_bound": load.all_bound_seconds,
         "seconds_until_all_attached": load.all_attached_seconds,
         "ec2_requests_create_and_attach": requests_json(&create, args.volumes),

@@ -49,6 +49,12 @@ pub struct Args {
     /// Seconds provisioning and attaching (and, separately, deletion) may take.
     #[arg(long, default_value_t = 900)]
     pub deadline_seconds: u64,
+    /// An extra argument of both sidecars (repeatable), e.g. `--sidecar-arg=--worker-threads=100`.
+    #[arg(long = "sidecar-arg", allow_hyphen_values = true)]
+    pub sidecar_args: Vec<String>,
+    /// An extra flag of the EBS controller (repeatable), e.g. `--ebs-driver-arg=--volume-poll-interval=2s`.
+    #[arg(long = "ebs-driver-arg", allow_hyphen_values = true)]
+    pub ebs_driver_args: Vec<String>,
 }
 
 impl Args {
@@ -64,13 +70,15 @@ impl Args {
 
     /// Arguments added to the chart's sidecar arguments.
     pub fn sidecar_extra_args(&self) -> Vec<String> {
-        match self.sidecar_kube_api_qps {
+        let mut args = match self.sidecar_kube_api_qps {
             0 => Vec::new(),
             qps => vec![
                 format!("--kube-api-qps={qps}"),
                 format!("--kube-api-burst={}", qps * 2),
             ],
-        }
+        };
+        args.extend(self.sidecar_args.iter().cloned());
+        args
     }
 }
 
