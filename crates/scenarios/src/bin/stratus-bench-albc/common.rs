@@ -1,5 +1,6 @@
-//! Set-up shared by both parts of the aws-load-balancer-controller benchmark: CRDs, the VPC,
-//! hand-made EndpointSlices, the proxy's ELBv2 counts and target reads straight from moto.
+//! Set-up and phases shared by both parts of the aws-load-balancer-controller benchmark: CRDs,
+//! the VPC, hand-made EndpointSlices, the proxy's ELBv2 counts, target reads straight from moto,
+//! the wait for the first registration and the churn phase.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -158,4 +159,75 @@ where
         tokio::time::sleep_until(started + step.mul_f64((c + 1) as f64)).await;
     }
     Ok(started.elapsed().as_secs_f64())
+}
+
+/// Target groups `arns[b]` paired with the endpoints `current[b]` they must hold.
+fn wanted(arns: &[String], current: &[Vec<String>]) -> Vec<(String, Vec<String>)> {
+    arns.iter().cloned().zip(current.iter().cloned()).collect()
+}
+
+/// Waits until every target group `arns[b]` holds exactly `current[b]`; the ELBv2 requests the
+/// proxy counted until then, by action.
+pub async fn wait_registered(
+    env: &TestEnv,
+    elb: &elbv2::Client,
+    arns: &[String],
+    current: &[Vec<String>],
+) -> anyhow::Result<BTreeMap<String, u64>> {
+    let want = wanted(arns, current);
+    wait_for(
+        "every endpoint registered",
+        Duration::from_secs(300),
+        || async { Ok(all_match(elb, &want).await?.then_some(())) },
+    )
+    .await?;
+    elbv2_requests(env).await
+}
+
+/// The churn phase: `changes` pod replacements evenly over `seconds`, round robin over the
+/// Services `svc-<b>` (one per target group `arns[b]`, endpoints `current[b]`), slot by slot;
+/// `new_ip(b, slot, round)` names the replacement (`round` counts passes over all slots). Waits
+/// until AWS holds the final endpoints; returns the JSON's `churn` section.
+pub async fn churn(
+    env: &TestEnv,
+    admin: &kube::Client,
+    elb: &elbv2::Client,
+    arns: &[String],
+    current: Vec<Vec<String>>,
+    (changes, seconds): (usize, u64),
+    new_ip: impl Fn(usize, usize, usize) -> String,
+) -> anyhow::Result<serde_json::Value> {
+    env.reset_aws_request_counts().await?;
+    let started = tokio::time::Instant::now();
+    let backends = current.len().max(1);
+    let per = current.first().map_or(1, |c| c.len().max(1));
+    let cur = std::sync::Mutex::new(current);
+    let elapsed = paced(changes, seconds, |c| {
+        let (b, slot, round) = (c % backends, (c / backends) % per, c / backends / per);
+        let slice = {
+            let mut cur = cur.lock().expect("current");
+            cur[b][slot] = new_ip(b, slot, round);
+            cur[b].clone()
+        };
+        let admin = admin.clone();
+        async move { set_slice(&admin, &format!("svc-{b}"), &slice).await }
+    })
+    .await?;
+    let want = wanted(arns, &cur.into_inner().expect("current"));
+    wait_for("churn applied", Duration::from_secs(120), || async {
+        Ok(all_match(elb, &want).await?.then_some(()))
+    })
+    .await?;
+    let settled = started.elapsed().as_secs_f64();
+    let requests = elbv2_requests(env).await?;
+    let total: u64 = requests.values().sum();
+    Ok(serde_json::json!({
+        "changes": changes,
+        "seconds": elapsed,
+        "seconds_until_settled": settled,
+        "elbv2_requests": requests,
+        "elbv2_requests_total": total,
+        "requests_per_target_group_per_second": total as f64
+            / arns.len().max(1) as f64 / elapsed.max(1.0),
+    }))
 }

@@ -3,15 +3,12 @@
 //! `changes` endpoint changes over `churn_seconds` (pods replaced one by one) — ELBv2 requests
 //! and requests per target group per second of churn; the controller's peak RSS.
 
-use std::time::Duration;
-
 use anyhow::Context;
 use aws_sdk_elasticloadbalancingv2 as elbv2;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 use stratus_scenarios::lb_fixture::LbClients;
-use stratus_scenarios::wait_for;
 use stratus_testenv::{Identity, TestEnv};
 use tokio::time::Instant;
 
@@ -76,51 +73,22 @@ pub async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
                      "targetGroupARN": arn, "targetType": "ip"}}))?;
         tgbs.create(&PostParams::default(), &tgb).await?;
     }
-    let mut current: Vec<Vec<String>> = (0..args.bindings).map(|b| ips(b, 0, per)).collect();
-    let want = |current: &[Vec<String>]| -> Vec<(String, Vec<String>)> {
-        arns.iter().cloned().zip(current.iter().cloned()).collect()
-    };
-    let initial_want = want(&current);
-    wait_for(
-        "every endpoint registered",
-        Duration::from_secs(300),
-        || async { Ok(common::all_match(&elb, &initial_want).await?.then_some(())) },
-    )
-    .await?;
+    let current: Vec<Vec<String>> = (0..args.bindings).map(|b| ips(b, 0, per)).collect();
+    let initial = common::wait_registered(&env, &elb, &arns, &current).await?;
     let initial_seconds = started.elapsed().as_secs_f64();
-    let initial = common::elbv2_requests(&env).await?;
     let initial_total: u64 = initial.values().sum();
 
     // Churn: pods replaced one at a time, round-robin over the bindings, evenly over the window.
-    env.reset_aws_request_counts().await?;
-    let churn_started = Instant::now();
-    let bindings = args.bindings;
-    let cur = std::sync::Mutex::new(std::mem::take(&mut current));
-    let churn_elapsed = common::paced(args.changes, args.churn_seconds, |c| {
-        let b = c % bindings;
-        let i = (c / bindings) % per.max(1);
-        let slice = {
-            let mut cur = cur.lock().expect("current");
-            cur[b][i] = format!(
-                "10.{}.{}.{}",
-                100 + b,
-                1 + (c / bindings / per.max(1)) % 250,
-                i + 1
-            );
-            cur[b].clone()
-        };
-        let admin = admin.clone();
-        async move { common::set_slice(&admin, &format!("svc-{b}"), &slice).await }
-    })
+    let churn = common::churn(
+        &env,
+        &admin,
+        &elb,
+        &arns,
+        current,
+        (args.changes, args.churn_seconds),
+        |b, i, round| format!("10.{}.{}.{}", 100 + b, 1 + round % 250, i + 1),
+    )
     .await?;
-    let final_want = want(&cur.into_inner().expect("current"));
-    wait_for("churn applied", Duration::from_secs(120), || async {
-        Ok(common::all_match(&elb, &final_want).await?.then_some(()))
-    })
-    .await?;
-    let settled_seconds = churn_started.elapsed().as_secs_f64();
-    let churn = common::elbv2_requests(&env).await?;
-    let churn_total: u64 = churn.values().sum();
     let peak_rss_kib = albc.peak_rss_kib();
     let (end_anon_kib, end_file_kib) = albc.rss_anon_file_kib().unwrap_or_default();
     Ok(serde_json::json!({
@@ -133,15 +101,7 @@ pub async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
             "elbv2_requests_total": initial_total,
             "elbv2_requests_per_binding": initial_total as f64 / args.bindings as f64,
         },
-        "churn": {
-            "changes": args.changes,
-            "seconds": churn_elapsed,
-            "seconds_until_settled": settled_seconds,
-            "elbv2_requests": churn,
-            "elbv2_requests_total": churn_total,
-            "requests_per_target_group_per_second": churn_total as f64
-                / args.bindings as f64 / churn_elapsed.max(1.0),
-        },
+        "churn": churn,
         "peak_rss_mib": peak_rss_kib.map(|k| k as f64 / 1024.0),
         "end_rss_anonymous_mib": end_anon_kib as f64 / 1024.0,
         "end_rss_file_backed_mib": end_file_kib as f64 / 1024.0,
