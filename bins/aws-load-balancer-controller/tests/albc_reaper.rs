@@ -11,7 +11,6 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use stratus_albc::crd::TargetGroupBinding;
 use stratus_albc::ingress::model::{load_balancer_name, GroupId};
-use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::wait_for;
 
 async fn ingress(a: &Albc, name: &str, group: Option<&str>, svc: &str) {
@@ -29,21 +28,6 @@ async fn ingress(a: &Albc, name: &str, group: Option<&str>, svc: &str) {
         .create(&PostParams::default(), &ing)
         .await
         .unwrap();
-}
-
-async fn wait_hostname(a: &Albc, name: &str, ctl: &CcmProcess) {
-    let api = Api::<Ingress>::namespaced(a.admin.clone(), NS);
-    wait_for(&format!("{name} hostname"), WAIT, || async {
-        let ing = api.get(name).await?;
-        Ok(ing
-            .status
-            .and_then(|s| s.load_balancer)
-            .and_then(|l| l.ingress)
-            .and_then(|i| i.first().cloned())
-            .and_then(|i| i.hostname))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
 }
 
 /// The ARN of the load balancer named `name`, if it exists.
@@ -176,8 +160,8 @@ async fn what_vanished_while_down_is_reaped_and_nothing_else() {
     let mut ctl = a.start(&[&vpc_flag]);
     ingress(&a, "doomed", None, "web").await;
     ingress(&a, "kept", Some("shop"), "shop").await;
-    wait_hostname(&a, "doomed", &ctl).await;
-    wait_hostname(&a, "kept", &ctl).await;
+    a.ingress_hostname("doomed", &ctl).await;
+    a.ingress_hostname("kept", &ctl).await;
     let doomed_name = load_balancer_name("test", &GroupId::Implicit(NS.into(), "doomed".into()));
     let kept_name = load_balancer_name("test", &GroupId::Explicit("shop".into()));
     let doomed_lb = lb_arn(&a, &doomed_name).await.expect("doomed ALB");

@@ -17,7 +17,6 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use stratus_albc::crd::TargetGroupBinding;
 use stratus_albc::ingress::alb_api::condition_values;
 use stratus_albc::ingress::model::{load_balancer_name, GroupId};
-use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::wait_for;
 
 async fn subnets(a: &Albc) {
@@ -40,21 +39,6 @@ async fn ingress(a: &Albc, name: &str, ann: serde_json::Value, rules: serde_json
         .create(&PostParams::default(), &ing)
         .await
         .unwrap();
-}
-
-async fn hostname(a: &Albc, name: &str, ctl: &CcmProcess) -> String {
-    let api = Api::<Ingress>::namespaced(a.admin.clone(), NS);
-    wait_for(&format!("{name} hostname"), WAIT, || async {
-        let ing = api.get(name).await?;
-        Ok(ing
-            .status
-            .and_then(|s| s.load_balancer)
-            .and_then(|l| l.ingress)
-            .and_then(|i| i.first().cloned())
-            .and_then(|i| i.hostname))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()))
 }
 
 async fn lbs(a: &Albc) -> Vec<(String, String, String)> {
@@ -195,7 +179,7 @@ async fn ingresses_make_albs_groups_share_one_and_deleting_all_leaves_nothing() 
             {"host": "b.example.com", "http": {"paths": [path("/", "Prefix", "web")]}}]),
     )
     .await;
-    let host = hostname(&a, "web", &ctl).await;
+    let host = a.ingress_hostname("web", &ctl).await;
     let name = load_balancer_name("test", &GroupId::Implicit(NS.into(), "web".into()));
     let all = lbs(&a).await;
     assert_eq!(all.len(), 1, "{all:?}");
@@ -259,8 +243,8 @@ async fn ingresses_make_albs_groups_share_one_and_deleting_all_leaves_nothing() 
         )
         .await;
     }
-    let h1 = hostname(&a, "one", &ctl).await;
-    let h2 = hostname(&a, "two", &ctl).await;
+    let h1 = a.ingress_hostname("one", &ctl).await;
+    let h2 = a.ingress_hostname("two", &ctl).await;
     assert_eq!(h1, h2);
     let all = lbs(&a).await;
     assert_eq!(all.len(), 2, "{all:?}");

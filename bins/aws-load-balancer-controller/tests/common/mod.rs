@@ -103,6 +103,24 @@ pub fn binary() -> PathBuf {
 }
 
 impl Albc {
+    /// Waits for the Ingress `name`'s `status.loadBalancer` hostname (the controller's log on
+    /// timeout).
+    pub async fn ingress_hostname(&self, name: &str, ctl: &CcmProcess) -> String {
+        let api =
+            Api::<k8s_openapi::api::networking::v1::Ingress>::namespaced(self.admin.clone(), NS);
+        wait_for(&format!("{name} hostname"), WAIT, || async {
+            let ing = api.get(name).await?;
+            Ok(ing
+                .status
+                .and_then(|s| s.load_balancer)
+                .and_then(|l| l.ingress)
+                .and_then(|i| i.first().cloned())
+                .and_then(|i| i.hostname))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()))
+    }
+
     /// Starts the controller as the test ServiceAccount, leader election off unless asked.
     pub fn start(&self, extra: &[&str]) -> CcmProcess {
         self.start_as(Identity::CloudControllerManager, extra)
