@@ -97,7 +97,7 @@ async fn sigkill_refusals_and_a_parent_outage_leave_no_duplicate_and_no_leak() {
     capdvp.kill();
     let before = bed.parent_counts().await.unwrap();
     eprintln!("killed capdvp with {before:?} in the parent");
-    let capdvp = bed.start_capdvp(&[]);
+    let mut capdvp = bed.start_capdvp(&[]);
     let log = || capdvp.log();
     counts_become(&bed, "six machines, each once", full(6), &log).await;
 
@@ -157,9 +157,16 @@ async fn sigkill_refusals_and_a_parent_outage_leave_no_duplicate_and_no_leak() {
 
     bed.scale("workers", 0).await.unwrap();
     counts_become(&bed, "an empty parent namespace", Counts::default(), &log).await;
-    common::wait("no DeckhouseMachine left", WAIT, || async {
+    if let Err(e) = common::wait("no DeckhouseMachine left", WAIT, || async {
         Ok(bed.deckhouse_machines().await?.is_empty().then_some(()))
     })
     .await
-    .unwrap_or_else(|e| panic!("{e:#}\n{}", log()));
+    {
+        panic!(
+            "{e:#}\ncapdvp exited: {:?}\n{}\n--- capdvp log ---\n{}",
+            capdvp.try_exit(),
+            bed.machines_report().await,
+            capdvp.log()
+        );
+    }
 }

@@ -273,8 +273,11 @@ impl Bed {
     pub fn start_capdvp(&self, extra: &[&str]) -> CcmProcess {
         let mut args: Vec<String> = [
             "--cluster-uuid=uuid-1",
-            "--leader-elect-lease-duration=2s",
-            "--leader-elect-renew-deadline=1500ms",
+            // Short enough that a restarted capdvp takes over within seconds, long enough that
+            // a lease renewal slowed by a loaded 2-core machine does not end the process (no
+            // kubelet here restarts it).
+            "--leader-elect-lease-duration=5s",
+            "--leader-elect-renew-deadline=4s",
             "--leader-elect-retry-period=500ms",
             "--v=4",
         ]
@@ -437,6 +440,51 @@ impl Bed {
             .items
             .len(),
         })
+    }
+
+    /// What is left of the machines, for a failure message: every DeckhouseMachine and Cluster
+    /// API Machine with its deletion, finalizers and owner, and the Cluster API manager's log
+    /// tail.
+    pub async fn machines_report(&self) -> String {
+        let mut out = String::from("DeckhouseMachines:\n");
+        for dm in self.deckhouse_machines().await.unwrap_or_default() {
+            out += &format!(
+                "  {} deleting={:?} finalizers={:?} owners={:?} conditions={:?}\n",
+                dm.metadata.name.as_deref().unwrap_or_default(),
+                dm.metadata.deletion_timestamp.as_ref().map(|t| t.0),
+                dm.metadata.finalizers,
+                dm.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .map(|o| format!("{}/{}", o.kind, o.name))
+                    .collect::<Vec<_>>(),
+                dm.status.as_ref().map(|s| s
+                    .conditions
+                    .iter()
+                    .map(|c| format!("{}={}:{}", c.type_, c.status, c.reason))
+                    .collect::<Vec<_>>()),
+            );
+        }
+        out += "Machines:\n";
+        let machines = Api::<DynamicObject>::namespaced_with(self.mgmt.clone(), NS, &machines())
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        for m in machines {
+            out += &format!(
+                "  {} deleting={:?} finalizers={:?} phase={:?}\n",
+                m.metadata.name.as_deref().unwrap_or_default(),
+                m.metadata.deletion_timestamp.as_ref().map(|t| t.0),
+                m.metadata.finalizers,
+                m.data.pointer("/status/phase"),
+            );
+        }
+        if let Some(capi) = &self.capi {
+            out += &format!("--- Cluster API manager log tail ---\n{}", capi.log_tail(60));
+        }
+        out
     }
 
     /// The DeckhouseMachines.

@@ -43,7 +43,7 @@ pub struct Args {
     #[arg(long, default_value_t = 5)]
     pub node_volumes: usize,
     /// `--kube-api-qps` of the provisioner and attacher (burst twice that); 0 keeps the chart's
-    /// arguments (the sidecars' default of 5 QPS).
+    /// arguments (`sidecars.kubeApiQps` 20, burst 50).
     #[arg(long, default_value_t = 0)]
     pub sidecar_kube_api_qps: u32,
     /// Seconds provisioning and attaching (and, separately, deletion) may take.
