@@ -9,6 +9,7 @@
 
 pub mod app;
 pub mod aws;
+pub mod catalog_object;
 pub mod discoverer;
 pub mod dvp;
 pub mod http;

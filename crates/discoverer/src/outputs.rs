@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, Secret};
 use k8s_openapi::ByteString;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, ObjectMeta, PostParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::Client;
 
+use crate::catalog_object::InstanceTypesCatalog;
 use crate::plan::{conditions_action, conditions_json, write_action, WriteAction};
 use crate::types::{CloudCondition, InstanceType};
 
@@ -47,13 +47,6 @@ fn ctx(what: impl Into<String>) -> impl FnOnce(kube::Error) -> KubeError {
 #[derive(Clone)]
 pub struct Outputs {
     client: Client,
-}
-
-fn catalog_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("deckhouse.io", "v1alpha1", "InstanceTypesCatalog"),
-        "instancetypescatalogs",
-    )
 }
 
 impl Outputs {
@@ -131,28 +124,22 @@ impl Outputs {
 
     /// Writes the `InstanceTypesCatalog` if its `instanceTypes` differ.
     pub async fn catalog(&self, types: &[InstanceType]) -> Result<WriteAction, KubeError> {
-        let ar = catalog_resource();
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        let api: Api<InstanceTypesCatalog> = Api::all(self.client.clone());
         let what = format!("writing instancetypescatalog {CATALOG_NAME}");
         let existing = api.get_opt(CATALOG_NAME).await.map_err(ctx(&what))?;
-        let desired = serde_json::to_value(types).unwrap_or_default();
-        let stored = existing.as_ref().map(|o| {
-            o.data
-                .get("instanceTypes")
-                .cloned()
-                .unwrap_or(serde_json::json!([]))
-        });
-        let action = write_action(stored.as_ref(), &desired);
+        let action = write_action(
+            existing.as_ref().map(|c| c.instance_types.as_slice()),
+            types,
+        );
         match (action, existing) {
             (WriteAction::Create, _) => {
-                let mut obj = DynamicObject::new(CATALOG_NAME, &ar);
-                obj.data = serde_json::json!({ "instanceTypes": desired });
+                let obj = InstanceTypesCatalog::new(CATALOG_NAME, types.to_vec());
                 api.create(&PostParams::default(), &obj)
                     .await
                     .map_err(ctx(&what))?;
             }
             (WriteAction::Replace, Some(mut obj)) => {
-                obj.data["instanceTypes"] = desired;
+                obj.instance_types = types.to_vec();
                 api.replace(CATALOG_NAME, &PostParams::default(), &obj)
                     .await
                     .map_err(ctx(&what))?;

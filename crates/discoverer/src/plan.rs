@@ -17,7 +17,7 @@ pub enum WriteAction {
 }
 
 /// Compares the stored content (`None`: the object does not exist) with the desired one.
-pub fn write_action<T: PartialEq>(stored: Option<&T>, desired: &T) -> WriteAction {
+pub fn write_action<T: PartialEq + ?Sized>(stored: Option<&T>, desired: &T) -> WriteAction {
     match stored {
         None => WriteAction::Create,
         Some(s) if s == desired => WriteAction::Skip,

@@ -4,8 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 /// One instance type of the `InstanceTypesCatalog` (`cpu`, `memory`, `rootDisk` are quantities).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// Missing fields read as empty (a hand-edited stored entry then differs and is rewritten).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct InstanceType {
     /// The cloud's name of the type (`m5.large`, a flavor name).
     pub name: String,
