@@ -7,6 +7,7 @@ pub mod behaviour;
 pub mod ccm;
 pub mod cloud_fixture;
 pub mod csi_bench;
+pub mod csi_claims;
 pub mod csi_flow;
 pub mod csi_node_probe;
 pub mod dvp_fixture;

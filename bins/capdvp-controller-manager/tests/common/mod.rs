@@ -482,7 +482,10 @@ impl Bed {
             );
         }
         if let Some(capi) = &self.capi {
-            out += &format!("--- Cluster API manager log tail ---\n{}", capi.log_tail(60));
+            out += &format!(
+                "--- Cluster API manager log tail ---\n{}",
+                capi.log_tail(60)
+            );
         }
         out
     }

@@ -3,6 +3,8 @@
 //! loop devices for the node side.
 #![allow(dead_code)] // each test binary uses a part of it
 
+pub mod flow;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;

@@ -7,19 +7,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use aws_sdk_ec2::types::{Filter, VolumeState};
-use k8s_openapi::api::core::v1::{
-    PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
-};
-use k8s_openapi::api::storage::v1::{
-    StorageClass, VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, ObjectMeta, PostParams};
-use stratus_scenarios::csi_flow::{
-    self, kubeconfig_with_token, sidecar_args, spawn, RenderedChart,
-};
+use stratus_scenarios::csi_claims::Claims;
+use stratus_scenarios::csi_flow::{self, kubeconfig_with_token, spawn, RenderedChart};
 use stratus_scenarios::ec2_fixture;
 use stratus_scenarios::kube_fixture::apply_rbac_manifest;
 use stratus_scenarios::nth_fixture::service_account_token;
@@ -55,8 +46,8 @@ pub struct Flow {
     pub env: TestEnv,
     /// Logs and the socket.
     pub dir: PathBuf,
-    /// Cluster admin.
-    pub admin: kube::Client,
+    /// The claims, attachments and StorageClass (as cluster admin).
+    pub claims: Claims,
     /// EC2 on moto directly (uncounted).
     pub ec2: aws_sdk_ec2::Client,
     /// The node's instance.
@@ -70,6 +61,14 @@ pub struct Flow {
     socket: PathBuf,
     pod: Vec<Child>,
     _kcm: Child,
+}
+
+impl std::ops::Deref for Flow {
+    type Target = Claims;
+
+    fn deref(&self) -> &Claims {
+        &self.claims
+    }
 }
 
 impl Flow {
@@ -120,28 +119,18 @@ impl Flow {
             &dir.join("kcm.log"),
             &[],
         )?;
-        Api::<StorageClass>::all(admin.clone())
-            .create(
-                &PostParams::default(),
-                &StorageClass {
-                    metadata: ObjectMeta {
-                        name: Some(CLASS.into()),
-                        ..Default::default()
-                    },
-                    provisioner: DRIVER.into(),
-                    parameters: Some([("type".to_string(), "gp3".to_string())].into()),
-                    reclaim_policy: Some("Delete".into()),
-                    volume_binding_mode: Some("Immediate".into()),
-                    allow_volume_expansion: Some(true),
-                    ..Default::default()
-                },
-            )
-            .await?;
+        let claims = Claims {
+            admin,
+            driver: DRIVER.into(),
+            class: CLASS.into(),
+            device_key: stratus_csi_ebs::shapes::DEVICE_PATH.into(),
+        };
+        claims.create_class(&[("type", "gp3")]).await?;
         let mut flow = Flow {
             socket: dir.join("csi.sock"),
             env,
             dir: dir.to_path_buf(),
-            admin,
+            claims,
             ec2,
             instance_id,
             driver_flags: driver_flags.iter().map(|f| f.to_string()).collect(),
@@ -177,36 +166,21 @@ impl Flow {
             Ok(socket.exists().then_some(()))
         })
         .await?;
-        let mut sidecars = vec![
-            (
-                self.sidecars.provisioner.clone(),
-                "csi-provisioner",
-                "provisioner.log",
-            ),
-            (
-                self.sidecars.attacher.clone(),
-                "csi-attacher",
-                "attacher.log",
-            ),
+        let mut containers = vec![
+            (self.sidecars.provisioner.as_path(), "csi-provisioner"),
+            (self.sidecars.attacher.as_path(), "csi-attacher"),
         ];
         if let Some(resizer) = &self.resizer {
-            sidecars.push((resizer.clone(), "csi-resizer", "resizer.log"));
+            containers.push((resizer.as_path(), "csi-resizer"));
         }
-        for (program, container, log) in sidecars {
-            let mut args = sidecar_args(
-                &self.chart,
-                container,
-                &self.socket,
-                &self.sa_kubeconfig,
-                NAMESPACE,
-            )?;
-            // Retries sooner than the default 5 min backoff cap, so recoveries show in seconds.
-            if container == "csi-attacher" {
-                args.push("--retry-interval-max=5s".into());
-            }
-            self.pod
-                .push(spawn(&program, &args, &self.dir.join(log), &[])?);
-        }
+        self.pod.extend(csi_flow::start_sidecars(
+            &containers,
+            &self.chart,
+            &self.socket,
+            &self.sa_kubeconfig,
+            NAMESPACE,
+            &self.dir,
+        )?);
         Ok(())
     }
 
@@ -217,119 +191,6 @@ impl Flow {
             child.wait().await?;
         }
         Ok(())
-    }
-
-    /// Creates claim `name` of `gib` GiB in `default`.
-    pub async fn create_pvc(&self, name: &str, gib: u32) -> Result<()> {
-        self.pvcs()
-            .create(
-                &PostParams::default(),
-                &PersistentVolumeClaim {
-                    metadata: ObjectMeta {
-                        name: Some(name.into()),
-                        ..Default::default()
-                    },
-                    spec: Some(PersistentVolumeClaimSpec {
-                        access_modes: Some(vec!["ReadWriteOnce".into()]),
-                        storage_class_name: Some(CLASS.into()),
-                        resources: Some(VolumeResourceRequirements {
-                            requests: Some(
-                                [("storage".to_string(), Quantity(format!("{gib}Gi")))].into(),
-                            ),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    /// Claims in `default`.
-    pub fn pvcs(&self) -> Api<PersistentVolumeClaim> {
-        Api::namespaced(self.admin.clone(), "default")
-    }
-
-    /// PersistentVolumes.
-    pub fn pvs(&self) -> Api<PersistentVolume> {
-        Api::all(self.admin.clone())
-    }
-
-    /// VolumeAttachments.
-    pub fn vas(&self) -> Api<VolumeAttachment> {
-        Api::all(self.admin.clone())
-    }
-
-    /// Waits until claim `name` is Bound; its PV's name and volume ID.
-    pub async fn wait_bound(&self, name: &str, timeout: Duration) -> Result<(String, String)> {
-        let pvcs = self.pvcs();
-        let pv = wait_for(&format!("claim {name} to be bound"), timeout, || async {
-            let pvc = pvcs.get(name).await?;
-            let bound = pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
-            Ok(bound
-                .then(|| pvc.spec.and_then(|s| s.volume_name))
-                .flatten())
-        })
-        .await?;
-        let handle = self
-            .pvs()
-            .get(&pv)
-            .await?
-            .spec
-            .and_then(|s| s.csi)
-            .map(|c| c.volume_handle)
-            .context("the PV has no CSI source")?;
-        Ok((pv, handle))
-    }
-
-    /// Creates VolumeAttachment `name` of PV `pv` to `node`.
-    pub async fn attach(&self, name: &str, pv: &str, node: &str) -> Result<()> {
-        self.vas()
-            .create(
-                &PostParams::default(),
-                &VolumeAttachment {
-                    metadata: ObjectMeta {
-                        name: Some(name.into()),
-                        ..Default::default()
-                    },
-                    spec: VolumeAttachmentSpec {
-                        attacher: DRIVER.into(),
-                        node_name: node.into(),
-                        source: VolumeAttachmentSource {
-                            persistent_volume_name: Some(pv.into()),
-                            ..Default::default()
-                        },
-                    },
-                    ..Default::default()
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    /// Waits until VolumeAttachment `name` is attached; its devicePath.
-    pub async fn wait_attached(&self, name: &str, timeout: Duration) -> Result<String> {
-        let vas = self.vas();
-        wait_for(&format!("{name} to be attached"), timeout, || async {
-            let status = vas.get(name).await?.status.unwrap_or_default();
-            Ok(status.attached.then(|| {
-                status
-                    .attachment_metadata
-                    .unwrap_or_default()
-                    .get("devicePath")
-                    .cloned()
-                    .unwrap_or_default()
-            }))
-        })
-        .await
-    }
-
-    /// The attach error of VolumeAttachment `name` and whether it is attached.
-    pub async fn attach_error(&self, name: &str) -> Result<(Option<String>, bool)> {
-        let status = self.vas().get(name).await?.status.unwrap_or_default();
-        Ok((status.attach_error.and_then(|e| e.message), status.attached))
     }
 
     /// Volumes in moto (not deleted) whose tag `key` is `value`.

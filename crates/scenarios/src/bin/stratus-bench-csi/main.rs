@@ -82,6 +82,18 @@ impl Args {
     }
 }
 
+/// The build profile of the drivers beside this binary.
+fn drivers_profile() -> &'static str {
+    let in_release = std::env::current_exe()
+        .map(|exe| exe.components().any(|c| c.as_os_str() == "release"))
+        .unwrap_or(false);
+    if in_release || !cfg!(debug_assertions) {
+        "release"
+    } else {
+        "debug"
+    }
+}
+
 fn outcome(result: anyhow::Result<Value>) -> Value {
     result.unwrap_or_else(|e| json!({ "complete": false, "error": format!("{e:#}") }))
 }
@@ -98,8 +110,9 @@ async fn main() -> anyhow::Result<()> {
     .await??;
     let mut report = json!({
         "benchmark": "csi",
-        // The drivers are this binary's siblings, built in the same profile.
-        "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+        // The drivers are this binary's siblings: release when they sit in a `release`
+        // directory (`make bench-csi`, or release drivers copied beside a debug harness).
+        "profile": drivers_profile(),
         "volumes": args.volumes,
         "nodes": args.nodes(),
         "volumes_per_node": args.volumes_per_node,

@@ -1,0 +1,179 @@
+//! The Kubernetes side of the CSI drivers' sidecar flows: a StorageClass of the driver, claims
+//! in `default`, and the VolumeAttachments kube-controller-manager's attach-detach controller
+//! would make, with waits for Bound and attached and the attach error the attacher reports.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::{
+    PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
+};
+use k8s_openapi::api::storage::v1::{
+    StorageClass, VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{Api, ObjectMeta, PostParams};
+
+use crate::wait::wait_for;
+
+/// Claims of one StorageClass of one driver, as a cluster admin.
+pub struct Claims {
+    /// Cluster admin.
+    pub admin: kube::Client,
+    /// The CSI driver's name (the class's provisioner, the attachments' attacher).
+    pub driver: String,
+    /// The StorageClass the claims use.
+    pub class: String,
+    /// The publish-context key of the device path (`devicePath` for EBS, `DevicePath` for Cinder).
+    pub device_key: String,
+}
+
+impl Claims {
+    /// Creates the StorageClass: `parameters`, reclaim Delete, Immediate binding, expandable.
+    pub async fn create_class(&self, parameters: &[(&str, &str)]) -> Result<()> {
+        Api::<StorageClass>::all(self.admin.clone())
+            .create(
+                &PostParams::default(),
+                &StorageClass {
+                    metadata: ObjectMeta {
+                        name: Some(self.class.clone()),
+                        ..Default::default()
+                    },
+                    provisioner: self.driver.clone(),
+                    parameters: Some(
+                        parameters
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect(),
+                    ),
+                    reclaim_policy: Some("Delete".into()),
+                    volume_binding_mode: Some("Immediate".into()),
+                    allow_volume_expansion: Some(true),
+                    ..Default::default()
+                },
+            )
+            .await
+            .with_context(|| format!("creating StorageClass {}", self.class))?;
+        Ok(())
+    }
+
+    /// Creates claim `name` of `gib` GiB in `default`.
+    pub async fn create_pvc(&self, name: &str, gib: u32) -> Result<()> {
+        self.pvcs()
+            .create(
+                &PostParams::default(),
+                &PersistentVolumeClaim {
+                    metadata: ObjectMeta {
+                        name: Some(name.into()),
+                        ..Default::default()
+                    },
+                    spec: Some(PersistentVolumeClaimSpec {
+                        access_modes: Some(vec!["ReadWriteOnce".into()]),
+                        storage_class_name: Some(self.class.clone()),
+                        resources: Some(VolumeResourceRequirements {
+                            requests: Some(
+                                [("storage".to_string(), Quantity(format!("{gib}Gi")))].into(),
+                            ),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )
+            .await
+            .with_context(|| format!("creating claim {name}"))?;
+        Ok(())
+    }
+
+    /// Claims in `default`.
+    pub fn pvcs(&self) -> Api<PersistentVolumeClaim> {
+        Api::namespaced(self.admin.clone(), "default")
+    }
+
+    /// PersistentVolumes.
+    pub fn pvs(&self) -> Api<PersistentVolume> {
+        Api::all(self.admin.clone())
+    }
+
+    /// VolumeAttachments.
+    pub fn vas(&self) -> Api<VolumeAttachment> {
+        Api::all(self.admin.clone())
+    }
+
+    /// Waits until claim `name` is Bound; its PV's name and volume ID.
+    pub async fn wait_bound(&self, name: &str, timeout: Duration) -> Result<(String, String)> {
+        let pvcs = self.pvcs();
+        let pv = wait_for(&format!("claim {name} to be bound"), timeout, || async {
+            let pvc = pvcs.get(name).await?;
+            let bound = pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+            Ok(bound
+                .then(|| pvc.spec.and_then(|s| s.volume_name))
+                .flatten())
+        })
+        .await?;
+        let csi = self
+            .pvs()
+            .get(&pv)
+            .await?
+            .spec
+            .and_then(|s| s.csi)
+            .context("the PV has no CSI source")?;
+        anyhow::ensure!(
+            csi.driver == self.driver,
+            "PV {pv} is of driver {}",
+            csi.driver
+        );
+        Ok((pv, csi.volume_handle))
+    }
+
+    /// Creates VolumeAttachment `name` of PV `pv` to `node`.
+    pub async fn attach(&self, name: &str, pv: &str, node: &str) -> Result<()> {
+        self.vas()
+            .create(
+                &PostParams::default(),
+                &VolumeAttachment {
+                    metadata: ObjectMeta {
+                        name: Some(name.into()),
+                        ..Default::default()
+                    },
+                    spec: VolumeAttachmentSpec {
+                        attacher: self.driver.clone(),
+                        node_name: node.into(),
+                        source: VolumeAttachmentSource {
+                            persistent_volume_name: Some(pv.into()),
+                            ..Default::default()
+                        },
+                    },
+                    ..Default::default()
+                },
+            )
+            .await
+            .with_context(|| format!("creating VolumeAttachment {name}"))?;
+        Ok(())
+    }
+
+    /// Waits until VolumeAttachment `name` is attached; its device path.
+    pub async fn wait_attached(&self, name: &str, timeout: Duration) -> Result<String> {
+        let vas = self.vas();
+        let key = &self.device_key;
+        wait_for(&format!("{name} to be attached"), timeout, || async {
+            let status = vas.get(name).await?.status.unwrap_or_default();
+            Ok(status.attached.then(|| {
+                status
+                    .attachment_metadata
+                    .unwrap_or_default()
+                    .get(key)
+                    .cloned()
+                    .unwrap_or_default()
+            }))
+        })
+        .await
+    }
+
+    /// The attach error of VolumeAttachment `name` and whether it is attached.
+    pub async fn attach_error(&self, name: &str) -> Result<(Option<String>, bool)> {
+        let status = self.vas().get(name).await?.status.unwrap_or_default();
+        Ok((status.attach_error.and_then(|e| e.message), status.attached))
+    }
+}
