@@ -596,8 +596,10 @@ async fn delete(dm: &DeckhouseMachine, ctx: &Context) -> Result<Action, Reconcil
             return Ok(Action::await_change());
         }
     }
-    // Woken by the watch when the objects go; the deadline check runs at the latest then.
-    Ok(Action::requeue(remaining))
+    // Woken by the watch when the objects go; looked at again within RECHECK × 3 even so (an
+    // event lost while a parent watch reconnected must not hold the machine until the
+    // deadline), and at the deadline at the latest.
+    Ok(Action::requeue(remaining.min(RECHECK * 3)))
 }
 
 async fn release(ctx: &Context, dm: &DeckhouseMachine) -> Result<(), ReconcileError> {

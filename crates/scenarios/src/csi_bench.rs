@@ -8,17 +8,16 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{
-    PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
-};
-use k8s_openapi::api::storage::v1::{
-    StorageClass, VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
 use tokio::time::Instant;
 
+use crate::csi_claims::{attachment, claim, storage_class};
+
+/// The benchmark's StorageClass.
+const CLASS: &str = "bench-csi";
 /// The namespace of the benchmark's PVCs.
 pub const NAMESPACE: &str = "default";
 /// The label on every PVC and VolumeAttachment the benchmark makes.
@@ -92,62 +91,13 @@ fn selector() -> ListParams {
     ListParams::default().labels(&format!("{LABEL}=csi"))
 }
 
-fn claim(name: String) -> PersistentVolumeClaim {
-    PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some(name),
-            labels: labels(),
-            ..Default::default()
-        },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteOnce".into()]),
-            storage_class_name: Some("bench-csi".into()),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some([("storage".to_string(), Quantity("1Gi".into()))].into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn attachment(driver: &str, pvc: &str, pv: &str, node: &str) -> VolumeAttachment {
-    VolumeAttachment {
-        metadata: ObjectMeta {
-            name: Some(format!("csi-{pvc}")),
-            labels: labels(),
-            ..Default::default()
-        },
-        spec: VolumeAttachmentSpec {
-            attacher: driver.into(),
-            node_name: node.into(),
-            source: VolumeAttachmentSource {
-                persistent_volume_name: Some(pv.into()),
-                ..Default::default()
-            },
-        },
-        ..Default::default()
-    }
-}
-
 /// Creates the StorageClass and `spec.volumes` PVCs, attaches each PVC's PV as soon as it is
 /// bound, and returns once every VolumeAttachment is attached.
 pub async fn provision_and_attach(admin: &Client, spec: &LoadSpec<'_>) -> Result<LoadOutcome> {
     Api::<StorageClass>::all(admin.clone())
         .create(
             &PostParams::default(),
-            &StorageClass {
-                metadata: ObjectMeta {
-                    name: Some("bench-csi".into()),
-                    ..Default::default()
-                },
-                provisioner: spec.driver.into(),
-                parameters: Some(spec.parameters.clone()),
-                reclaim_policy: Some("Delete".into()),
-                volume_binding_mode: Some("Immediate".into()),
-                ..Default::default()
-            },
+            &storage_class(CLASS, spec.driver, spec.parameters.clone()),
         )
         .await?;
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(admin.clone(), NAMESPACE);
@@ -157,8 +107,11 @@ pub async fn provision_and_attach(admin: &Client, spec: &LoadSpec<'_>) -> Result
         .map(|i| {
             let pvcs = pvcs.clone();
             async move {
-                pvcs.create(&PostParams::default(), &claim(pvc_name(i)))
-                    .await
+                pvcs.create(
+                    &PostParams::default(),
+                    &claim(&pvc_name(i), CLASS, 1, labels()),
+                )
+                .await
             }
         })
         .buffer_unordered(WRITERS)
@@ -189,7 +142,7 @@ pub async fn provision_and_attach(admin: &Client, spec: &LoadSpec<'_>) -> Result
                 async move {
                     vas.create(
                         &PostParams::default(),
-                        &attachment(spec.driver, pvc, pv, &node),
+                        &attachment(&format!("csi-{pvc}"), spec.driver, pv, &node, labels()),
                     )
                     .await
                 }

@@ -2,6 +2,7 @@
 //! in `default`, and the VolumeAttachments kube-controller-manager's attach-detach controller
 //! would make, with waits for Bound and attached and the attach error the attacher reports.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -16,6 +17,79 @@ use kube::api::{Api, ObjectMeta, PostParams};
 
 use crate::wait::wait_for;
 
+/// A StorageClass of `driver`: `parameters`, reclaim Delete, Immediate binding, expandable.
+pub fn storage_class(
+    name: &str,
+    driver: &str,
+    parameters: BTreeMap<String, String>,
+) -> StorageClass {
+    StorageClass {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        provisioner: driver.into(),
+        parameters: Some(parameters),
+        reclaim_policy: Some("Delete".into()),
+        volume_binding_mode: Some("Immediate".into()),
+        allow_volume_expansion: Some(true),
+        ..Default::default()
+    }
+}
+
+/// A ReadWriteOnce claim `name` of `gib` GiB of `class`, with `labels`.
+pub fn claim(
+    name: &str,
+    class: &str,
+    gib: u32,
+    labels: Option<BTreeMap<String, String>>,
+) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels,
+            ..Default::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            storage_class_name: Some(class.into()),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some([("storage".to_string(), Quantity(format!("{gib}Gi")))].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// VolumeAttachment `name` of PV `pv` to `node` by `driver`, as kube-controller-manager's
+/// attach-detach controller makes it, with `labels`.
+pub fn attachment(
+    name: &str,
+    driver: &str,
+    pv: &str,
+    node: &str,
+    labels: Option<BTreeMap<String, String>>,
+) -> VolumeAttachment {
+    VolumeAttachment {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels,
+            ..Default::default()
+        },
+        spec: VolumeAttachmentSpec {
+            attacher: driver.into(),
+            node_name: node.into(),
+            source: VolumeAttachmentSource {
+                persistent_volume_name: Some(pv.into()),
+                ..Default::default()
+            },
+        },
+        ..Default::default()
+    }
+}
+
 /// Claims of one StorageClass of one driver, as a cluster admin.
 pub struct Claims {
     /// Cluster admin.
@@ -29,28 +103,16 @@ pub struct Claims {
 }
 
 impl Claims {
-    /// Creates the StorageClass: `parameters`, reclaim Delete, Immediate binding, expandable.
+    /// Creates the StorageClass of [`storage_class`] with `parameters`.
     pub async fn create_class(&self, parameters: &[(&str, &str)]) -> Result<()> {
+        let parameters = parameters
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Api::<StorageClass>::all(self.admin.clone())
             .create(
                 &PostParams::default(),
-                &StorageClass {
-                    metadata: ObjectMeta {
-                        name: Some(self.class.clone()),
-                        ..Default::default()
-                    },
-                    provisioner: self.driver.clone(),
-                    parameters: Some(
-                        parameters
-                            .iter()
-                            .map(|(k, v)| (k.to_string(), v.to_string()))
-                            .collect(),
-                    ),
-                    reclaim_policy: Some("Delete".into()),
-                    volume_binding_mode: Some("Immediate".into()),
-                    allow_volume_expansion: Some(true),
-                    ..Default::default()
-                },
+                &storage_class(&self.class, &self.driver, parameters),
             )
             .await
             .with_context(|| format!("creating StorageClass {}", self.class))?;
@@ -60,27 +122,7 @@ impl Claims {
     /// Creates claim `name` of `gib` GiB in `default`.
     pub async fn create_pvc(&self, name: &str, gib: u32) -> Result<()> {
         self.pvcs()
-            .create(
-                &PostParams::default(),
-                &PersistentVolumeClaim {
-                    metadata: ObjectMeta {
-                        name: Some(name.into()),
-                        ..Default::default()
-                    },
-                    spec: Some(PersistentVolumeClaimSpec {
-                        access_modes: Some(vec!["ReadWriteOnce".into()]),
-                        storage_class_name: Some(self.class.clone()),
-                        resources: Some(VolumeResourceRequirements {
-                            requests: Some(
-                                [("storage".to_string(), Quantity(format!("{gib}Gi")))].into(),
-                            ),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-            )
+            .create(&PostParams::default(), &claim(name, &self.class, gib, None))
             .await
             .with_context(|| format!("creating claim {name}"))?;
         Ok(())
@@ -132,21 +174,7 @@ impl Claims {
         self.vas()
             .create(
                 &PostParams::default(),
-                &VolumeAttachment {
-                    metadata: ObjectMeta {
-                        name: Some(name.into()),
-                        ..Default::default()
-                    },
-                    spec: VolumeAttachmentSpec {
-                        attacher: self.driver.clone(),
-                        node_name: node.into(),
-                        source: VolumeAttachmentSource {
-                            persistent_volume_name: Some(pv.into()),
-                            ..Default::default()
-                        },
-                    },
-                    ..Default::default()
-                },
+                &attachment(name, &self.driver, pv, node, None),
             )
             .await
             .with_context(|| format!("creating VolumeAttachment {name}"))?;
