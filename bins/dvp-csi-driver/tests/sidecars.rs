@@ -17,18 +17,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use common::{driver_env, node_vm, parent_objects, start_driver, wait_parent_empty, CLUSTER_UUID};
-use k8s_openapi::api::core::v1::{
-    PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
-};
-use k8s_openapi::api::storage::v1::{
-    StorageClass, VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta};
 use stratus_csi_dvp::names::{vmbda_name, DISK_NAME_LABEL, VMBDA_DISK_LABEL, VMBDA_VM_LABEL};
 use stratus_csi_dvp::{DRIVER_NAME, STORAGE_CLASS_PARAM};
 use stratus_dvp_api::labels::{CLUSTER_UUID as CLUSTER_UUID_LABEL, MANAGED_BY};
 use stratus_dvp_api::{VirtualDisk, VirtualMachineBlockDeviceAttachment};
+use stratus_scenarios::csi_claims::Claims;
 use stratus_scenarios::csi_flow::{
     self, kubeconfig_with_token, log_tails, sidecar_args, spawn, RenderedChart,
 };
@@ -167,63 +161,18 @@ async fn flow(env: &DvpEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Resu
 
     // PVC → PV → VirtualDisk in the parent.
     let pod = setup.start_pod().await?;
-    Api::<StorageClass>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &StorageClass {
-                metadata: ObjectMeta {
-                    name: Some("dvp".into()),
-                    ..Default::default()
-                },
-                provisioner: DRIVER_NAME.into(),
-                parameters: Some(
-                    [(STORAGE_CLASS_PARAM.to_string(), PARENT_CLASS.to_string())].into(),
-                ),
-                reclaim_policy: Some("Delete".into()),
-                volume_binding_mode: Some("Immediate".into()),
-                allow_volume_expansion: Some(true),
-                ..Default::default()
-            },
-        )
+    let claims = Claims {
+        admin: admin.clone(),
+        driver: DRIVER_NAME.into(),
+        class: "dvp".into(),
+        device_key: String::new(),
+    };
+    claims
+        .create_class(&[(STORAGE_CLASS_PARAM, PARENT_CLASS)])
         .await?;
-    let pvcs = Api::<PersistentVolumeClaim>::namespaced(admin.clone(), "default");
-    pvcs.create(
-        &PostParams::default(),
-        &PersistentVolumeClaim {
-            metadata: ObjectMeta {
-                name: Some("data".into()),
-                ..Default::default()
-            },
-            spec: Some(PersistentVolumeClaimSpec {
-                access_modes: Some(vec!["ReadWriteOnce".into()]),
-                storage_class_name: Some("dvp".into()),
-                resources: Some(VolumeResourceRequirements {
-                    requests: Some([("storage".to_string(), Quantity("2Gi".into()))].into()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-    )
-    .await?;
-    let pv_name = wait_for("the PVC to be bound to a provisioned PV", STEP, || async {
-        let pvc = pvcs.get("data").await?;
-        let bound = pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
-        Ok(bound
-            .then(|| pvc.spec.and_then(|s| s.volume_name))
-            .flatten())
-    })
-    .await?;
-    let pvs = Api::<PersistentVolume>::all(admin.clone());
-    let pv = pvs.get(&pv_name).await?;
-    let csi = pv
-        .spec
-        .as_ref()
-        .and_then(|s| s.csi.as_ref())
-        .context("the PV has no CSI source")?;
-    anyhow::ensure!(csi.driver == DRIVER_NAME, "PV driver {}", csi.driver);
-    let volume_id = csi.volume_handle.clone();
+    claims.create_pvc("data", 2).await?;
+    let (pv_name, volume_id) = claims.wait_bound("data", STEP).await?;
+    let (pvcs, pvs) = (claims.pvcs(), claims.pvs());
     anyhow::ensure!(
         volume_id == pv_name,
         "the VirtualDisk is named as the volume ({pv_name}), not {volume_id}"
@@ -246,26 +195,8 @@ async fn flow(env: &DvpEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Resu
     // VolumeAttachment → VMBDA; the platform stalls it: the attacher gets the driver's deadline
     // error, the pod is SIGKILLed while the VMBDA is in progress, then the platform attaches.
     env.sim().set_knobs(|k| k.stall_attachments = true);
-    let vas = Api::<VolumeAttachment>::all(admin.clone());
-    vas.create(
-        &PostParams::default(),
-        &VolumeAttachment {
-            metadata: ObjectMeta {
-                name: Some("csi-data".into()),
-                ..Default::default()
-            },
-            spec: VolumeAttachmentSpec {
-                attacher: DRIVER_NAME.into(),
-                node_name: NODE.into(),
-                source: VolumeAttachmentSource {
-                    persistent_volume_name: Some(pv_name.clone()),
-                    ..Default::default()
-                },
-            },
-            ..Default::default()
-        },
-    )
-    .await?;
+    let vas = claims.vas();
+    claims.attach("csi-data", &pv_name, NODE).await?;
     let mine = vmbda_name(&volume_id, NODE);
     wait_for("the VMBDA to be in progress", STEP, || async {
         let a = vmbdas.get_opt(&mine).await?;

@@ -16,14 +16,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use aws_sdk_ec2::types::{Filter, VolumeAttachmentState, VolumeState};
 use common::ZONE;
-use k8s_openapi::api::core::v1::{
-    PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
-};
-use k8s_openapi::api::storage::v1::{
-    StorageClass, VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
-};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
+use stratus_scenarios::csi_claims::Claims;
 use stratus_scenarios::csi_flow::{self, kubeconfig_with_token, log_tails, sidecar_args, spawn};
 use stratus_scenarios::ec2_fixture;
 use stratus_scenarios::kube_fixture::apply_rbac_manifest;
@@ -141,61 +136,16 @@ async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Res
     )?;
 
     // PVC → PV with a volume in moto.
-    Api::<StorageClass>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &StorageClass {
-                metadata: ObjectMeta {
-                    name: Some("ebs-gp3".into()),
-                    ..Default::default()
-                },
-                provisioner: DRIVER.into(),
-                parameters: Some([("type".to_string(), "gp3".to_string())].into()),
-                reclaim_policy: Some("Delete".into()),
-                volume_binding_mode: Some("Immediate".into()),
-                allow_volume_expansion: Some(true),
-                ..Default::default()
-            },
-        )
-        .await?;
-    let pvcs = Api::<PersistentVolumeClaim>::namespaced(admin.clone(), "default");
-    pvcs.create(
-        &PostParams::default(),
-        &PersistentVolumeClaim {
-            metadata: ObjectMeta {
-                name: Some("data".into()),
-                ..Default::default()
-            },
-            spec: Some(PersistentVolumeClaimSpec {
-                access_modes: Some(vec!["ReadWriteOnce".into()]),
-                storage_class_name: Some("ebs-gp3".into()),
-                resources: Some(VolumeResourceRequirements {
-                    requests: Some([("storage".to_string(), Quantity("2Gi".into()))].into()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-    )
-    .await?;
-    let pv_name = wait_for("the PVC to be bound to a provisioned PV", STEP, || async {
-        let pvc = pvcs.get("data").await?;
-        let bound = pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
-        Ok(bound
-            .then(|| pvc.spec.and_then(|s| s.volume_name))
-            .flatten())
-    })
-    .await?;
-    let pvs = Api::<PersistentVolume>::all(admin.clone());
-    let pv = pvs.get(&pv_name).await?;
-    let csi = pv
-        .spec
-        .as_ref()
-        .and_then(|s| s.csi.as_ref())
-        .context("the PV has no CSI source")?;
-    anyhow::ensure!(csi.driver == DRIVER, "PV driver {}", csi.driver);
-    let volume_id = csi.volume_handle.clone();
+    let claims = Claims {
+        admin: admin.clone(),
+        driver: DRIVER.into(),
+        class: "ebs-gp3".into(),
+        device_key: stratus_csi_ebs::shapes::DEVICE_PATH.into(),
+    };
+    claims.create_class(&[("type", "gp3")]).await?;
+    claims.create_pvc("data", 2).await?;
+    let (pv_name, volume_id) = claims.wait_bound("data", STEP).await?;
+    let (pvcs, pvs, vas) = (claims.pvcs(), claims.pvs(), claims.vas());
     let described = ec2
         .describe_volumes()
         .volume_ids(&volume_id)
@@ -220,39 +170,8 @@ async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Res
     );
 
     // VolumeAttachment → attached in moto.
-    let vas = Api::<VolumeAttachment>::all(admin.clone());
-    vas.create(
-        &PostParams::default(),
-        &VolumeAttachment {
-            metadata: ObjectMeta {
-                name: Some("csi-data".into()),
-                ..Default::default()
-            },
-            spec: VolumeAttachmentSpec {
-                attacher: DRIVER.into(),
-                node_name: NODE.into(),
-                source: VolumeAttachmentSource {
-                    persistent_volume_name: Some(pv_name.clone()),
-                    ..Default::default()
-                },
-            },
-            ..Default::default()
-        },
-    )
-    .await?;
-    let device = wait_for("the VolumeAttachment to be attached", STEP, || async {
-        let va = vas.get("csi-data").await?;
-        let status = va.status.unwrap_or_default();
-        Ok(status.attached.then(|| {
-            status
-                .attachment_metadata
-                .unwrap_or_default()
-                .get("devicePath")
-                .cloned()
-                .unwrap_or_default()
-        }))
-    })
-    .await?;
+    claims.attach("csi-data", &pv_name, NODE).await?;
+    let device = claims.wait_attached("csi-data", STEP).await?;
     anyhow::ensure!(device.starts_with("/dev/xvd"), "devicePath {device:?}");
     let attachment = volume_attachment(&ec2, &volume_id).await?;
     anyhow::ensure!(
