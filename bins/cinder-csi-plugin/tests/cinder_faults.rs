@@ -10,56 +10,20 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use common::flow::{Flow, LOGS, NODE};
-use kube::api::DeleteParams;
+use anyhow::Result;
+
+use common::flow::{with_flow, NODE};
 use stratus_openstack_sim::attachments::AttachState;
-use stratus_scenarios::csi_flow::log_tails;
 use stratus_scenarios::wait::wait_for;
 use stratus_testenv::proxy::{Fault, FaultKind};
-use stratus_testenv::tools::csi_sidecars;
-use stratus_testenv::tools::kube_controller_manager;
-use stratus_testenv::{KubeCluster, OpenStackEnv};
 use tokio::time::Instant;
 
 /// How long each step may take.
 const STEP: Duration = Duration::from_secs(60);
-/// How long a whole test may take.
-const DEADLINE: Duration = Duration::from_secs(300);
 /// Nova's attach request, as the proxy counts it.
 const ATTACH: &str = "compute:POST /servers/{id}/os-volume_attachments";
-
-/// Runs `body` on a prepared flow within [`DEADLINE`], with the logs in the failure.
-async fn with_flow<F>(body: F) -> Result<()>
-where
-    F: for<'a> FnOnce(
-        &'a mut Flow,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>,
-    >,
-{
-    let sidecars = tokio::task::spawn_blocking(csi_sidecars::ensure_installed).await??;
-    let kcm = tokio::task::spawn_blocking(kube_controller_manager::ensure_installed).await??;
-    let cluster = KubeCluster::start().await?;
-    let openstack = OpenStackEnv::start().await?;
-    let tmp = tempfile::tempdir()?;
-    let dir: PathBuf = tmp.path().to_path_buf();
-    let run = async {
-        let mut flow = Flow::prepare(cluster, openstack, &dir, sidecars, &kcm).await?;
-        let result = body(&mut flow).await;
-        let _ = flow.kill_controller().await;
-        result.map_err(|e| e.context(flow.logs()))
-    };
-    tokio::time::timeout(DEADLINE, run).await.with_context(|| {
-        format!(
-            "the test did not finish within {DEADLINE:?}\n{}",
-            log_tails(&dir, &LOGS)
-        )
-    })?
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stuck_attaching_fails_retryably_then_recovers() -> Result<()> {
@@ -146,18 +110,7 @@ async fn throttled_cloud_converges_without_duplicates() -> Result<()> {
                 .await?;
             flow.start_controller().await?;
             let started = Instant::now();
-            for i in 0..THROTTLED {
-                flow.create_pvc(&format!("data-{i}"), 1).await?;
-            }
-            let mut volumes = Vec::new();
-            for i in 0..THROTTLED {
-                let (pv, volume) = flow.wait_bound(&format!("data-{i}"), STEP).await?;
-                flow.attach(&format!("csi-{i}"), &pv, NODE).await?;
-                volumes.push((pv, volume));
-            }
-            for i in 0..THROTTLED {
-                flow.wait_attached(&format!("csi-{i}"), STEP).await?;
-            }
+            let volumes = flow.provision_and_attach(THROTTLED, NODE, STEP).await?;
             let converged = started.elapsed();
             let in_cinder = flow.sim().volumes();
             for (i, (_, volume)) in volumes.iter().enumerate() {
@@ -187,28 +140,7 @@ async fn throttled_cloud_converges_without_duplicates() -> Result<()> {
             anyhow::ensure!(throttled > 0, "nothing was throttled in {requests} requests");
 
             // Everything goes away, still throttled.
-            let vas = flow.vas();
-            for i in 0..THROTTLED {
-                vas.delete(&format!("csi-{i}"), &DeleteParams::default())
-                    .await?;
-            }
-            for i in 0..THROTTLED {
-                let name = format!("csi-{i}");
-                wait_for(&format!("{name} to be gone"), STEP, || async {
-                    Ok(vas.get_opt(&name).await?.is_none().then_some(()))
-                })
-                .await?;
-                flow.pvcs()
-                    .delete(&format!("data-{i}"), &DeleteParams::default())
-                    .await?;
-            }
-            let pvs = flow.pvs();
-            for (pv, _) in &volumes {
-                wait_for(&format!("PV {pv} to be deleted"), STEP, || async {
-                    Ok(pvs.get_opt(pv).await?.is_none().then_some(()))
-                })
-                .await?;
-            }
+            flow.detach_and_delete(&volumes, STEP).await?;
             common::wait_no_volumes(flow.sim(), STEP).await?;
             eprintln!(
                 "throttled 30 %: {THROTTLED} claims bound and attached in {converged:?}; {requests} requests, {throttled} throttled; volume creations {}",

@@ -11,26 +11,19 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use common::flow::{Flow, LOGS, NODE};
+use anyhow::Result;
+use common::flow::{with_flow, Flow, NODE};
 use common::{CLUSTER, ZONE};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use stratus_csi_cinder::CLUSTER_KEY;
 use stratus_openstack_sim::attachments::AttachState;
-use stratus_scenarios::csi_flow::log_tails;
 use stratus_scenarios::wait::wait_for;
-use stratus_testenv::tools::csi_sidecars;
-use stratus_testenv::tools::kube_controller_manager;
-use stratus_testenv::{KubeCluster, OpenStackEnv};
 
 /// How long each step of the flow may take.
 const STEP: Duration = Duration::from_secs(60);
-/// How long the whole flow may take.
-const FLOW_DEADLINE: Duration = Duration::from_secs(300);
 
 async fn flow(flow: &mut Flow) -> Result<()> {
     // PVC → PV, with the controller pod killed while Cinder is still creating the volume.
@@ -160,24 +153,5 @@ async fn flow(flow: &mut Flow) -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pvc_to_attached_volume_and_back_surviving_crashes() -> Result<()> {
-    // Built once per machine (minutes the first time), outside the flow's deadline.
-    let sidecars = tokio::task::spawn_blocking(csi_sidecars::ensure_installed).await??;
-    let kcm = tokio::task::spawn_blocking(kube_controller_manager::ensure_installed).await??;
-    let cluster = KubeCluster::start().await?;
-    let openstack = OpenStackEnv::start().await?;
-    let dir = tempfile::tempdir()?;
-    let dir_path: PathBuf = dir.path().to_path_buf();
-    let run = async {
-        let mut f = Flow::prepare(cluster, openstack, &dir_path, sidecars, &kcm).await?;
-        flow(&mut f).await
-    };
-    tokio::time::timeout(FLOW_DEADLINE, run)
-        .await
-        .with_context(|| {
-            format!(
-                "the sidecar flow did not finish within {FLOW_DEADLINE:?}\n{}",
-                log_tails(&dir_path, &LOGS)
-            )
-        })?
-        .map_err(|e| e.context(log_tails(&dir_path, &LOGS)))
+    with_flow(|f| Box::pin(flow(f))).await
 }

@@ -20,7 +20,6 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use common::flow::{Flow, NODE};
 use common::ZONE;
-use kube::api::DeleteParams;
 use stratus_scenarios::csi_flow;
 use stratus_scenarios::ec2_fixture;
 use stratus_scenarios::wait::wait_for;
@@ -302,18 +301,7 @@ async fn throttled_ec2_converges_without_duplicates() -> Result<()> {
                 }])
                 .await?;
             let started = Instant::now();
-            for i in 0..THROTTLED {
-                flow.create_pvc(&format!("data-{i}"), 1).await?;
-            }
-            let mut pvs = Vec::new();
-            for i in 0..THROTTLED {
-                let (pv, volume) = flow.wait_bound(&format!("data-{i}"), STEP).await?;
-                flow.attach(&format!("csi-{i}"), &pv, NODE).await?;
-                pvs.push((pv, volume));
-            }
-            for i in 0..THROTTLED {
-                flow.wait_attached(&format!("csi-{i}"), STEP).await?;
-            }
+            let pvs = flow.provision_and_attach(THROTTLED, NODE, STEP).await?;
             let converged = started.elapsed();
             for (i, (_, volume)) in pvs.iter().enumerate() {
                 let named = flow.volumes_tagged(PVC_TAG, &format!("data-{i}")).await?;
@@ -334,29 +322,7 @@ async fn throttled_ec2_converges_without_duplicates() -> Result<()> {
             anyhow::ensure!(throttled > 0, "nothing was throttled in {requests} requests");
 
             // Everything goes away, still throttled.
-            for i in 0..THROTTLED {
-                flow.vas()
-                    .delete(&format!("csi-{i}"), &DeleteParams::default())
-                    .await?;
-            }
-            for i in 0..THROTTLED {
-                let vas = flow.vas();
-                let name = format!("csi-{i}");
-                wait_for(&format!("{name} to be gone"), STEP, || async {
-                    Ok(vas.get_opt(&name).await?.is_none().then_some(()))
-                })
-                .await?;
-                flow.pvcs()
-                    .delete(&format!("data-{i}"), &DeleteParams::default())
-                    .await?;
-            }
-            for (pv, _) in &pvs {
-                let pvs_api = flow.pvs();
-                wait_for(&format!("PV {pv} to be deleted"), STEP, || async {
-                    Ok(pvs_api.get_opt(pv).await?.is_none().then_some(()))
-                })
-                .await?;
-            }
+            flow.detach_and_delete(&pvs, STEP).await?;
             let mut left_named = Vec::new();
             for i in 0..THROTTLED {
                 left_named.extend(flow.volumes_tagged(PVC_TAG, &format!("data-{i}")).await?);

@@ -13,7 +13,7 @@ use k8s_openapi::api::storage::v1::{
     StorageClass, VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
 use crate::wait::wait_for;
 
@@ -197,6 +197,61 @@ impl Claims {
             }))
         })
         .await
+    }
+
+    /// Claims `data-0..n` of 1 GiB, each attached to `node` as `csi-<i>` once bound; returns
+    /// each claim's PV and volume ID once every attachment is attached (`step` per wait).
+    pub async fn provision_and_attach(
+        &self,
+        n: usize,
+        node: &str,
+        step: Duration,
+    ) -> Result<Vec<(String, String)>> {
+        for i in 0..n {
+            self.create_pvc(&format!("data-{i}"), 1).await?;
+        }
+        let mut volumes = Vec::new();
+        for i in 0..n {
+            let (pv, volume) = self.wait_bound(&format!("data-{i}"), step).await?;
+            self.attach(&format!("csi-{i}"), &pv, node).await?;
+            volumes.push((pv, volume));
+        }
+        for i in 0..n {
+            self.wait_attached(&format!("csi-{i}"), step).await?;
+        }
+        Ok(volumes)
+    }
+
+    /// Undoes [`Claims::provision_and_attach`]: deletes every `csi-<i>`, then each claim once its
+    /// attachment is gone, and waits until the PVs `volumes` names are deleted.
+    pub async fn detach_and_delete(
+        &self,
+        volumes: &[(String, String)],
+        step: Duration,
+    ) -> Result<()> {
+        let vas = self.vas();
+        for i in 0..volumes.len() {
+            vas.delete(&format!("csi-{i}"), &DeleteParams::default())
+                .await?;
+        }
+        for i in 0..volumes.len() {
+            let name = format!("csi-{i}");
+            wait_for(&format!("{name} to be gone"), step, || async {
+                Ok(vas.get_opt(&name).await?.is_none().then_some(()))
+            })
+            .await?;
+            self.pvcs()
+                .delete(&format!("data-{i}"), &DeleteParams::default())
+                .await?;
+        }
+        let pvs = self.pvs();
+        for (pv, _) in volumes {
+            wait_for(&format!("PV {pv} to be deleted"), step, || async {
+                Ok(pvs.get_opt(pv).await?.is_none().then_some(()))
+            })
+            .await?;
+        }
+        Ok(())
     }
 
     /// The attach error of VolumeAttachment `name` and whether it is attached.

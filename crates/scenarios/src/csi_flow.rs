@@ -177,6 +177,24 @@ pub fn start_sidecars(
     Ok(children)
 }
 
+/// The logs a controller flow writes in its directory (driver, sidecars, kube-controller-manager).
+pub const CONTROLLER_LOGS: [&str; 5] = [
+    "driver.log",
+    "provisioner.log",
+    "attacher.log",
+    "resizer.log",
+    "kcm.log",
+];
+
+/// SIGKILLs every process of a controller "pod" and reaps it, as a kubelet's restart would.
+pub async fn kill_pod(pod: &mut Vec<Child>) -> Result<()> {
+    for mut child in pod.drain(..) {
+        child.start_kill()?;
+        child.wait().await?;
+    }
+    Ok(())
+}
+
 /// Writes a kubeconfig for `server` authenticating with `token`.
 pub fn kubeconfig_with_token(path: &Path, server: &str, token: &str) -> Result<()> {
     std::fs::write(

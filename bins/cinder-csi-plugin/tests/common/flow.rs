@@ -6,15 +6,17 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use stratus_csi_cinder::{DEVICE_PATH, DRIVER_NAME, TOPOLOGY_KEY};
 use stratus_openstack_sim::SimHandle;
 use stratus_scenarios::csi_claims::Claims;
-use stratus_scenarios::csi_flow::{self, kubeconfig_with_token, spawn, RenderedChart};
+use stratus_scenarios::csi_flow::{self, kubeconfig_with_token, log_tails, spawn, RenderedChart};
 use stratus_scenarios::kube_fixture::apply_rbac_manifest;
 use stratus_scenarios::nth_fixture::service_account_token;
-use stratus_testenv::tools::csi_sidecars::Sidecars;
+use stratus_testenv::tools::csi_sidecars::{self, Sidecars};
+use stratus_testenv::tools::kube_controller_manager;
 use stratus_testenv::{Identity, KubeCluster, OpenStackEnv};
 use tokio::process::Child;
 
@@ -29,13 +31,7 @@ pub const NODE: &str = "node-1";
 /// The StorageClass the flow's claims use (volume type `ssd`).
 pub const CLASS: &str = "cinder-ssd";
 /// The logs a failure shows.
-pub const LOGS: [&str; 5] = [
-    "driver.log",
-    "provisioner.log",
-    "attacher.log",
-    "resizer.log",
-    "kcm.log",
-];
+pub const LOGS: [&str; 5] = csi_flow::CONTROLLER_LOGS;
 
 /// A running flow.
 pub struct Flow {
@@ -159,11 +155,7 @@ impl Flow {
 
     /// SIGKILLs the driver and its sidecars and reaps them.
     pub async fn kill_controller(&mut self) -> Result<()> {
-        for mut child in self.pod.drain(..) {
-            child.start_kill()?;
-            child.wait().await?;
-        }
-        Ok(())
+        csi_flow::kill_pod(&mut self.pod).await
     }
 
     /// A request count of the proxy (`block-storage:POST /volumes`).
@@ -181,4 +173,37 @@ impl Flow {
     pub fn logs(&self) -> String {
         csi_flow::log_tails(&self.dir, &LOGS)
     }
+}
+
+/// How long a whole flow may take.
+pub const DEADLINE: Duration = Duration::from_secs(300);
+
+/// Runs `body` on a prepared flow (controller not started) within [`DEADLINE`], with the logs
+/// in the failure; kills the controller after.
+pub async fn with_flow<F>(body: F) -> Result<()>
+where
+    F: for<'a> FnOnce(
+        &'a mut Flow,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>,
+    >,
+{
+    let sidecars = tokio::task::spawn_blocking(csi_sidecars::ensure_installed).await??;
+    let kcm = tokio::task::spawn_blocking(kube_controller_manager::ensure_installed).await??;
+    let cluster = KubeCluster::start().await?;
+    let openstack = OpenStackEnv::start().await?;
+    let tmp = tempfile::tempdir()?;
+    let dir: PathBuf = tmp.path().to_path_buf();
+    let run = async {
+        let mut flow = Flow::prepare(cluster, openstack, &dir, sidecars, &kcm).await?;
+        let result = body(&mut flow).await;
+        let _ = flow.kill_controller().await;
+        result.map_err(|e| e.context(flow.logs()))
+    };
+    tokio::time::timeout(DEADLINE, run).await.with_context(|| {
+        format!(
+            "the test did not finish within {DEADLINE:?}\n{}",
+            log_tails(&dir, &LOGS)
+        )
+    })?
 }

@@ -32,13 +32,7 @@ pub const NODE: &str = "ip-10-0-1-10.ec2.internal";
 /// The StorageClass the flow's claims use.
 pub const CLASS: &str = "ebs-gp3";
 /// The logs a failure shows.
-pub const LOGS: [&str; 5] = [
-    "driver.log",
-    "provisioner.log",
-    "attacher.log",
-    "resizer.log",
-    "kcm.log",
-];
+pub const LOGS: [&str; 5] = csi_flow::CONTROLLER_LOGS;
 
 /// A running flow.
 pub struct Flow {
@@ -186,11 +180,7 @@ impl Flow {
 
     /// SIGKILLs the driver and its sidecars (the sidecars would exit on the lost connection).
     pub async fn kill_controller(&mut self) -> Result<()> {
-        for mut child in self.pod.drain(..) {
-            child.start_kill()?;
-            child.wait().await?;
-        }
-        Ok(())
+        csi_flow::kill_pod(&mut self.pod).await
     }
 
     /// Volumes in moto (not deleted) whose tag `key` is `value`.
