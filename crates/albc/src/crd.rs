@@ -231,14 +231,8 @@ pub struct Tag {
     pub value: String,
 }
 
-/// A key/value attribute.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Attribute {
-    /// The key.
-    pub key: String,
-    /// The value.
-    pub value: String,
-}
+/// A key/value attribute (the same shape as a tag).
+pub type Attribute = Tag;
 
 /// `spec.subnets`: IDs, or tags every subnet must carry.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 //! LoadBalancer Services and the ELBs behind them, the shipped RBAC, and a
 //! cloud-controller-manager process.
 
+pub mod acm_fixture;
 pub mod behaviour;
 pub mod ccm;
 pub mod cloud_fixture;

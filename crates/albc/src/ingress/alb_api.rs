@@ -14,12 +14,78 @@ use stratus_cloud::CloudError;
 use crate::ingress::model::{ListenerSpec, RuleSpec, TargetGroupSpec};
 
 /// An existing application load balancer.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AlbState {
     /// ARN.
     pub arn: String,
     /// DNS name (the Ingress hostname).
     pub dns_name: String,
+    /// Internet-facing (else internal).
+    pub internet_facing: bool,
+    /// `dualstack` (else `ipv4`).
+    pub dualstack: bool,
+    /// Its security groups, sorted.
+    pub security_groups: Vec<String>,
+}
+
+impl AlbState {
+    /// The state of a described or created load balancer.
+    pub(crate) fn of(l: &elbv2::types::LoadBalancer) -> Self {
+        let mut security_groups = l.security_groups().to_vec();
+        security_groups.sort();
+        AlbState {
+            arn: l.load_balancer_arn().unwrap_or_default().to_string(),
+            dns_name: l.dns_name().unwrap_or_default().to_string(),
+            internet_facing: l.scheme() == Some(&LoadBalancerSchemeEnum::InternetFacing),
+            dualstack: l.ip_address_type() == Some(&IpAddressType::Dualstack),
+            security_groups,
+        }
+    }
+}
+
+/// An application load balancer to create.
+#[derive(Debug, Clone)]
+pub struct NewAlb<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Internet-facing (else internal).
+    pub internet_facing: bool,
+    /// `dualstack` (else `ipv4`).
+    pub dualstack: bool,
+    /// Subnet IDs.
+    pub subnets: &'a [String],
+    /// Security groups.
+    pub security_groups: &'a [String],
+    /// Tags.
+    pub tags: &'a BTreeMap<String, String>,
+}
+
+/// A listener as AWS has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveListener {
+    /// ARN.
+    pub arn: String,
+    /// HTTPS (else HTTP).
+    pub https: bool,
+    /// The default certificate (HTTPS).
+    pub certificate: Option<String>,
+    /// The security policy (HTTPS).
+    pub ssl_policy: Option<String>,
+    /// The default action redirects to this HTTPS port (else a fixed 404 answer).
+    pub redirect_to: Option<i32>,
+    /// Certificates beyond the default, sorted; None when not read.
+    pub extra_certificates: Option<Vec<String>>,
+}
+
+/// A target group as AWS has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveTargetGroup {
+    /// Name.
+    pub name: String,
+    /// ARN.
+    pub arn: String,
+    /// Health check.
+    pub health: crate::ingress::annotations::HealthCheck,
 }
 
 /// A target group to create.
@@ -78,25 +144,15 @@ impl AlbApi {
             })
             .await
         {
-            Ok(out) => Ok(out.load_balancers().first().map(|l| AlbState {
-                arn: l.load_balancer_arn().unwrap_or_default().to_string(),
-                dns_name: l.dns_name().unwrap_or_default().to_string(),
-            })),
+            Ok(out) => Ok(out.load_balancers().first().map(AlbState::of)),
             Err(e) if gone(&e) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
     /// Creates the ALB.
-    pub async fn create(
-        &self,
-        name: &str,
-        internet_facing: bool,
-        subnets: &[String],
-        security_groups: &[String],
-        wanted: &BTreeMap<String, String>,
-    ) -> Result<AlbState, CloudError> {
-        let scheme = if internet_facing {
+    pub async fn create(&self, new: &NewAlb<'_>) -> Result<AlbState, CloudError> {
+        let scheme = if new.internet_facing {
             LoadBalancerSchemeEnum::InternetFacing
         } else {
             LoadBalancerSchemeEnum::Internal
@@ -106,13 +162,15 @@ impl AlbApi {
             .call("CreateLoadBalancer", || {
                 self.client
                     .create_load_balancer()
-                    .name(name)
+                    .name(new.name)
                     .r#type(LoadBalancerTypeEnum::Application)
                     .scheme(scheme.clone())
-                    .ip_address_type(IpAddressType::Ipv4)
-                    .set_subnets(Some(subnets.to_vec()))
-                    .set_security_groups(Some(security_groups.to_vec()).filter(|s| !s.is_empty()))
-                    .set_tags(Some(tags(wanted)))
+                    .ip_address_type(ip_address_type(new.dualstack))
+                    .set_subnets(Some(new.subnets.to_vec()))
+                    .set_security_groups(
+                        Some(new.security_groups.to_vec()).filter(|s| !s.is_empty()),
+                    )
+                    .set_tags(Some(tags(new.tags)))
                     .send()
             })
             .await?;
@@ -120,10 +178,84 @@ impl AlbApi {
             .load_balancers()
             .first()
             .ok_or_else(|| missing("CreateLoadBalancer"))?;
-        Ok(AlbState {
-            arn: l.load_balancer_arn().unwrap_or_default().to_string(),
-            dns_name: l.dns_name().unwrap_or_default().to_string(),
-        })
+        Ok(AlbState::of(l))
+    }
+
+    /// Replaces the security groups of a load balancer.
+    pub async fn set_security_groups(
+        &self,
+        arn: &str,
+        groups: &[String],
+    ) -> Result<(), CloudError> {
+        self.api
+            .call("SetSecurityGroups", || {
+                self.client
+                    .set_security_groups()
+                    .load_balancer_arn(arn)
+                    .set_security_groups(Some(groups.to_vec()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Switches a load balancer between `ipv4` and `dualstack`.
+    pub async fn set_ip_address_type(&self, arn: &str, dualstack: bool) -> Result<(), CloudError> {
+        self.api
+            .call("SetIpAddressType", || {
+                self.client
+                    .set_ip_address_type()
+                    .load_balancer_arn(arn)
+                    .ip_address_type(ip_address_type(dualstack))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// The attributes of a load balancer.
+    pub async fn attributes(&self, arn: &str) -> Result<BTreeMap<String, String>, CloudError> {
+        let out = self
+            .api
+            .call("DescribeLoadBalancerAttributes", || {
+                self.client
+                    .describe_load_balancer_attributes()
+                    .load_balancer_arn(arn)
+                    .send()
+            })
+            .await?;
+        Ok(out
+            .attributes()
+            .iter()
+            .filter_map(|a| Some((a.key()?.to_string(), a.value()?.to_string())))
+            .collect())
+    }
+
+    /// Sets the given attributes of a load balancer (the others stay).
+    pub async fn modify_attributes(
+        &self,
+        arn: &str,
+        wanted: &BTreeMap<String, String>,
+    ) -> Result<(), CloudError> {
+        let attrs: Vec<elbv2::types::LoadBalancerAttribute> = wanted
+            .iter()
+            .map(|(k, v)| {
+                elbv2::types::LoadBalancerAttribute::builder()
+                    .key(k)
+                    .value(v)
+                    .build()
+            })
+            .collect();
+        self.api
+            .call("ModifyLoadBalancerAttributes", || {
+                self.client
+                    .modify_load_balancer_attributes()
+                    .load_balancer_arn(arn)
+                    .set_attributes(Some(attrs.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
     }
 
     /// Deletes a load balancer (listeners and rules go with it); gone counts as deleted.
@@ -210,6 +342,7 @@ impl AlbApi {
                     .health_check_timeout_seconds(h.timeout)
                     .healthy_threshold_count(h.healthy)
                     .unhealthy_threshold_count(h.unhealthy)
+                    .set_matcher(matcher(h))
                     .set_tags(Some(tags(wanted)))
                     .send()
             })
@@ -239,8 +372,8 @@ impl AlbApi {
         }
     }
 
-    /// Listener ARNs by port.
-    pub async fn listeners(&self, lb_arn: &str) -> Result<BTreeMap<i32, String>, CloudError> {
+    /// The listeners of a load balancer by port.
+    pub async fn listeners(&self, lb_arn: &str) -> Result<BTreeMap<i32, LiveListener>, CloudError> {
         let out = self
             .api
             .call("DescribeListeners", || {
@@ -253,46 +386,97 @@ impl AlbApi {
         Ok(out
             .listeners()
             .iter()
-            .filter_map(|l| Some((l.port()?, l.listener_arn()?.to_string())))
+            .filter_map(|l| {
+                let redirect_to = l
+                    .default_actions()
+                    .iter()
+                    .find_map(|a| a.redirect_config())
+                    .and_then(|r| r.port())
+                    .and_then(|p| p.parse().ok());
+                Some((
+                    l.port()?,
+                    LiveListener {
+                        arn: l.listener_arn()?.to_string(),
+                        https: l.protocol() == Some(&ProtocolEnum::Https),
+                        certificate: l
+                            .certificates()
+                            .first()
+                            .and_then(|c| c.certificate_arn())
+                            .map(str::to_string),
+                        ssl_policy: l.ssl_policy().map(str::to_string),
+                        redirect_to,
+                        extra_certificates: None,
+                    },
+                ))
+            })
             .collect())
     }
 
-    /// Creates a listener: a 404 fixed response, or a redirect to HTTPS, by default.
+    /// The certificates of a listener beyond its default one, sorted.
+    pub async fn extra_certificates(&self, listener_arn: &str) -> Result<Vec<String>, CloudError> {
+        let out = self
+            .api
+            .call("DescribeListenerCertificates", || {
+                self.client
+                    .describe_listener_certificates()
+                    .listener_arn(listener_arn)
+                    .send()
+            })
+            .await?;
+        let mut certs: Vec<String> = out
+            .certificates()
+            .iter()
+            .filter(|c| !c.is_default().unwrap_or(false))
+            .filter_map(|c| c.certificate_arn().map(str::to_string))
+            .collect();
+        certs.sort();
+        Ok(certs)
+    }
+
+    /// Adds (`add`) or removes certificates beyond a listener's default one.
+    pub async fn change_certificates(
+        &self,
+        listener_arn: &str,
+        certs: &[String],
+        add: bool,
+    ) -> Result<(), CloudError> {
+        if certs.is_empty() {
+            return Ok(());
+        }
+        let list = certificates(certs);
+        if add {
+            self.api
+                .call("AddListenerCertificates", || {
+                    self.client
+                        .add_listener_certificates()
+                        .listener_arn(listener_arn)
+                        .set_certificates(Some(list.clone()))
+                        .send()
+                })
+                .await?;
+        } else {
+            self.api
+                .call("RemoveListenerCertificates", || {
+                    self.client
+                        .remove_listener_certificates()
+                        .listener_arn(listener_arn)
+                        .set_certificates(Some(list.clone()))
+                        .send()
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Creates a listener: a 404 fixed response, or a redirect to HTTPS, by default; the first
+    /// certificate is its default one, the others are added after.
     pub async fn create_listener(
         &self,
         lb_arn: &str,
         l: &ListenerSpec,
-    ) -> Result<String, CloudError> {
-        let default = match l.redirect_to {
-            Some(port) => Action::builder()
-                .r#type(ActionTypeEnum::Redirect)
-                .redirect_config(
-                    elbv2::types::RedirectActionConfig::builder()
-                        .protocol("HTTPS")
-                        .port(port.to_string())
-                        .status_code(elbv2::types::RedirectActionStatusCodeEnum::Http301)
-                        .build(),
-                )
-                .build(),
-            None => Action::builder()
-                .r#type(ActionTypeEnum::FixedResponse)
-                .fixed_response_config(
-                    FixedResponseActionConfig::builder()
-                        .status_code("404")
-                        .content_type("text/plain")
-                        .build(),
-                )
-                .build(),
-        };
-        let certs: Vec<elbv2::types::Certificate> = l
-            .certificates
-            .iter()
-            .map(|c| {
-                elbv2::types::Certificate::builder()
-                    .certificate_arn(c)
-                    .build()
-            })
-            .collect();
+    ) -> Result<LiveListener, CloudError> {
+        let default = default_action(l);
+        let certs = certificates(&l.certificates[..l.certificates.len().min(1)]);
         let out = self
             .api
             .call("CreateListener", || {
@@ -300,21 +484,50 @@ impl AlbApi {
                     .create_listener()
                     .load_balancer_arn(lb_arn)
                     .port(l.port.port)
-                    .protocol(if l.port.https {
-                        ProtocolEnum::Https
-                    } else {
-                        ProtocolEnum::Http
-                    })
+                    .protocol(protocol(l))
                     .set_certificates(Some(certs.clone()).filter(|c| !c.is_empty()))
+                    .set_ssl_policy(l.ssl_policy.clone())
                     .default_actions(default.clone())
                     .send()
             })
             .await?;
-        out.listeners()
+        let arn = out
+            .listeners()
             .first()
             .and_then(|l| l.listener_arn())
             .map(str::to_string)
-            .ok_or_else(|| missing("CreateListener"))
+            .ok_or_else(|| missing("CreateListener"))?;
+        let extra = sorted_extra(l);
+        self.change_certificates(&arn, &extra, true).await?;
+        Ok(LiveListener {
+            arn,
+            https: l.port.https,
+            certificate: l.certificates.first().cloned(),
+            ssl_policy: l.ssl_policy.clone(),
+            redirect_to: l.redirect_to,
+            extra_certificates: Some(extra),
+        })
+    }
+
+    /// Makes an existing listener's protocol, default certificate, policy and default action
+    /// the planned ones.
+    pub async fn modify_listener(&self, arn: &str, l: &ListenerSpec) -> Result<(), CloudError> {
+        let default = default_action(l);
+        let certs = certificates(&l.certificates[..l.certificates.len().min(1)]);
+        self.api
+            .call("ModifyListener", || {
+                self.client
+                    .modify_listener()
+                    .listener_arn(arn)
+                    .port(l.port.port)
+                    .protocol(protocol(l))
+                    .set_certificates(Some(certs.clone()).filter(|c| !c.is_empty()))
+                    .set_ssl_policy(l.ssl_policy.clone())
+                    .default_actions(default.clone())
+                    .send()
+            })
+            .await?;
+        Ok(())
     }
 
     /// Deletes a listener (its rules go with it).
@@ -428,6 +641,16 @@ impl AlbApi {
 
     /// Every target group of the account: (name, ARN), all pages.
     pub async fn all_target_groups(&self) -> Result<Vec<(String, String)>, CloudError> {
+        Ok(self
+            .all_target_groups_live()
+            .await?
+            .into_iter()
+            .map(|g| (g.name, g.arn))
+            .collect())
+    }
+
+    /// Every target group of the account with its health check, all pages.
+    pub async fn all_target_groups_live(&self) -> Result<Vec<LiveTargetGroup>, CloudError> {
         let mut all = Vec::new();
         let mut marker: Option<String> = None;
         loop {
@@ -442,16 +665,43 @@ impl AlbApi {
                 })
                 .await?;
             all.extend(out.target_groups().iter().filter_map(|g| {
-                Some((
-                    g.target_group_name()?.to_string(),
-                    g.target_group_arn()?.to_string(),
-                ))
+                Some(LiveTargetGroup {
+                    name: g.target_group_name()?.to_string(),
+                    arn: g.target_group_arn()?.to_string(),
+                    health: live_health(g),
+                })
             }));
             marker = out.next_marker().map(str::to_string);
             if marker.is_none() {
                 return Ok(all);
             }
         }
+    }
+
+    /// Makes a target group's health check the planned one.
+    pub async fn modify_health(
+        &self,
+        arn: &str,
+        h: &crate::ingress::annotations::HealthCheck,
+    ) -> Result<(), CloudError> {
+        let http_check = h.protocol.starts_with("HTTP");
+        self.api
+            .call("ModifyTargetGroup", || {
+                self.client
+                    .modify_target_group()
+                    .target_group_arn(arn)
+                    .health_check_protocol(ProtocolEnum::from(h.protocol.as_str()))
+                    .health_check_port(&h.port)
+                    .set_health_check_path(Some(h.path.clone()).filter(|_| http_check))
+                    .health_check_interval_seconds(h.interval)
+                    .health_check_timeout_seconds(h.timeout)
+                    .healthy_threshold_count(h.healthy)
+                    .unhealthy_threshold_count(h.unhealthy)
+                    .set_matcher(matcher(h))
+                    .send()
+            })
+            .await?;
+        Ok(())
     }
 
     /// Target groups (name, ARN) whose tags carry every `(key, value)` of `selector`.
@@ -517,6 +767,95 @@ impl AlbApi {
             Err(e) if gone(&e) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// The HTTP codes matcher of an HTTP(S) check.
+fn matcher(h: &crate::ingress::annotations::HealthCheck) -> Option<elbv2::types::Matcher> {
+    h.protocol.starts_with("HTTP").then(|| {
+        elbv2::types::Matcher::builder()
+            .http_code(&h.success_codes)
+            .build()
+    })
+}
+
+/// A target group's health check as AWS has it (fields AWS leaves out read as the defaults).
+fn live_health(g: &elbv2::types::TargetGroup) -> crate::ingress::annotations::HealthCheck {
+    let d = crate::ingress::annotations::HealthCheck::default();
+    crate::ingress::annotations::HealthCheck {
+        path: g.health_check_path().map(str::to_string).unwrap_or(d.path),
+        port: g.health_check_port().map(str::to_string).unwrap_or(d.port),
+        protocol: g
+            .health_check_protocol()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or(d.protocol),
+        interval: g.health_check_interval_seconds().unwrap_or(d.interval),
+        timeout: g.health_check_timeout_seconds().unwrap_or(d.timeout),
+        healthy: g.healthy_threshold_count().unwrap_or(d.healthy),
+        unhealthy: g.unhealthy_threshold_count().unwrap_or(d.unhealthy),
+        success_codes: g
+            .matcher()
+            .and_then(|m| m.http_code())
+            .map(str::to_string)
+            .unwrap_or(d.success_codes),
+    }
+}
+
+fn protocol(l: &ListenerSpec) -> ProtocolEnum {
+    if l.port.https {
+        ProtocolEnum::Https
+    } else {
+        ProtocolEnum::Http
+    }
+}
+
+fn ip_address_type(dualstack: bool) -> IpAddressType {
+    if dualstack {
+        IpAddressType::Dualstack
+    } else {
+        IpAddressType::Ipv4
+    }
+}
+
+fn certificates(arns: &[String]) -> Vec<elbv2::types::Certificate> {
+    arns.iter()
+        .map(|c| {
+            elbv2::types::Certificate::builder()
+                .certificate_arn(c)
+                .build()
+        })
+        .collect()
+}
+
+/// The certificates of a planned listener beyond its default one, sorted.
+pub fn sorted_extra(l: &ListenerSpec) -> Vec<String> {
+    let mut extra: Vec<String> = l.certificates.iter().skip(1).cloned().collect();
+    extra.sort();
+    extra
+}
+
+/// A 404 fixed response, or the redirect to HTTPS.
+fn default_action(l: &ListenerSpec) -> Action {
+    match l.redirect_to {
+        Some(port) => Action::builder()
+            .r#type(ActionTypeEnum::Redirect)
+            .redirect_config(
+                elbv2::types::RedirectActionConfig::builder()
+                    .protocol("HTTPS")
+                    .port(port.to_string())
+                    .status_code(elbv2::types::RedirectActionStatusCodeEnum::Http301)
+                    .build(),
+            )
+            .build(),
+        None => Action::builder()
+            .r#type(ActionTypeEnum::FixedResponse)
+            .fixed_response_config(
+                FixedResponseActionConfig::builder()
+                    .status_code("404")
+                    .content_type("text/plain")
+                    .build(),
+            )
+            .build(),
     }
 }
 

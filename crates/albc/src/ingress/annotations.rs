@@ -1,7 +1,12 @@
 //! The `alb.ingress.kubernetes.io/*` annotations this build understands, parsed into a typed
 //! form; every problem is collected (never the first only) so one Warning Event lists them all.
+//! The IngressClassParams of the Ingress's class, when it has one, are laid over them before
+//! the defaults and the checks across settings.
 
 use std::collections::BTreeMap;
+
+use crate::crd::IngressClassParamsSpec;
+use crate::ingress::class_params;
 
 /// Annotation prefix.
 pub const PREFIX: &str = "alb.ingress.kubernetes.io/";
@@ -28,6 +33,8 @@ pub const KNOWN: &[&str] = &[
     "security-groups",
     "tags",
     "inbound-cidrs",
+    "ip-address-type",
+    "load-balancer-attributes",
 ];
 
 /// A listener protocol and port.
@@ -104,6 +111,12 @@ pub struct IngressAnnotations {
     pub tags: BTreeMap<String, String>,
     /// Inbound CIDRs of the managed security group.
     pub inbound_cidrs: Vec<String>,
+    /// `dualstack` (else `ipv4`).
+    pub dualstack: Option<bool>,
+    /// Load-balancer attributes (`key=value` pairs).
+    pub lb_attributes: BTreeMap<String, String>,
+    /// Subnets by tag (IngressClassParams `subnets.tags`): key → accepted values.
+    pub subnet_tags: BTreeMap<String, Vec<String>>,
 }
 
 fn list(v: &str) -> Vec<String> {
@@ -159,6 +172,36 @@ fn listen_ports(problems: &mut Vec<String>, v: &str) -> Vec<ListenPort> {
 
 /// Parses the annotations; `Err` lists every problem.
 pub fn parse(annotations: &BTreeMap<String, String>) -> Result<IngressAnnotations, Vec<String>> {
+    parse_for(annotations, None)
+}
+
+/// Parses the annotations under the IngressClassParams of the Ingress's class (whose settings
+/// win over the annotations'); `Err` lists every problem of both.
+pub fn parse_for(
+    annotations: &BTreeMap<String, String>,
+    params: Option<&IngressClassParamsSpec>,
+) -> Result<IngressAnnotations, Vec<String>> {
+    let (mut a, mut p) = parse_raw(annotations);
+    if let Some(params) = params {
+        p.extend(class_params::apply(&mut a, params));
+    }
+    finish(a, p)
+}
+
+/// `key=value,key=value` into `into`; malformed pairs are problems of `key`.
+fn pairs(p: &mut Vec<String>, key: &str, v: &str, into: &mut BTreeMap<String, String>) {
+    for pair in list(v) {
+        match pair.split_once('=') {
+            Some((tk, tv)) if !tk.trim().is_empty() => {
+                into.insert(tk.trim().to_string(), tv.trim().to_string());
+            }
+            _ => p.push(format!("{key}: {pair:?} is not key=value")),
+        }
+    }
+}
+
+/// Every annotation read on its own; the cross-field checks and defaults are [`finish`]'s.
+fn parse_raw(annotations: &BTreeMap<String, String>) -> (IngressAnnotations, Vec<String>) {
     let mut p = Vec::new();
     let mut a = IngressAnnotations::default();
     for (k, v) in annotations {
@@ -230,19 +273,24 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<IngressAnnotation
                     p.push(format!("{k}: {e}"));
                 }
             }
-            "tags" => {
-                for pair in list(v) {
-                    match pair.split_once('=') {
-                        Some((tk, tv)) if !tk.trim().is_empty() => {
-                            a.tags.insert(tk.trim().to_string(), tv.trim().to_string());
-                        }
-                        _ => p.push(format!("{k}: {pair:?} is not key=value")),
-                    }
-                }
-            }
+            "tags" => pairs(&mut p, k, v, &mut a.tags),
+            "load-balancer-attributes" => pairs(&mut p, k, v, &mut a.lb_attributes),
+            "ip-address-type" => match v.as_str() {
+                "ipv4" => a.dualstack = Some(false),
+                "dualstack" => a.dualstack = Some(true),
+                _ => p.push(format!("{k}: {v:?} (ipv4 or dualstack)")),
+            },
             other => p.push(format!("{PREFIX}{other}: not supported by this build")),
         }
     }
+    (a, p)
+}
+
+/// Defaults that depend on other settings, then the checks across annotations.
+fn finish(
+    mut a: IngressAnnotations,
+    mut p: Vec<String>,
+) -> Result<IngressAnnotations, Vec<String>> {
     if a.listen_ports.is_empty() {
         a.listen_ports = vec![if a.certificates.is_empty() {
             ListenPort {

@@ -1,36 +1,36 @@
-//! The Ingress driver: Ingresses of an IngressClass whose controller is `ingress.k8s.aws/alb`
-//! (or annotated `kubernetes.io/ingress.class: <--ingress-class>`) are grouped, planned by
-//! [`crate::ingress::model::plan_alb`] and applied: the ALB (subnets by the CCM's tag
-//! discovery), listeners, rules in planned order (rewritten only when they differ), one target
-//! group per backend fed by an internal TargetGroupBinding, the managed security group when the
-//! group names none, the finalizer and `status.loadBalancer` of every member. A group with no
-//! member left loses its ALB, target groups, bindings and managed group. Invalid annotations: a Warning Event, nothing changed.
+//! The Ingress driver: the Ingresses served here ([`crate::ingress::class`]) are grouped, their
+//! annotations read under their class's IngressClassParams, planned by
+//! [`crate::ingress::model::plan_parsed`] and applied by [`crate::ingress::apply`]; then the
+//! finalizer and `status.loadBalancer` of every member. A group with no member left loses its
+//! ALB, target groups, bindings and managed group. Invalid annotations or params: a Warning
+//! Event, nothing changed. A change of any IngressClass or IngressClassParams reconciles every
+//! Ingress (an unchanged plan costs no AWS call).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
-use stratus_aws::lb::subnets::{choose_subnets, SubnetCache};
+use stratus_aws::lb::subnets::SubnetCache;
 use stratus_cloud::CloudError;
 use stratus_kube_kit::EventPublisher;
-use tokio::time::Instant;
 
-use crate::ingress::alb_api::{AlbApi, AlbState, LiveRule};
-use crate::ingress::annotations;
-use crate::ingress::model::{group_of, plan_alb, AlbSpec, GroupId};
-use crate::ingress::rules::plan_rules;
-use crate::ingress::security;
-use crate::tgb::internal::{self, InternalBinding};
+use crate::crd::IngressClassParams;
+use crate::ingress::alb_api::AlbApi;
+use crate::ingress::annotations::{self, IngressAnnotations};
+use crate::ingress::apply::{apply, teardown, Applied};
+use crate::ingress::class::{Classes, Served};
+use crate::ingress::class_params::namespace_allowed;
+use crate::ingress::model::{group_of, member_name, plan_parsed, GroupId};
 
-/// The IngressClass controller this driver serves.
-pub const CONTROLLER: &str = "ingress.k8s.aws/alb";
+pub use crate::ingress::class::CONTROLLER;
 /// The finalizer on managed Ingresses.
 pub const FINALIZER: &str = "ingress.k8s.aws/resources";
 /// Cluster tag on every resource.
@@ -73,12 +73,13 @@ pub enum IngressError {
 
 /// Shared state.
 pub struct IngressCtx {
-    client: Client,
-    alb: AlbApi,
-    subnets: Arc<SubnetCache>,
+    pub(crate) client: Client,
+    pub(crate) alb: AlbApi,
+    pub(crate) subnets: Arc<SubnetCache>,
     events: EventPublisher,
-    settings: IngressSettings,
+    pub(crate) settings: IngressSettings,
     ingresses: Store<Ingress>,
+    classes: Classes,
     locks: Mutex<HashMap<GroupId, Arc<tokio::sync::Mutex<()>>>>,
     applied: Mutex<HashMap<GroupId, Applied>>,
 }
@@ -91,13 +92,32 @@ pub async fn run(
     settings: IngressSettings,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let controller = Controller::new(
-        Api::<Ingress>::all(client.clone()),
-        watcher::Config::default().any_semantic(),
-    );
+    let wc = watcher::Config::default().any_semantic();
+    let controller = Controller::new(Api::<Ingress>::all(client.clone()), wc.clone());
+    let (classes, class_writer) = reflector::store();
+    let class_changes = reflector::reflector(
+        class_writer,
+        watcher(Api::<IngressClass>::all(client.clone()), wc.clone()),
+    )
+    .default_backoff()
+    .touched_objects()
+    .map(|r| r.map(|_| ()));
+    let (params, params_writer) = reflector::store();
+    let params_changes = reflector::reflector(
+        params_writer,
+        watcher(Api::<IngressClassParams>::all(client.clone()), wc),
+    )
+    .default_backoff()
+    .touched_objects()
+    .map(|r| r.map(|_| ()));
     let ctx = Arc::new(IngressCtx {
         events: EventPublisher::new(client.clone(), "ingress"),
         ingresses: controller.store(),
+        classes: Classes {
+            classes,
+            params,
+            legacy: settings.ingress_class.clone(),
+        },
         client,
         alb,
         subnets,
@@ -106,6 +126,10 @@ pub async fn run(
         applied: Mutex::new(HashMap::new()),
     });
     controller
+        .reconcile_all_on(
+            futures::stream::select(class_changes, params_changes)
+                .filter_map(|r| async move { r.ok() }),
+        )
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
@@ -123,31 +147,59 @@ fn error_policy(ing: Arc<Ingress>, error: &IngressError, ctx: Arc<IngressCtx>) -
     Action::requeue(Duration::from_secs(5))
 }
 
-/// Whether the Ingress is served here (class lookups go to the API server, once per class per
-/// reconcile through `seen`).
-async fn is_ours(
-    ing: &Ingress,
+/// The annotations of a served Ingress read under its class's params, with the namespace
+/// selector checked (namespace labels read once per reconcile, only for classes that select).
+async fn member_annotations(
     ctx: &IngressCtx,
-    seen: &mut HashMap<String, bool>,
-) -> Result<bool, kube::Error> {
-    if let Some(c) = ing.annotations().get("kubernetes.io/ingress.class") {
-        return Ok(c == &ctx.settings.ingress_class);
-    }
-    let Some(class) = ing.spec.as_ref().and_then(|s| s.ingress_class_name.clone()) else {
-        return Ok(false);
+    ing: &Ingress,
+    served: &Served,
+    namespaces: &mut HashMap<String, BTreeMap<String, String>>,
+) -> Result<IngressAnnotations, Vec<String>> {
+    let params = match served {
+        Served::Yes(p) => p.clone(),
+        Served::Broken(why) => return Err(vec![why.clone()]),
+        Served::No => return Err(vec!["not served by this controller".into()]),
     };
-    if let Some(known) = seen.get(&class) {
-        return Ok(*known);
+    if let Some(selector) = params
+        .as_ref()
+        .and_then(|p| p.spec.namespace_selector.as_ref())
+    {
+        let ns = ing.namespace().unwrap_or_default();
+        if !namespaces.contains_key(&ns) {
+            let labels = Api::<Namespace>::all(ctx.client.clone())
+                .get(&ns)
+                .await
+                .map_err(|e| vec![format!("namespace {ns}: {e}")])?
+                .metadata
+                .labels
+                .unwrap_or_default();
+            namespaces.insert(ns.clone(), labels);
+        }
+        if !namespace_allowed(Some(selector), &namespaces[&ns]).map_err(|e| vec![e])? {
+            return Err(vec![format!(
+                "namespace {ns} is not selected by the spec.namespaceSelector of IngressClassParams {}",
+                params.as_ref().map(|p| p.name_any()).unwrap_or_default()
+            )]);
+        }
     }
-    let ic = Api::<IngressClass>::all(ctx.client.clone())
-        .get_opt(&class)
-        .await?;
-    let ours = ic
-        .and_then(|c| c.spec)
-        .and_then(|s| s.controller)
-        .is_some_and(|c| c == CONTROLLER);
-    seen.insert(class, ours);
-    Ok(ours)
+    annotations::parse_for(&model_annotations(ing), params.as_ref().map(|p| &p.spec))
+}
+
+/// The group of an Ingress whose settings cannot be read (being deleted, it still leaves its
+/// group): its params' group, else its own `group.name` annotation, else itself.
+fn fallback_group(ing: &Ingress, served: &Served) -> GroupId {
+    let params_group = match served {
+        Served::Yes(Some(p)) => p.spec.group.as_ref().map(|g| g.name.clone()),
+        _ => None,
+    };
+    let own = model_annotations(ing)
+        .get(&format!("{}group.name", annotations::PREFIX))
+        .cloned();
+    let a = IngressAnnotations {
+        group: params_group.or(own),
+        ..IngressAnnotations::default()
+    };
+    group_of(ing, &a)
 }
 
 fn has_finalizer(ing: &Ingress) -> bool {
@@ -177,22 +229,25 @@ async fn set_finalizer(ing: &Ingress, ctx: &IngressCtx, on: bool) -> Result<(), 
 }
 
 async fn reconcile(ing: Arc<Ingress>, ctx: Arc<IngressCtx>) -> Result<Action, IngressError> {
+    ctx.classes.ready().await;
     let deleting = ing.metadata.deletion_timestamp.is_some();
-    let mut seen = HashMap::new();
-    if !is_ours(&ing, &ctx, &mut seen).await? {
+    let served = ctx.classes.served(&ing);
+    if matches!(served, Served::No) {
         if has_finalizer(&ing) && deleting {
             set_finalizer(&ing, &ctx, false).await?;
         }
         return Ok(Action::await_change());
     }
-    let ann = match annotations::parse(&model_annotations(&ing)) {
-        Ok(a) => a,
+    let mut namespaces = HashMap::new();
+    let group = match member_annotations(&ctx, &ing, &served, &mut namespaces).await {
+        Ok(a) => group_of(&ing, &a),
+        // Leaving its group must not wait for its settings to be fixed.
+        Err(_) if deleting && has_finalizer(&ing) => fallback_group(&ing, &served),
         Err(problems) => {
             warn(&ctx, &ing, problems.join("; ")).await;
             return Ok(Action::await_change());
         }
     };
-    let group = group_of(&ing, &ann, None);
     let lock = ctx
         .locks
         .lock()
@@ -204,33 +259,38 @@ async fn reconcile(ing: Arc<Ingress>, ctx: Arc<IngressCtx>) -> Result<Action, In
     if !deleting && !has_finalizer(&ing) {
         set_finalizer(&ing, &ctx, true).await?;
     }
-    // The members, this one as it is now (the store may lag behind).
-    let mut members: Vec<Ingress> = Vec::new();
+    // The members with their settings, this one as it is now (the store may lag behind);
+    // another Ingress whose settings are invalid is left out (its own reconcile reports it).
+    let mut members: Vec<(Ingress, IngressAnnotations)> = Vec::new();
+    let same = |o: &Ingress| o.namespace() == ing.namespace() && o.name_any() == ing.name_any();
     for other in ctx.ingresses.state() {
-        if other.namespace() == ing.namespace() && other.name_any() == ing.name_any() {
+        if same(&other) || other.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        if other.metadata.deletion_timestamp.is_some() || !is_ours(&other, &ctx, &mut seen).await? {
+        let served = ctx.classes.served(&other);
+        if matches!(served, Served::No) {
             continue;
         }
-        if let Ok(a) = annotations::parse(&model_annotations(&other)) {
-            if group_of(&other, &a, None) == group {
-                members.push(other.as_ref().clone());
+        if let Ok(a) = member_annotations(&ctx, &other, &served, &mut namespaces).await {
+            if group_of(&other, &a) == group {
+                members.push((other.as_ref().clone(), a));
             }
         }
     }
     if !deleting {
-        members.push(ing.as_ref().clone());
+        let own = member_annotations(&ctx, &ing, &served, &mut namespaces).await;
+        members.push((ing.as_ref().clone(), own.expect("read above")));
     }
     if members.is_empty() {
         ctx.applied.lock().expect("applied").remove(&group);
         teardown(&ctx, &group).await?;
     } else {
-        let refs: Vec<&Ingress> = members.iter().collect();
-        let spec = match plan_alb(
+        let parsed: Vec<(&Ingress, IngressAnnotations)> =
+            members.iter().map(|(i, a)| (i, a.clone())).collect();
+        let spec = match plan_parsed(
             &ctx.settings.cluster,
             &group,
-            &refs,
+            parsed,
             ctx.settings.default_ip,
         ) {
             Ok(s) => s,
@@ -242,16 +302,15 @@ async fn reconcile(ing: Arc<Ingress>, ctx: Arc<IngressCtx>) -> Result<Action, In
         // What the last apply left is forgotten until this one succeeds.
         let known = ctx.applied.lock().expect("applied").remove(&group);
         let applied = apply(&ctx, &spec, known).await?;
-        let hostname = applied.lb.dns_name.clone();
+        let hostname = applied.hostname().to_string();
         ctx.applied
             .lock()
             .expect("applied")
             .insert(group.clone(), applied);
         // Only members holding the finalizer get a hostname: one whose own reconcile has not
         // added it yet would otherwise look served and could be deleted without cleanup.
-        for m in &members {
-            let current = m.namespace() == ing.namespace() && m.name_any() == ing.name_any();
-            if current || has_finalizer(m) {
+        for (m, _) in &members {
+            if same(m) || has_finalizer(m) {
                 set_status(&ctx, m, &hostname).await?;
             }
         }
@@ -267,17 +326,10 @@ fn model_annotations(ing: &Ingress) -> BTreeMap<String, String> {
 }
 
 async fn warn(ctx: &IngressCtx, ing: &Ingress, note: String) {
-    tracing::warn!(ingress = %ing.name_any(), %note, "ingress not applied");
+    tracing::warn!(ingress = %member_name(ing), %note, "ingress not applied");
     ctx.events
         .publish(ing, true, "FailedBuildModel", "Reconcile", note)
         .await;
-}
-
-fn stack_tags(ctx: &IngressCtx, group: &GroupId) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (CLUSTER_TAG.to_string(), ctx.settings.cluster.clone()),
-        (STACK_TAG.to_string(), group.key()),
-    ])
 }
 
 async fn set_status(ctx: &IngressCtx, ing: &Ingress, hostname: &str) -> Result<(), kube::Error> {
@@ -303,240 +355,6 @@ async fn set_status(ctx: &IngressCtx, ing: &Ingress, hostname: &str) -> Result<(
     Ok(())
 }
 
-/// How long what a group's last apply left in AWS is trusted without reading it back (the
-/// periodic resync, every [`RESYNC`], always reads AWS again).
-const FRESH: Duration = Duration::from_secs(300);
-/// Every Ingress is reconciled again after this long.
+/// Every Ingress is reconciled again after this long (later than [`crate::ingress::apply::FRESH`],
+/// so the resync reads AWS back).
 const RESYNC: Duration = Duration::from_secs(600);
-
-/// What the last successful apply of a group left in AWS.
-#[derive(Debug, Clone)]
-pub struct Applied {
-    /// The plan applied.
-    spec: AlbSpec,
-    /// The load balancer.
-    lb: AlbState,
-    /// Target groups of the stack, name → ARN.
-    target_groups: BTreeMap<String, String>,
-    /// Listener ARNs by port.
-    listeners: BTreeMap<i32, String>,
-    /// Rules by listener port.
-    rules: BTreeMap<i32, Vec<LiveRule>>,
-    /// When.
-    at: Instant,
-}
-
-/// Makes AWS match `spec`, starting from `known` (what the last apply left, if still fresh)
-/// instead of reading AWS back; the same plan as `known`'s costs no call at all.
-async fn apply(
-    ctx: &IngressCtx,
-    spec: &AlbSpec,
-    known: Option<Applied>,
-) -> Result<Applied, IngressError> {
-    let known = known.filter(|k| k.at.elapsed() < FRESH);
-    if let Some(k) = &known {
-        if k.spec == *spec {
-            return Ok(k.clone());
-        }
-    }
-    let mut tags = ctx.settings.default_tags.clone();
-    tags.extend(spec.tags.clone());
-    tags.extend(stack_tags(ctx, &spec.group));
-    // The managed frontend group, kept in step with the listeners (a changed plan only).
-    let managed_group = if spec.security_groups.is_empty() {
-        let stack = stack_tags(ctx, &spec.group);
-        let id =
-            security::ensure(ctx.subnets.ec2(), &ctx.settings.vpc, spec, &stack, &tags).await?;
-        vec![id]
-    } else {
-        Vec::new()
-    };
-    let found = match &known {
-        Some(k) => Some(k.lb.clone()),
-        None => ctx.alb.find(&spec.name).await?,
-    };
-    let (lb, created) = match found {
-        Some(lb) => (lb, false),
-        None => {
-            let all = ctx.subnets.subnets(&ctx.settings.vpc).await?;
-            let chosen = choose_subnets(
-                &all,
-                &spec.subnets,
-                &ctx.settings.cluster,
-                !spec.internet_facing,
-            )
-            .map_err(IngressError::Subnets)?;
-            let mut lb_tags = tags.clone();
-            lb_tags.insert(RESOURCE_TAG.into(), "LoadBalancer".into());
-            let lb = ctx
-                .alb
-                .create(
-                    &spec.name,
-                    spec.internet_facing,
-                    &chosen,
-                    if managed_group.is_empty() {
-                        &spec.security_groups
-                    } else {
-                        &managed_group
-                    },
-                    &lb_tags,
-                )
-                .await?;
-            (lb, true)
-        }
-    };
-    // Target groups and their bindings (a binding made by a fresh earlier apply stays made).
-    // Reading AWS lists every target group once: the stack's by their tags, and a leftover of
-    // a planned name without them (adopted) from the same list, with no lookup per name.
-    let (existing, by_name): (BTreeMap<String, String>, BTreeMap<String, String>) = match &known {
-        Some(k) => (k.target_groups.clone(), BTreeMap::new()),
-        None => {
-            let all = ctx.alb.all_target_groups().await?;
-            let tagged = ctx
-                .alb
-                .having_tags(&all, &stack_tags(ctx, &spec.group))
-                .await?;
-            (tagged.into_iter().collect(), all.into_iter().collect())
-        }
-    };
-    let mut tg_arns = BTreeMap::new();
-    for tg in spec.target_groups.values() {
-        let arn = match existing.get(&tg.name) {
-            Some(a) => a.clone(),
-            None => match by_name.get(&tg.name).cloned() {
-                Some(a) => a,
-                None => {
-                    let mut t = tags.clone();
-                    t.insert(
-                        RESOURCE_TAG.into(),
-                        format!("{}/{}:{}", tg.namespace, tg.service, port_str(&tg.port)),
-                    );
-                    ctx.alb
-                        .create_target_group(&ctx.settings.vpc, tg, &t)
-                        .await?
-                }
-            },
-        };
-        let bound = known
-            .as_ref()
-            .is_some_and(|k| k.spec.target_groups.get(&tg.name) == Some(tg));
-        if !bound {
-            ensure_binding(ctx, tg, &arn, &spec.group).await?;
-        }
-        tg_arns.insert(tg.name.clone(), arn);
-    }
-    // Listeners by port, then rules in order.
-    let mut listeners = match (&known, created) {
-        (Some(k), _) => k.listeners.clone(),
-        (None, true) => BTreeMap::new(),
-        (None, false) => ctx.alb.listeners(&lb.arn).await?,
-    };
-    let mut rules = BTreeMap::new();
-    let wanted_ports: Vec<i32> = spec.listeners.iter().map(|l| l.port.port).collect();
-    for (port, arn) in listeners.clone() {
-        if !wanted_ports.contains(&port) {
-            ctx.alb.delete_listener(&arn).await?;
-            listeners.remove(&port);
-        }
-    }
-    for l in &spec.listeners {
-        let port = l.port.port;
-        let (arn, live) = match listeners.get(&port) {
-            Some(a) => {
-                let live = match known.as_ref().and_then(|k| k.rules.get(&port)) {
-                    Some(r) => r.clone(),
-                    None => ctx.alb.rules(a).await?,
-                };
-                (a.clone(), live)
-            }
-            None => (ctx.alb.create_listener(&lb.arn, l).await?, Vec::new()),
-        };
-        listeners.insert(port, arn.clone());
-        let changes = plan_rules(&live, &l.rules, &tg_arns);
-        for r in &changes.delete {
-            ctx.alb.delete_rule(r).await?;
-        }
-        let mut now = changes.keep;
-        for r in changes.create {
-            let rule_arn = ctx
-                .alb
-                .create_rule(&arn, r, &tg_arns[&r.target_group])
-                .await?;
-            now.push(LiveRule {
-                arn: rule_arn,
-                priority: r.priority,
-                hosts: r.hosts.clone(),
-                paths: r.paths.clone(),
-                target_group: tg_arns[&r.target_group].clone(),
-            });
-        }
-        rules.insert(port, now);
-    }
-    // Target groups no rule uses any more.
-    for (name, arn) in &existing {
-        if !spec.target_groups.contains_key(name) {
-            drop_binding(ctx, name).await?;
-            ctx.alb.delete_target_group(arn).await?;
-        }
-    }
-    Ok(Applied {
-        spec: spec.clone(),
-        lb,
-        target_groups: tg_arns,
-        listeners,
-        rules,
-        at: Instant::now(),
-    })
-}
-
-fn port_str(p: &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString) -> String {
-    match p {
-        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n) => n.to_string(),
-        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s) => s.clone(),
-    }
-}
-
-/// The internal TargetGroupBinding of a backend (named after its target group).
-async fn ensure_binding(
-    ctx: &IngressCtx,
-    tg: &crate::ingress::model::TargetGroupSpec,
-    arn: &str,
-    group: &GroupId,
-) -> Result<(), kube::Error> {
-    let binding = InternalBinding {
-        namespace: &tg.namespace,
-        name: &tg.name,
-        arn,
-        ip: tg.ip,
-        service: &tg.service,
-        port: tg.port.clone(),
-        vpc: &ctx.settings.vpc,
-        labels: BTreeMap::from([(
-            STACK_LABEL.to_string(),
-            crate::ingress::model::load_balancer_name(&ctx.settings.cluster, group),
-        )]),
-    };
-    internal::ensure(&ctx.client, &binding).await
-}
-
-async fn drop_binding(ctx: &IngressCtx, name: &str) -> Result<(), kube::Error> {
-    internal::remove(&ctx.client, name).await
-}
-
-/// Removes everything of a group with no member left.
-async fn teardown(ctx: &IngressCtx, group: &GroupId) -> Result<(), IngressError> {
-    let name = crate::ingress::model::load_balancer_name(&ctx.settings.cluster, group);
-    if let Some(lb) = ctx.alb.find(&name).await? {
-        ctx.alb.delete(&lb.arn).await?;
-    }
-    for (tg, arn) in ctx
-        .alb
-        .tagged_target_groups(&stack_tags(ctx, group))
-        .await?
-    {
-        drop_binding(ctx, &tg).await?;
-        ctx.alb.delete_target_group(&arn).await?;
-    }
-    security::remove(ctx.subnets.ec2(), &stack_tags(ctx, group)).await?;
-    Ok(())
-}

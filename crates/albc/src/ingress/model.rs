@@ -51,6 +51,8 @@ pub struct ListenerSpec {
     pub port: ListenPort,
     /// Certificates (HTTPS).
     pub certificates: Vec<String>,
+    /// HTTPS: the security policy (None: the AWS default).
+    pub ssl_policy: Option<String>,
     /// Redirect every request to this HTTPS port instead of the rules.
     pub redirect_to: Option<i32>,
     /// Rules in priority order.
@@ -83,12 +85,18 @@ pub struct AlbSpec {
     pub name: String,
     /// Internet-facing (else internal).
     pub internet_facing: bool,
+    /// `dualstack` (else `ipv4`).
+    pub dualstack: bool,
+    /// Load-balancer attributes to hold (others are left as they are).
+    pub attributes: BTreeMap<String, String>,
     /// Listeners by port.
     pub listeners: Vec<ListenerSpec>,
     /// Target groups by name.
     pub target_groups: BTreeMap<String, TargetGroupSpec>,
     /// Subnets asked for (empty: discovered by tags).
     pub subnets: Vec<String>,
+    /// Subnets by tag (IngressClassParams): key → accepted values.
+    pub subnet_tags: BTreeMap<String, Vec<String>>,
     /// Security groups given (empty: a managed one).
     pub security_groups: Vec<String>,
     /// Inbound CIDRs of the managed group.
@@ -97,6 +105,42 @@ pub struct AlbSpec {
     pub tags: BTreeMap<String, String>,
     /// Members (namespace/name), in order.
     pub members: Vec<(String, String)>,
+}
+
+#[cfg(test)]
+impl AlbSpec {
+    /// A plan of group `g` with nothing in it (tests fill what they look at).
+    pub(crate) fn empty() -> Self {
+        AlbSpec {
+            group: GroupId::Explicit("g".into()),
+            name: "k8s-g-abc".into(),
+            internet_facing: false,
+            dualstack: false,
+            attributes: BTreeMap::new(),
+            listeners: Vec::new(),
+            target_groups: BTreeMap::new(),
+            subnets: Vec::new(),
+            subnet_tags: BTreeMap::new(),
+            security_groups: Vec::new(),
+            inbound_cidrs: Vec::new(),
+            tags: BTreeMap::new(),
+            members: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl ListenerSpec {
+    /// A listener on `port` (HTTPS with `certificates`), no rules.
+    pub(crate) fn on(port: i32, https: bool, certificates: &[&str]) -> Self {
+        ListenerSpec {
+            port: ListenPort { https, port },
+            certificates: certificates.iter().map(|c| c.to_string()).collect(),
+            ssl_policy: None,
+            redirect_to: None,
+            rules: Vec::new(),
+        }
+    }
 }
 
 pub(crate) fn hash8(parts: &[&str]) -> String {
@@ -177,12 +221,9 @@ pub fn path_patterns(path: Option<&str>, path_type: &str) -> Result<Vec<String>,
     })
 }
 
-/// The group an Ingress belongs to (`params_group` from its IngressClassParams wins).
-pub fn group_of(ing: &Ingress, ann: &IngressAnnotations, params_group: Option<&str>) -> GroupId {
-    match params_group
-        .map(str::to_string)
-        .or_else(|| ann.group.clone())
-    {
+/// The group an Ingress belongs to (its IngressClassParams' group is already in `ann`).
+pub fn group_of(ing: &Ingress, ann: &IngressAnnotations) -> GroupId {
+    match ann.group.clone() {
         Some(g) => GroupId::Explicit(g),
         None => GroupId::Implicit(
             ing.metadata.namespace.clone().unwrap_or_default(),
@@ -213,8 +254,8 @@ fn backend_service(b: &IngressBackend) -> Result<(String, IntOrString), String> 
     Ok((svc.name.clone(), port))
 }
 
-/// Builds the ALB of a group from its members (any order); `default_ip` is
-/// `--default-target-type=ip`. Errors name the member and every problem.
+/// Builds the ALB of a group from its members (any order; without IngressClassParams);
+/// `default_ip` is `--default-target-type=ip`. Errors name the member and every problem.
 pub fn plan_alb(
     cluster: &str,
     group: &GroupId,
@@ -224,16 +265,62 @@ pub fn plan_alb(
     let mut problems = Vec::new();
     let mut parsed: Vec<(&Ingress, IngressAnnotations)> = Vec::new();
     for ing in members {
-        let who = format!(
-            "{}/{}",
-            ing.metadata.namespace.as_deref().unwrap_or_default(),
-            ing.metadata.name.as_deref().unwrap_or_default()
-        );
         match annotations::parse(&annotations_of(ing)) {
             Ok(a) => parsed.push((ing, a)),
-            Err(ps) => problems.extend(ps.into_iter().map(|p| format!("{who}: {p}"))),
+            Err(ps) => {
+                let who = member_name(ing);
+                problems.extend(ps.into_iter().map(|p| format!("{who}: {p}")))
+            }
         }
     }
+    match plan_parsed(cluster, group, parsed, default_ip) {
+        Ok(spec) if problems.is_empty() => Ok(spec),
+        Ok(_) => Err(problems),
+        Err(more) => {
+            problems.extend(more);
+            Err(problems)
+        }
+    }
+}
+
+/// `namespace/name`.
+pub fn member_name(ing: &Ingress) -> String {
+    format!(
+        "{}/{}",
+        ing.metadata.namespace.as_deref().unwrap_or_default(),
+        ing.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Records `value` of a setting every member must agree on; a second, different value is a
+/// problem naming the group.
+fn agree<T: PartialEq + std::fmt::Debug + Clone>(
+    problems: &mut Vec<String>,
+    group: &GroupId,
+    what: &str,
+    slot: &mut Option<T>,
+    value: Option<&T>,
+) {
+    match (slot.as_ref(), value) {
+        (_, None) => {}
+        (None, Some(v)) => *slot = Some(v.clone()),
+        (Some(have), Some(v)) if have == v => {}
+        (Some(have), Some(v)) => problems.push(format!(
+            "group {}: members disagree on {what} ({have:?} and {v:?})",
+            group.key()
+        )),
+    }
+}
+
+/// Builds the ALB of a group from its members with their annotations already parsed (under
+/// their class's IngressClassParams).
+pub fn plan_parsed(
+    cluster: &str,
+    group: &GroupId,
+    mut parsed: Vec<(&Ingress, IngressAnnotations)>,
+    default_ip: bool,
+) -> Result<AlbSpec, Vec<String>> {
+    let mut problems = Vec::new();
     parsed.sort_by_key(|(ing, a)| {
         (
             a.order,
@@ -252,6 +339,33 @@ pub fn plan_alb(
         > 1
     {
         problems.push(format!("group {}: members disagree on scheme", group.key()));
+    }
+    let mut dualstack = None;
+    let mut ssl_policy = None;
+    let mut subnet_tags = None;
+    let mut attributes: BTreeMap<String, String> = BTreeMap::new();
+    for (_, a) in &parsed {
+        agree(
+            &mut problems,
+            group,
+            "ip-address-type",
+            &mut dualstack,
+            a.dualstack.as_ref(),
+        );
+        agree(
+            &mut problems,
+            group,
+            "ssl-policy",
+            &mut ssl_policy,
+            a.ssl_policy.as_ref(),
+        );
+        let tags = Some(&a.subnet_tags).filter(|t| !t.is_empty());
+        agree(&mut problems, group, "subnet tags", &mut subnet_tags, tags);
+        for (k, v) in &a.lb_attributes {
+            let mut slot = attributes.get(k).cloned();
+            agree(&mut problems, group, k, &mut slot, Some(v));
+            attributes.insert(k.clone(), v.clone());
+        }
     }
     let mut ports: BTreeMap<ListenPort, ListenerSpec> = BTreeMap::new();
     let mut target_groups = BTreeMap::new();
@@ -322,6 +436,7 @@ pub fn plan_alb(
             let l = ports.entry(*lp).or_insert(ListenerSpec {
                 port: *lp,
                 certificates: Vec::new(),
+                ssl_policy: ssl_policy.clone().filter(|_| lp.https),
                 redirect_to: None,
                 rules: Vec::new(),
             });
@@ -359,9 +474,12 @@ pub fn plan_alb(
         group: group.clone(),
         name: load_balancer_name(cluster, group),
         internet_facing,
+        dualstack: dualstack.unwrap_or(false),
+        attributes,
         listeners,
         target_groups,
         subnets,
+        subnet_tags: subnet_tags.unwrap_or_default(),
         security_groups,
         inbound_cidrs,
         tags,

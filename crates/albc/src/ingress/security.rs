@@ -91,32 +91,17 @@ async fn find(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingress::annotations::ListenPort;
-    use crate::ingress::model::{GroupId, ListenerSpec};
+    use crate::ingress::model::ListenerSpec;
 
     fn spec(ports: &[i32], cidrs: &[&str]) -> AlbSpec {
         AlbSpec {
-            group: GroupId::Explicit("g".into()),
-            name: "k8s-g-abc".into(),
             internet_facing: true,
             listeners: ports
                 .iter()
-                .map(|p| ListenerSpec {
-                    port: ListenPort {
-                        https: *p == 443,
-                        port: *p,
-                    },
-                    certificates: Vec::new(),
-                    redirect_to: None,
-                    rules: Vec::new(),
-                })
+                .map(|p| ListenerSpec::on(*p, *p == 443, &[]))
                 .collect(),
-            target_groups: BTreeMap::new(),
-            subnets: Vec::new(),
-            security_groups: Vec::new(),
             inbound_cidrs: cidrs.iter().map(|c| c.to_string()).collect(),
-            tags: BTreeMap::new(),
-            members: Vec::new(),
+            ..AlbSpec::empty()
         }
     }
 

@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams};
 use kube::{Client, ResourceExt};
 use stratus_cloud::CloudError;
 
-use crate::crd::TargetGroupBinding;
+use crate::crd::{IngressClassParams, TargetGroupBinding};
 use crate::ingress::alb_api::AlbApi;
 use crate::reaper::inventory::{tagged_resources, tagged_security_groups};
 use crate::reaper::plan::{plan_reap, LiveOwners, Reap};
@@ -49,7 +49,12 @@ pub async fn reap_once(
         .list(&Default::default())
         .await?
         .items;
-    let reap = plan_reap(cluster, &resources, &LiveOwners::of(&ingresses, &services));
+    let params = Api::<IngressClassParams>::all(client.clone())
+        .list(&Default::default())
+        .await?
+        .items;
+    let owners = LiveOwners::of(&ingresses, &services).with_class_groups(&params);
+    let reap = plan_reap(cluster, &resources, &owners);
     for (arn, owner) in &reap.load_balancers {
         tracing::info!(%arn, ?owner, "reaping a load balancer whose owner is gone");
         alb.delete(arn).await?;

@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
+
+use crate::crd::IngressClassParams;
 use kube::ResourceExt;
 
 use crate::ingress::controller::{CLUSTER_TAG, STACK_TAG as INGRESS_STACK_TAG};
@@ -78,6 +80,18 @@ impl LiveOwners {
             ingress_groups: groups,
             services,
         }
+    }
+
+    /// Also keeps the group of every IngressClassParams (its Ingresses join it whatever their
+    /// own annotations say; conservative again: whether or not an Ingress uses the class now).
+    pub fn with_class_groups(mut self, params: &[IngressClassParams]) -> Self {
+        self.ingress_groups.extend(
+            params
+                .iter()
+                .filter_map(|p| p.spec.group.as_ref())
+                .map(|g| g.name.trim().to_string()),
+        );
+        self
     }
 
     fn has(&self, owner: &Owner) -> bool {
@@ -252,6 +266,22 @@ mod tests {
             &[(CLUSTER_TAG, "prod"), (INGRESS_STACK_TAG, "ns/a")],
         )];
         assert!(plan_reap("prod", &res, &live).is_empty());
+    }
+
+    #[test]
+    fn a_class_params_group_is_kept() {
+        let params: IngressClassParams = serde_json::from_value(serde_json::json!(
+            {"metadata": {"name": "p"}, "spec": {"group": {"name": "edge"}}}))
+        .unwrap();
+        let res = vec![res(
+            "lb",
+            Kind::LoadBalancer,
+            &[(CLUSTER_TAG, "prod"), (INGRESS_STACK_TAG, "edge")],
+        )];
+        let without = LiveOwners::of(&[], &[]);
+        assert_eq!(plan_reap("prod", &res, &without).load_balancers.len(), 1);
+        let with = without.with_class_groups(&[params]);
+        assert!(plan_reap("prod", &res, &with).is_empty());
     }
 
     #[test]

@@ -74,10 +74,7 @@ impl AlbApi {
             .load_balancers()
             .first()
             .ok_or_else(|| missing("CreateLoadBalancer"))?;
-        Ok(AlbState {
-            arn: l.load_balancer_arn().unwrap_or_default().to_string(),
-            dns_name: l.dns_name().unwrap_or_default().to_string(),
-        })
+        Ok(AlbState::of(l))
     }
 
     /// The listeners of a load balancer by port, with where they forward.

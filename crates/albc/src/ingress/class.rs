@@ -1,0 +1,90 @@
+//! Which Ingresses this controller serves, and under which IngressClassParams: an Ingress whose
+//! `spec.ingressClassName` names an IngressClass with `spec.controller: ingress.k8s.aws/alb`
+//! (its `spec.parameters`, when they name an `elbv2.k8s.aws` IngressClassParams, apply), or
+//! one annotated `kubernetes.io/ingress.class: <--ingress-class>` (no params). Both kinds are
+//! read from watch caches, never per reconcile.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::ResourceExt;
+
+use crate::crd::{IngressClassParams, GROUP};
+
+/// The IngressClass controller this driver serves.
+pub const CONTROLLER: &str = "ingress.k8s.aws/alb";
+/// The legacy class annotation.
+pub const LEGACY_ANNOTATION: &str = "kubernetes.io/ingress.class";
+
+/// Whether and how an Ingress is served here.
+#[derive(Debug, Clone)]
+pub enum Served {
+    /// Another controller's (or no class).
+    No,
+    /// Ours, with the params of its class if it has some.
+    Yes(Option<Arc<IngressClassParams>>),
+    /// Ours, but its class names params that cannot be used: why.
+    Broken(String),
+}
+
+/// The watch caches of IngressClasses and IngressClassParams.
+#[derive(Clone)]
+pub struct Classes {
+    /// IngressClasses.
+    pub classes: Store<IngressClass>,
+    /// IngressClassParams.
+    pub params: Store<IngressClassParams>,
+    /// `--ingress-class`.
+    pub legacy: String,
+}
+
+impl Classes {
+    /// Waits until both caches were listed once.
+    pub async fn ready(&self) {
+        let _ = self.classes.wait_until_ready().await;
+        let _ = self.params.wait_until_ready().await;
+    }
+
+    /// How `ing` is served.
+    pub fn served(&self, ing: &Ingress) -> Served {
+        if let Some(c) = ing.annotations().get(LEGACY_ANNOTATION) {
+            return if c == &self.legacy {
+                Served::Yes(None)
+            } else {
+                Served::No
+            };
+        }
+        let Some(name) = ing
+            .spec
+            .as_ref()
+            .and_then(|s| s.ingress_class_name.as_ref())
+        else {
+            return Served::No;
+        };
+        let Some(class) = self.classes.get(&ObjectRef::new(name)) else {
+            return Served::No;
+        };
+        let spec = class.spec.clone().unwrap_or_default();
+        if spec.controller.as_deref() != Some(CONTROLLER) {
+            return Served::No;
+        }
+        let Some(p) = spec.parameters else {
+            return Served::Yes(None);
+        };
+        if p.api_group.as_deref() != Some(GROUP) || p.kind != "IngressClassParams" {
+            return Served::Broken(format!(
+                "IngressClass {name}: parameters {}/{} are not {GROUP}/IngressClassParams",
+                p.api_group.unwrap_or_default(),
+                p.kind
+            ));
+        }
+        match self.params.get(&ObjectRef::new(&p.name)) {
+            Some(params) => Served::Yes(Some(params)),
+            None => Served::Broken(format!(
+                "IngressClass {name}: IngressClassParams {} not found",
+                p.name
+            )),
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! What differs between an ALB as AWS (or the last apply) has it and its plan, as pure
+//! functions: a listener's protocol, default certificate, SSL policy or default action (one
+//! ModifyListener), its extra certificates (added and removed by difference), the load
+//! balancer's security groups, IP address type and attributes, a target group's health check.
+
+use std::collections::BTreeMap;
+
+use crate::ingress::alb_api::{sorted_extra, AlbState, LiveListener};
+use crate::ingress::model::{AlbSpec, ListenerSpec};
+
+/// Whether the listener needs a ModifyListener to match `want` (the extra certificates are
+/// [`certificate_changes`]'s).
+pub fn listener_differs(live: &LiveListener, want: &ListenerSpec) -> bool {
+    live.https != want.port.https
+        || live.certificate.as_ref() != want.certificates.first()
+        || (want.port.https && want.ssl_policy.is_some() && live.ssl_policy != want.ssl_policy)
+        || live.redirect_to != want.redirect_to
+}
+
+/// The extra certificates to add and to remove (`live` sorted, as read or last applied).
+pub fn certificate_changes(live: &[String], want: &ListenerSpec) -> (Vec<String>, Vec<String>) {
+    let want = sorted_extra(want);
+    let add = want.iter().filter(|c| !live.contains(c)).cloned().collect();
+    let remove = live.iter().filter(|c| !want.contains(c)).cloned().collect();
+    (add, remove)
+}
+
+/// The security groups the load balancer must carry, sorted, when they are not the ones it has.
+pub fn security_groups_to_set(lb: &AlbState, wanted: &[String]) -> Option<Vec<String>> {
+    let mut wanted = wanted.to_vec();
+    wanted.sort();
+    wanted.dedup();
+    (lb.security_groups != wanted).then_some(wanted)
+}
+
+/// The planned attributes whose live value differs (or is absent).
+pub fn attributes_to_set(
+    live: &BTreeMap<String, String>,
+    spec: &AlbSpec,
+) -> BTreeMap<String, String> {
+    spec.attributes
+        .iter()
+        .filter(|(k, v)| live.get(*k) != Some(v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listener(https: bool, certs: &[&str], redirect: Option<i32>) -> ListenerSpec {
+        ListenerSpec {
+            redirect_to: redirect,
+            ..ListenerSpec::on(443, https, certs)
+        }
+    }
+
+    fn live(https: bool, cert: Option<&str>, redirect: Option<i32>) -> LiveListener {
+        LiveListener {
+            arn: "l".into(),
+            https,
+            certificate: cert.map(str::to_string),
+            ssl_policy: Some("ELBSecurityPolicy-2016-08".into()),
+            redirect_to: redirect,
+            extra_certificates: None,
+        }
+    }
+
+    #[test]
+    fn listener_changes_are_seen() {
+        let want = listener(true, &["arn:a", "arn:b"], None);
+        assert!(!listener_differs(&live(true, Some("arn:a"), None), &want));
+        // Another default certificate, the protocol, the redirect.
+        assert!(listener_differs(&live(true, Some("arn:x"), None), &want));
+        assert!(listener_differs(&live(false, None, None), &want));
+        assert!(listener_differs(
+            &live(false, None, Some(443)),
+            &listener(false, &[], None)
+        ));
+        // A policy is compared only when one is planned.
+        let mut pinned = want.clone();
+        pinned.ssl_policy = Some("ELBSecurityPolicy-TLS13-1-2-2021-06".into());
+        assert!(listener_differs(&live(true, Some("arn:a"), None), &pinned));
+        let (add, remove) = certificate_changes(&["arn:c".into()], &want);
+        assert_eq!((add, remove), (vec!["arn:b".into()], vec!["arn:c".into()]));
+    }
+
+    #[test]
+    fn groups_and_attributes() {
+        let lb = AlbState {
+            arn: "a".into(),
+            dns_name: "d".into(),
+            internet_facing: false,
+            dualstack: false,
+            security_groups: vec!["sg-1".into(), "sg-2".into()],
+        };
+        assert_eq!(
+            security_groups_to_set(&lb, &["sg-2".into(), "sg-1".into()]),
+            None
+        );
+        assert_eq!(
+            security_groups_to_set(&lb, &["sg-3".into()]),
+            Some(vec!["sg-3".to_string()])
+        );
+        let spec = AlbSpec {
+            attributes: BTreeMap::from([
+                ("idle_timeout.timeout_seconds".into(), "120".into()),
+                ("deletion_protection.enabled".into(), "false".into()),
+            ]),
+            ..AlbSpec::empty()
+        };
+        let live = BTreeMap::from([
+            ("idle_timeout.timeout_seconds".to_string(), "60".to_string()),
+            (
+                "deletion_protection.enabled".to_string(),
+                "false".to_string(),
+            ),
+        ]);
+        let set = attributes_to_set(&live, &spec);
+        assert_eq!(set.len(), 1);
+        assert_eq!(set["idle_timeout.timeout_seconds"], "120");
+    }
+}
