@@ -22,3 +22,4 @@ pub mod options;
 pub mod reaper;
 pub mod service;
 pub mod tgb;
+pub mod webhook;
