@@ -156,7 +156,7 @@ fn webhooks_call_the_service_with_a_certificate_their_ca_bundle_trusts() {
         .volume_mounts
         .iter()
         .flatten()
-        .find(|m| PathBuf::from(&m.mount_path) == opts.webhook_cert_dir)
+        .find(|m| std::path::Path::new(&m.mount_path) == opts.webhook_cert_dir)
         .expect("the certificate mounted at --webhook-cert-dir");
     let volume = pod
         .volumes

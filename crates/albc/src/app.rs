@@ -1,6 +1,6 @@
 //! The process: Kubernetes and AWS clients, HTTPS metrics and probes, the admission webhooks (on
-//! every replica), leader election, then the TargetGroupBinding controller (with `--aws-vpc-id` also the Ingress and Service drivers and the
-//! reaper) until shutdown or loss of the lease.
+//! every replica), leader election, then the TargetGroupBinding controller (with `--aws-vpc-id`
+//! also the Ingress and Service drivers and the reaper) until shutdown or loss of the lease.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,13 +136,14 @@ pub async fn run(
             Some(SecureServer::start(config, clients, Arc::new(registry), readiness).await?)
         }
     };
+    let watch_namespace = Some(opts.watch_namespace.clone()).filter(|n| !n.is_empty());
     // Every replica answers admissions, the standbys too.
     let webhooks = match (opts.webhook_address(), webhook_filled) {
         (Some(address), Some(filled)) => {
             let settings = WebhookSettings {
                 address,
                 cert_dir: opts.webhook_cert_dir.clone(),
-                namespace: Some(opts.watch_namespace.clone()).filter(|n| !n.is_empty()),
+                namespace: watch_namespace.clone(),
                 inject: opts.pod_readiness_gate,
             };
             Some(WebhookServer::start(&kube, settings, webhook_metrics, filled).await?)
@@ -177,7 +178,7 @@ pub async fn run(
     });
     let mut lost = leadership.as_ref().map(Leadership::lost_signal);
     let settings = TgbSettings {
-        namespace: Some(opts.watch_namespace.clone()).filter(|n| !n.is_empty()),
+        namespace: watch_namespace,
         concurrency: opts.tgb_concurrency.max(1),
         coalesce: opts.tgb_coalesce,
         coalesce_max_delay: opts.tgb_coalesce_max_delay,

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -66,7 +67,9 @@ impl WebhookServer {
             metrics,
         });
         let listener =
-            HttpsListener::start(settings.address, &tls, "--webhook-bind-port", webhooks).await?;
+            HttpsListener::start(settings.address, &tls, "--webhook-bind-port", webhooks)
+                .await
+                .context("the admission webhooks (--webhook-bind-port=0 turns them off)")?;
         tracing::info!(address = %listener.local_addr(), paths = ?[MUTATE_POD.path, VALIDATE_TGB.path], "serving the admission webhooks");
         Ok(WebhookServer { listener })
     }
