@@ -129,7 +129,8 @@ pub struct Options {
     /// ...or once the oldest unapplied change is this old, even under continuous churn (Stratus).
     #[arg(long = "targetgroupbinding-coalesce-max-delay", default_value = "2s", value_parser = parse_go_duration)]
     pub tgb_coalesce_max_delay: Duration,
-    /// Set `target-health.elbv2.k8s.aws/<binding>` conditions on pods of labelled namespaces.
+    /// Pod readiness gates: the webhook adds `target-health.elbv2.k8s.aws/<binding>` gates to new
+    /// pods of labelled namespaces, the controller sets those conditions.
     #[arg(long = "enable-pod-readiness-gate-inject", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
     pub pod_readiness_gate: bool,
     /// HTTPS port of the admission webhooks (pod readiness gates, TargetGroupBinding
