@@ -16,7 +16,8 @@ const SA: &str = "aws-load-balancer-controller";
 
 /// Every call of `crates/albc/src/{tgb,ingress,service}/controller.rs` (the reaper's lists of
 /// Ingresses, Services and bindings and its binding deletes in `reaper/driver.rs` are among
-/// them), the Events, the election and the secure metrics' reviews.
+/// them, and so are the webhooks' caches in `webhook/caches.rs`: list and watch of bindings and
+/// Services), the Events, the election and the secure metrics' reviews.
 const REQUIRED: &[Access] = &[
     access(
         "get",
@@ -107,14 +108,14 @@ const REQUIRED: &[Access] = &[
         "elbv2.k8s.aws",
         "targetgroupbindings",
         None,
-        "controller.rs watch",
+        "controller.rs watch, webhook caches",
     ),
     access(
         "watch",
         "elbv2.k8s.aws",
         "targetgroupbindings",
         None,
-        "controller.rs watch",
+        "controller.rs watch, webhook caches",
     ),
     access(
         "patch",
@@ -144,8 +145,20 @@ const REQUIRED: &[Access] = &[
         Some("default"),
         "service/controller.rs status",
     ),
-    access("list", "", "services", None, "controller.rs cache"),
-    access("watch", "", "services", None, "controller.rs cache"),
+    access(
+        "list",
+        "",
+        "services",
+        None,
+        "controller.rs, webhook caches",
+    ),
+    access(
+        "watch",
+        "",
+        "services",
+        None,
+        "controller.rs, webhook caches",
+    ),
     access("list", "", "nodes", None, "controller.rs cache"),
     access("watch", "", "nodes", None, "controller.rs cache"),
     access(

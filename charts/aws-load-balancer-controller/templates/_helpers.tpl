@@ -13,3 +13,13 @@ app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 {{- end -}}
+
+{{/* Upstream's prefix of the webhook objects (aws-load-balancer-webhook, -webhook-service, -tls). */}}
+{{- define "albc.namePrefix" -}}
+aws-load-balancer
+{{- end -}}
+
+{{/* Where the webhook serving certificate is mounted (upstream's --webhook-cert-dir default). */}}
+{{- define "albc.webhookCertDir" -}}
+/tmp/k8s-webhook-server/serving-certs
+{{- end -}}

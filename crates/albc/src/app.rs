@@ -1,6 +1,6 @@
-//! The process: Kubernetes and AWS clients, HTTPS metrics and probes, leader election, then the
-//! TargetGroupBinding controller (with `--aws-vpc-id` also the Ingress and Service drivers and the
-//! reaper) until shutdown or loss of the lease.
+//! The process: Kubernetes and AWS clients, HTTPS metrics and probes, the admission webhooks (on
+//! every replica), leader election, then the TargetGroupBinding controller (with `--aws-vpc-id`
+//! also the Ingress and Service drivers and the reaper) until shutdown or loss of the lease.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +28,8 @@ use crate::options::{bind_address, Options};
 use crate::reaper;
 use crate::service::{self, controller::ServiceSettings};
 use crate::tgb::controller::{self, TgbSettings};
+use crate::webhook::metrics::WebhookMetrics;
+use crate::webhook::server::{WebhookServer, WebhookSettings};
 
 /// The component name (election identity fallback).
 pub const COMPONENT: &str = "aws-load-balancer-controller";
@@ -101,7 +103,14 @@ pub async fn run(
     let subnets = Arc::new(subnets);
     let tgb_metrics = TgbMetrics::register(&mut registry);
     let election_metrics = ElectionMetrics::register(&mut registry);
+    let webhook_metrics = WebhookMetrics::register(&mut registry);
     let readiness = Readiness::default();
+    let webhook_filled = opts.webhook_address().map(|_| {
+        readiness.add(
+            "webhook-caches",
+            "the webhooks' TargetGroupBinding and Service caches are not filled yet",
+        )
+    });
     let server = match bind_address("--metrics-bind-addr", &opts.metrics_bind_addr)? {
         None => None,
         Some(address) => {
@@ -125,6 +134,23 @@ pub async fn run(
                 authorization: kube.clone(),
             };
             Some(SecureServer::start(config, clients, Arc::new(registry), readiness).await?)
+        }
+    };
+    let watch_namespace = Some(opts.watch_namespace.clone()).filter(|n| !n.is_empty());
+    // Every replica answers admissions, the standbys too.
+    let webhooks = match (opts.webhook_address(), webhook_filled) {
+        (Some(address), Some(filled)) => {
+            let settings = WebhookSettings {
+                address,
+                cert_dir: opts.webhook_cert_dir.clone(),
+                namespace: watch_namespace.clone(),
+                inject: opts.pod_readiness_gate,
+            };
+            Some(WebhookServer::start(&kube, settings, webhook_metrics, filled).await?)
+        }
+        _ => {
+            tracing::info!("--webhook-bind-port=0: the admission webhooks are off");
+            None
         }
     };
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
@@ -152,7 +178,7 @@ pub async fn run(
     });
     let mut lost = leadership.as_ref().map(Leadership::lost_signal);
     let settings = TgbSettings {
-        namespace: Some(opts.watch_namespace.clone()).filter(|n| !n.is_empty()),
+        namespace: watch_namespace,
         concurrency: opts.tgb_concurrency.max(1),
         coalesce: opts.tgb_coalesce,
         coalesce_max_delay: opts.tgb_coalesce_max_delay,
@@ -245,6 +271,9 @@ pub async fn run(
     }
     if let Some(l) = leadership {
         l.release().await;
+    }
+    if let Some(w) = webhooks {
+        w.shutdown(Duration::from_secs(2)).await;
     }
     if let Some(s) = server {
         s.shutdown(Duration::from_secs(2)).await;

@@ -12,7 +12,8 @@
 //! their finalizer and status and internal TargetGroupBindings, and makes NLBs the same way.
 //! The reaper (`reaper`, also with `--aws-vpc-id`) lists ELBv2 load balancers and target groups
 //! with their tags, Ingresses, Services and TargetGroupBindings, and deletes this cluster's
-//! stacks whose owner is gone (and the bindings of their target groups).
+//! stacks whose owner is gone (and the bindings of their target groups). The admission webhooks
+//! (`webhook`, every replica) watch TargetGroupBindings and Services into caches and call nothing.
 
 pub mod app;
 pub mod crd;
@@ -22,3 +23,4 @@ pub mod options;
 pub mod reaper;
 pub mod service;
 pub mod tgb;
+pub mod webhook;

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
@@ -15,14 +16,6 @@ pub const UNSUPPORTED_FLAGS: &[(&str, &str)] = &[
     ("--enable-shield", "AWS Shield is not implemented"),
     ("--enable-waf", "AWS WAF is not implemented"),
     ("--enable-wafv2", "AWS WAFv2 is not implemented"),
-    (
-        "--webhook-bind-port",
-        "the admission webhooks are not implemented",
-    ),
-    (
-        "--webhook-cert-dir",
-        "the admission webhooks are not implemented",
-    ),
     (
         "--enable-backend-security-group",
         "the shared backend security group is not implemented",
@@ -136,9 +129,17 @@ pub struct Options {
     /// ...or once the oldest unapplied change is this old, even under continuous churn (Stratus).
     #[arg(long = "targetgroupbinding-coalesce-max-delay", default_value = "2s", value_parser = parse_go_duration)]
     pub tgb_coalesce_max_delay: Duration,
-    /// Set `target-health.elbv2.k8s.aws/<binding>` conditions on pods of labelled namespaces.
+    /// Pod readiness gates: the webhook adds `target-health.elbv2.k8s.aws/<binding>` gates to new
+    /// pods of labelled namespaces, the controller sets those conditions.
     #[arg(long = "enable-pod-readiness-gate-inject", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
     pub pod_readiness_gate: bool,
+    /// HTTPS port of the admission webhooks (pod readiness gates, TargetGroupBinding
+    /// validation), on every replica; `0` turns them off (Stratus).
+    #[arg(long = "webhook-bind-port", default_value_t = crate::webhook::DEFAULT_PORT)]
+    pub webhook_bind_port: u16,
+    /// Directory of the webhook serving certificate `tls.crt` and its key `tls.key` (PEM).
+    #[arg(long = "webhook-cert-dir", default_value = crate::webhook::DEFAULT_CERT_DIR)]
+    pub webhook_cert_dir: PathBuf,
     /// `info` or `debug`.
     #[arg(long = "log-level", default_value = "info")]
     pub log_level: String,
@@ -177,6 +178,12 @@ pub fn bind_address(flag: &str, value: &str) -> Result<Option<SocketAddr>, Optio
 }
 
 impl Options {
+    /// Where the webhooks listen (all interfaces, as upstream); `None` when turned off.
+    pub fn webhook_address(&self) -> Option<SocketAddr> {
+        (self.webhook_bind_port != 0)
+            .then(|| SocketAddr::from(([0, 0, 0, 0], self.webhook_bind_port)))
+    }
+
     /// Parses the arguments: refused upstream flags first (all named at once), then clap.
     pub fn parse_args<I, T>(args: I) -> Result<Options, OptionsError>
     where
@@ -226,6 +233,11 @@ mod tests {
         assert!(o.enable_leader_election);
         assert_eq!(o.leader_election_id, "aws-load-balancer-controller-leader");
         assert_eq!(o.tgb_concurrency, 3);
+        assert_eq!(o.webhook_address(), Some("0.0.0.0:9443".parse().unwrap()));
+        assert_eq!(
+            o.webhook_cert_dir,
+            PathBuf::from("/tmp/k8s-webhook-server/serving-certs")
+        );
         assert_eq!(
             bind_address("m", &o.metrics_bind_addr).unwrap(),
             Some("0.0.0.0:8080".parse().unwrap())
@@ -236,8 +248,12 @@ mod tests {
             "--default-tags=team=edge,env=prod",
             "--enable-leader-election=false",
             "--metrics-bind-addr=0",
+            "--webhook-bind-port=0",
+            "--webhook-cert-dir=/certs",
         ])
         .unwrap();
+        assert_eq!(o.webhook_address(), None);
+        assert_eq!(o.webhook_cert_dir, PathBuf::from("/certs"));
         assert_eq!(o.default_tags["team"], "edge");
         assert!(!o.enable_leader_election);
         assert_eq!(bind_address("m", &o.metrics_bind_addr).unwrap(), None);
@@ -249,15 +265,25 @@ mod tests {
             "albc",
             "--cluster-name=x",
             "--enable-wafv2=true",
-            "--webhook-bind-port",
-            "9443",
+            "--feature-gates",
+            "A=true",
+            "--webhook-bind-port=9443",
         ])
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("--enable-wafv2") && e.contains("--webhook-bind-port"),
+            e.contains("--enable-wafv2: AWS WAFv2") && e.contains("--feature-gates"),
             "{e}"
         );
+        assert!(!e.contains("--webhook-bind-port"), "implemented now: {e}");
+        let e = Options::parse_args(["albc", "--cluster-name=x", "--webhook-bind-port=70000"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--webhook-bind-port"), "{e}");
+        let e = Options::parse_args(["albc", "--cluster-name=x", "--webhook-cert-dir="])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--webhook-cert-dir"), "{e}");
         assert!(
             Options::parse_args(["albc"]).is_err(),
             "--cluster-name is required"

@@ -165,7 +165,8 @@ impl Handler {
     }
 }
 
-fn text(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+/// A plain-text answer (`nosniff`).
+pub fn text(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
     let mut r = Response::new(Full::new(body.into()));
     *r.status_mut() = code;
     r.headers_mut().insert(

@@ -8,6 +8,7 @@ pub mod args;
 pub mod authn;
 pub mod authz;
 pub mod handler;
+pub mod listener;
 pub mod paths;
 pub mod readiness;
 pub mod self_signed;
@@ -17,6 +18,7 @@ pub mod ttl_cache;
 
 pub use args::ServingArgs;
 pub use authz::{AccessRule, DecisionTtls, ResourceRule};
+pub use listener::{HttpsListener, Respond};
 pub use paths::{AlwaysAllow, DEFAULT_ALWAYS_ALLOW_PATHS};
 pub use readiness::{Readiness, ReadyFlag};
 pub use server::{ReviewClients, SecureServer, ServingConfig};

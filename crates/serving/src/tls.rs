@@ -1,5 +1,5 @@
 //! The rustls server configuration (aws-lc-rs provider, HTTP/1.1): from the certificate and key
-//! files given, or from a self-signed certificate.
+//! files given, from a `tls.crt`/`tls.key` directory, or from a self-signed certificate.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +20,14 @@ pub enum TlsSource {
         /// PEM private key.
         key: PathBuf,
     },
+    /// `tls.crt` and `tls.key` (PEM) in `dir`, the controller-runtime webhook layout; errors name
+    /// `flag` (e.g. `--webhook-cert-dir`).
+    PairDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The flag that named it.
+        flag: &'static str,
+    },
     /// Generated for `hosts`; kept in `cert_dir` when given (see [`self_signed::load_or_generate`]).
     SelfSigned {
         /// Where to keep it (memory when unset).
@@ -32,13 +40,18 @@ pub enum TlsSource {
 /// The server configuration for `source`.
 pub fn server_config(source: &TlsSource) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     let (chain, key) = match source {
-        TlsSource::Files { cert, key } => load_files(cert, key)?,
+        TlsSource::Files { cert, key } => load_files(cert, key, FILE_FLAGS)?,
+        TlsSource::PairDir { dir, flag } => load_files(
+            &dir.join(PAIR_DIR_CERT),
+            &dir.join(PAIR_DIR_KEY),
+            (flag, flag),
+        )?,
         TlsSource::SelfSigned {
             cert_dir: Some(dir),
             hosts,
         } => {
             let (cert, key) = self_signed::load_or_generate(dir, hosts)?;
-            load_files(&cert, &key)?
+            load_files(&cert, &key, FILE_FLAGS)?
         }
         TlsSource::SelfSigned {
             cert_dir: None,
@@ -63,21 +76,30 @@ pub fn server_config(source: &TlsSource) -> anyhow::Result<Arc<rustls::ServerCon
     Ok(Arc::new(config))
 }
 
+/// The flags naming [`TlsSource::Files`]' certificate and key, as errors name them.
+const FILE_FLAGS: (&str, &str) = ("--tls-cert-file", "--tls-private-key-file");
+
+/// The certificate file of a [`TlsSource::PairDir`].
+pub const PAIR_DIR_CERT: &str = "tls.crt";
+/// The private key file of a [`TlsSource::PairDir`].
+pub const PAIR_DIR_KEY: &str = "tls.key";
+
 fn load_files(
     cert: &Path,
     key: &Path,
+    (cert_flag, key_flag): (&str, &str),
 ) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| format!("--tls-cert-file {}: cannot read", cert.display()))?;
+        .with_context(|| format!("{cert_flag} {}: cannot read", cert.display()))?;
     anyhow::ensure!(
         !chain.is_empty(),
-        "--tls-cert-file {}: no PEM certificate in it",
+        "{cert_flag} {}: no PEM certificate in it",
         cert.display()
     );
     let key = PrivateKeyDer::from_pem_file(key).with_context(|| {
         format!(
-            "--tls-private-key-file {}: cannot read a PEM private key",
+            "{key_flag} {}: cannot read a PEM private key",
             key.display()
         )
     })?;
@@ -106,6 +128,12 @@ mod tests {
         };
         let e = format!("{:#}", server_config(&missing).unwrap_err());
         assert!(e.contains("--tls-cert-file /nonexistent/tls.crt"), "{e}");
+        let missing_dir = TlsSource::PairDir {
+            dir: "/nonexistent".into(),
+            flag: "--webhook-cert-dir",
+        };
+        let e = format!("{:#}", server_config(&missing_dir).unwrap_err());
+        assert!(e.contains("--webhook-cert-dir /nonexistent/tls.crt"), "{e}");
 
         let dir = std::env::temp_dir().join(format!("stratus-serving-tls-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -115,13 +143,20 @@ mod tests {
             self_signed::generate(&hosts).unwrap(),
         );
         let (cert, key) = (dir.join("a.crt"), dir.join("b.key"));
-        std::fs::write(&cert, a.cert_pem).unwrap();
+        std::fs::write(&cert, &a.cert_pem).unwrap();
         std::fs::write(&key, b.key_pem).unwrap();
         let e = format!(
             "{:#}",
             server_config(&TlsSource::Files { cert, key }).unwrap_err()
         );
         assert!(e.contains("does not match"), "{e}");
+        std::fs::write(dir.join(PAIR_DIR_CERT), &a.cert_pem).unwrap();
+        std::fs::write(dir.join(PAIR_DIR_KEY), &a.key_pem).unwrap();
+        server_config(&TlsSource::PairDir {
+            dir: dir.clone(),
+            flag: "--webhook-cert-dir",
+        })
+        .unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

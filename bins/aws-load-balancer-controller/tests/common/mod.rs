@@ -121,12 +121,13 @@ impl Albc {
         .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()))
     }
 
-    /// Starts the controller as the test ServiceAccount, leader election off unless asked.
+    /// Starts the controller as the test ServiceAccount, leader election and the webhooks off
+    /// unless asked.
     pub fn start(&self, extra: &[&str]) -> CcmProcess {
         self.start_as(Identity::CloudControllerManager, extra)
     }
 
-    /// Starts the controller as `identity`, leader election off unless asked.
+    /// Starts the controller as `identity`, leader election and the webhooks off unless asked.
     pub fn start_as(&self, identity: Identity, extra: &[&str]) -> CcmProcess {
         let mut cmd = Command::new(binary());
         if !extra
@@ -134,6 +135,9 @@ impl Albc {
             .any(|a| a.starts_with("--enable-leader-election"))
         {
             cmd.arg("--enable-leader-election=false");
+        }
+        if !extra.iter().any(|a| a.starts_with("--webhook-")) {
+            cmd.arg("--webhook-bind-port=0");
         }
         cmd.arg("--cluster-name=test")
             .arg("--metrics-bind-addr=127.0.0.1:0")

@@ -124,7 +124,8 @@ fn key(tgb: &TargetGroupBinding) -> String {
     format!("{}/{}", tgb.namespace().unwrap_or_default(), tgb.name_any())
 }
 
-fn api<K>(client: &Client, namespace: &Option<String>) -> Api<K>
+/// The namespaced API of `K`: one namespace (`--watch-namespace`) or all.
+pub(crate) fn api<K>(client: &Client, namespace: &Option<String>) -> Api<K>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone,
     K::DynamicType: Default,

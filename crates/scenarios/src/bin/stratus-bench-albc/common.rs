@@ -133,13 +133,15 @@ pub async fn elbv2_requests(env: &TestEnv) -> anyhow::Result<BTreeMap<String, u6
         .collect())
 }
 
-/// Starts the controller (cluster `bench`, no election, no metrics server) with `extra` flags.
+/// Starts the controller (cluster `bench`, no election, no metrics server, no webhooks) with
+/// `extra` flags.
 pub fn spawn_controller(env: &TestEnv, extra: &[String]) -> anyhow::Result<CcmProcess> {
     let mut cmd = Command::new(sibling_binary("aws-load-balancer-controller")?);
     cmd.args([
         "--cluster-name=bench",
         "--enable-leader-election=false",
         "--metrics-bind-addr=0",
+        "--webhook-bind-port=0",
     ])
     .args(extra)
     .envs(env.env_vars(Identity::Admin));

@@ -1,0 +1,38 @@
+//! The admission webhooks, drop-in for upstream's: `mpod.elbv2.k8s.aws` adds the
+//! `target-health.elbv2.k8s.aws/<binding>` readiness gates to new pods, and
+//! `vtargetgroupbinding.elbv2.k8s.aws` refuses TargetGroupBindings without a target group ARN,
+//! with an unknown target type, or whose ARN or target type an update changes. Served over HTTPS
+//! on every replica (not only the leader).
+
+pub mod caches;
+pub mod gates;
+pub mod metrics;
+pub mod review;
+pub mod server;
+pub mod validate;
+
+/// One webhook: its upstream name and its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Webhook {
+    /// The name in the webhook configuration.
+    pub name: &'static str,
+    /// The path it is served on.
+    pub path: &'static str,
+}
+
+/// The pod mutation (readiness gates).
+pub const MUTATE_POD: Webhook = Webhook {
+    name: "mpod.elbv2.k8s.aws",
+    path: "/mutate-v1-pod",
+};
+
+/// The TargetGroupBinding validation.
+pub const VALIDATE_TGB: Webhook = Webhook {
+    name: "vtargetgroupbinding.elbv2.k8s.aws",
+    path: "/validate-elbv2-k8s-aws-v1beta1-targetgroupbinding",
+};
+
+/// Upstream's default `--webhook-cert-dir`.
+pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+/// Upstream's default `--webhook-bind-port`.
+pub const DEFAULT_PORT: u16 = 9443;

@@ -1,0 +1,166 @@
+//! The webhook HTTPS server (`--webhook-bind-port`, certificate `tls.crt`/`tls.key` in
+//! `--webhook-cert-dir`, the shared `stratus-serving` listener): routes `POST` bodies to the two
+//! webhooks and writes their AdmissionReview answers. Our own failures (a body that is not an
+//! AdmissionReview, caches not filled in time) are HTTP errors, so the API server applies the
+//! webhook's `failurePolicy`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use kube::core::admission::AdmissionResponse;
+use kube::core::DynamicObject;
+use stratus_serving::handler::{text, Body};
+use stratus_serving::{HttpsListener, ReadyFlag, Respond, TlsSource};
+use tokio::time::Instant;
+
+use crate::crd::TargetGroupBinding;
+use crate::webhook::caches::Caches;
+use crate::webhook::metrics::WebhookMetrics;
+use crate::webhook::review::{decode, mutate_pod, validate_binding, Outcome};
+use crate::webhook::{MUTATE_POD, VALIDATE_TGB};
+
+/// Largest AdmissionReview read (an object and its old version, each at most etcd's 1.5 MiB).
+const MAX_BODY: usize = 4 << 20;
+/// How long an admission waits for the caches' first listing (the API server's default webhook
+/// timeout is 10 s).
+const CACHE_WAIT: Duration = Duration::from_secs(5);
+
+/// What the server needs.
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    /// Where to listen.
+    pub address: SocketAddr,
+    /// `--webhook-cert-dir`.
+    pub cert_dir: PathBuf,
+    /// `--watch-namespace` (all when `None`).
+    pub namespace: Option<String>,
+    /// `--enable-pod-readiness-gate-inject`: off, pods are admitted unchanged.
+    pub inject: bool,
+}
+
+/// A running webhook server.
+pub struct WebhookServer {
+    listener: HttpsListener,
+}
+
+impl WebhookServer {
+    /// Loads the certificate, starts the caches (`filled` set once they are in) and listens.
+    pub async fn start(
+        client: &kube::Client,
+        settings: WebhookSettings,
+        metrics: WebhookMetrics,
+        filled: ReadyFlag,
+    ) -> anyhow::Result<WebhookServer> {
+        let tls = TlsSource::PairDir {
+            dir: settings.cert_dir.clone(),
+            flag: "--webhook-cert-dir",
+        };
+        let webhooks = Arc::new(Webhooks {
+            caches: Caches::start(client, &settings.namespace, filled),
+            inject: settings.inject,
+            metrics,
+        });
+        let listener =
+            HttpsListener::start(settings.address, &tls, "--webhook-bind-port", webhooks)
+                .await
+                .context("the admission webhooks (--webhook-bind-port=0 turns them off)")?;
+        tracing::info!(address = %listener.local_addr(), paths = ?[MUTATE_POD.path, VALIDATE_TGB.path], "serving the admission webhooks");
+        Ok(WebhookServer { listener })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr()
+    }
+
+    /// Stops accepting connections, waits up to `grace` for in-flight admissions.
+    pub async fn shutdown(self, grace: Duration) {
+        self.listener.shutdown(grace).await;
+    }
+}
+
+struct Webhooks {
+    caches: Caches,
+    inject: bool,
+    metrics: WebhookMetrics,
+}
+
+impl Respond for Webhooks {
+    async fn respond(&self, request: Request<Incoming>) -> Response<Body> {
+        let path = request.uri().path();
+        let webhook = [MUTATE_POD, VALIDATE_TGB]
+            .into_iter()
+            .find(|w| w.path == path);
+        let Some(webhook) = webhook else {
+            return text(StatusCode::NOT_FOUND, "404 page not found\n");
+        };
+        if request.method() != Method::POST {
+            let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return r;
+        }
+        let started = Instant::now();
+        let answer = match Limited::new(request.into_body(), MAX_BODY).collect().await {
+            Ok(body) => self.answer(webhook.name, &body.to_bytes()).await,
+            Err(e) => Err((
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the body (at most {MAX_BODY} bytes): {e}"),
+            )),
+        };
+        let (response, outcome) = match answer {
+            Ok((answer, outcome)) => (json(answer), outcome.as_str()),
+            Err((code, message)) => {
+                tracing::warn!(webhook = webhook.name, %code, message, "admission request failed");
+                (text(code, format!("{message}\n")), "error")
+            }
+        };
+        self.metrics
+            .record(webhook.name, outcome, started.elapsed());
+        response
+    }
+}
+
+type Answer = Result<(AdmissionResponse, Outcome), (StatusCode, String)>;
+
+impl Webhooks {
+    async fn answer(&self, webhook: &str, body: &[u8]) -> Answer {
+        let bad = |e: String| (StatusCode::BAD_REQUEST, e);
+        if webhook == VALIDATE_TGB.name {
+            let request = decode::<TargetGroupBinding>(body).map_err(bad)?;
+            return validate_binding(&request).map_err(bad);
+        }
+        let request = decode::<DynamicObject>(body).map_err(bad)?;
+        if self.inject && !self.caches.filled(CACHE_WAIT).await {
+            return Err((
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the TargetGroupBinding and Service caches are not filled yet".into(),
+            ));
+        }
+        let namespace = request.namespace.clone().unwrap_or_default();
+        let bindings = self.caches.bindings();
+        mutate_pod(
+            &request,
+            self.inject,
+            bindings.iter().map(AsRef::as_ref),
+            |service| self.caches.selector_of(&namespace, service),
+        )
+        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e))
+    }
+}
+
+fn json(answer: AdmissionResponse) -> Response<Body> {
+    let body = serde_json::to_vec(&answer.into_review()).unwrap_or_default();
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}

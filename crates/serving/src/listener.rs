@@ -1,0 +1,162 @@
+//! The HTTPS listener: TLS handshakes, HTTP/1.1 connections, and a graceful stop (no new
+//! connections, in-flight requests finished within a grace period), for any [`Respond`]er (the
+//! secure metrics server, an admission webhook server).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
+
+use crate::handler::Body;
+use crate::tls::{server_config, TlsSource};
+
+/// How long a client may take to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send a request's headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most connections served at once; further clients wait in the listen backlog.
+const MAX_CONNECTIONS: usize = 512;
+
+/// What answers the requests of an [`HttpsListener`].
+pub trait Respond: Send + Sync + 'static {
+    /// Answers one request.
+    fn respond(&self, request: Request<Incoming>) -> impl Future<Output = Response<Body>> + Send;
+}
+
+/// A running HTTPS listener.
+pub struct HttpsListener {
+    address: SocketAddr,
+    stop: watch::Sender<Option<Duration>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HttpsListener {
+    /// Loads the certificate of `tls`, binds `address` (errors name `flags`, the flags that chose
+    /// it) and serves `responder` in a background task.
+    pub async fn start<R: Respond>(
+        address: SocketAddr,
+        tls: &TlsSource,
+        flags: &str,
+        responder: Arc<R>,
+    ) -> anyhow::Result<HttpsListener> {
+        let tls = server_config(tls)?;
+        let listener = TcpListener::bind(address)
+            .await
+            .with_context(|| format!("{flags}: cannot listen on {address}"))?;
+        let address = listener.local_addr()?;
+        let (stop, stopped) = watch::channel(None);
+        let task = tokio::spawn(serve(listener, TlsAcceptor::from(tls), responder, stopped));
+        Ok(HttpsListener {
+            address,
+            stop,
+            task,
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Stops accepting connections and waits up to `grace` for in-flight requests.
+    pub async fn shutdown(self, grace: Duration) {
+        let _ = self.stop.send(Some(grace));
+        if let Err(e) = self.task.await {
+            tracing::warn!(error = %e, "the HTTPS server task failed");
+        }
+    }
+}
+
+async fn serve<R: Respond>(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    responder: Arc<R>,
+    mut stop: watch::Receiver<Option<Duration>>,
+) {
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let grace = loop {
+        let accepted = tokio::select! {
+            _ = stop.changed() => break stop.borrow().unwrap_or_default(),
+            accepted = accept(&listener, &slots) => accepted,
+        };
+        let Some((stream, peer, slot)) = accepted else {
+            continue;
+        };
+        let acceptor = acceptor.clone();
+        let responder = responder.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let service = service_fn(move |request| {
+                let responder = responder.clone();
+                async move { Ok::<_, Infallible>(responder.respond(request).await) }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(tls), service);
+            if let Err(e) = watcher.watch(connection).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    };
+    drop(listener);
+    tracing::info!(
+        ?grace,
+        "HTTPS server stopping: finishing in-flight requests"
+    );
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?grace,
+            "HTTPS connections still open after the grace period; closing them"
+        );
+    }
+}
+
+/// The next connection, once a connection slot is free; `None` after a failed accept.
+async fn accept(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> Option<(
+    tokio::net::TcpStream,
+    SocketAddr,
+    tokio::sync::OwnedSemaphorePermit,
+)> {
+    let slot = slots.clone().acquire_owned().await.ok()?;
+    match listener.accept().await {
+        Ok((stream, peer)) => Some((stream, peer, slot)),
+        Err(e) => {
+            // E.g. EMFILE: back off briefly instead of spinning.
+            tracing::warn!(error = %e, "HTTPS accept failed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            None
+        }
+    }
+}
