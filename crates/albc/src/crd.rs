@@ -108,9 +108,10 @@ pub struct TargetGroupBindingSpec {
     /// Instance mode: only nodes matching this selector.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<LabelSelector>,
-    /// Security-group rules for the load balancer to reach the targets (kept, not applied yet).
+    /// Security-group rules for the load balancer to reach the targets, kept on the security
+    /// group of each target's network interface (see `tgb/networking.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub networking: Option<serde_json::Value>,
+    pub networking: Option<Networking>,
     /// `ipv4` or `ipv6`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip_address_type: Option<String>,
@@ -136,6 +137,64 @@ impl Default for ServiceReference {
             port: IntOrString::Int(0),
         }
     }
+}
+
+/// `spec.networking`: who may reach the targets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Networking {
+    /// Ingress rules.
+    #[serde(default)]
+    pub ingress: Vec<NetworkingIngressRule>,
+}
+
+/// One ingress rule: every peer of `from` may reach every port of `ports`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NetworkingIngressRule {
+    /// The peers.
+    #[serde(default)]
+    pub from: Vec<NetworkingPeer>,
+    /// The ports.
+    #[serde(default)]
+    pub ports: Vec<NetworkingPort>,
+}
+
+/// A peer: a CIDR or a security group.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkingPeer {
+    /// A CIDR.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_block: Option<IpBlock>,
+    /// A security group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_group: Option<SecurityGroupRef>,
+}
+
+/// `ipBlock`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IpBlock {
+    /// The CIDR.
+    pub cidr: String,
+}
+
+/// `securityGroup`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SecurityGroupRef {
+    /// The group ID.
+    #[serde(rename = "groupID")]
+    pub group_id: String,
+}
+
+/// A port: `TCP` (default) or `UDP`; a number, a name (the binding's target ports) or none
+/// (every port).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NetworkingPort {
+    /// `TCP` or `UDP`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// The port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<IntOrString>,
 }
 
 /// `status` of a TargetGroupBinding.

@@ -16,6 +16,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
 use stratus_dvp_api::{VirtualDisk, VirtualMachine, VirtualMachineBlockDeviceAttachment};
 use stratus_kube_kit::events::EventPublisher;
+use stratus_kube_kit::store::wait_for_store;
 
 use crate::api::capi::CLUSTER_NAME_LABEL;
 use crate::api::infra::MACHINE_FINALIZER;
@@ -50,12 +51,14 @@ impl Caches {
     /// Waits (bounded) until every cache listed once.
     pub async fn wait_synced(&self) -> Result<(), ReconcileError> {
         let all = async {
+            // The shared wait: kube wakes only one waiter of a store, and machines reconcile
+            // at once.
             let _ = tokio::join!(
-                self.machines.wait_until_ready(),
-                self.clusters.wait_until_ready(),
-                self.vms.wait_until_ready(),
-                self.disks.wait_until_ready(),
-                self.attachments.wait_until_ready(),
+                wait_for_store(&self.machines),
+                wait_for_store(&self.clusters),
+                wait_for_store(&self.vms),
+                wait_for_store(&self.disks),
+                wait_for_store(&self.attachments),
             );
         };
         tokio::time::timeout(Duration::from_secs(30), all)

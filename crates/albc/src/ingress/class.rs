@@ -9,6 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
+use stratus_kube_kit::store::wait_for_store;
 
 use crate::crd::{IngressClassParams, GROUP};
 
@@ -40,10 +41,11 @@ pub struct Classes {
 }
 
 impl Classes {
-    /// Waits until both caches were listed once.
+    /// Waits until both caches were listed once (the shared wait: kube wakes only one waiter
+    /// of a store, and reconciles wait at once).
     pub async fn ready(&self) {
-        let _ = self.classes.wait_until_ready().await;
-        let _ = self.params.wait_until_ready().await;
+        wait_for_store(&self.classes).await;
+        wait_for_store(&self.params).await;
     }
 
     /// How `ing` is served.

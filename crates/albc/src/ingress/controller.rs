@@ -248,6 +248,7 @@ async fn reconcile(ing: Arc<Ingress>, ctx: Arc<IngressCtx>) -> Result<Action, In
             return Ok(Action::await_change());
         }
     };
+    tracing::debug!(ingress = %member_name(&ing), group = %group.key(), deleting, "ingress reconcile");
     let lock = ctx
         .locks
         .lock()
@@ -302,6 +303,7 @@ async fn reconcile(ing: Arc<Ingress>, ctx: Arc<IngressCtx>) -> Result<Action, In
         // What the last apply left is forgotten until this one succeeds.
         let known = ctx.applied.lock().expect("applied").remove(&group);
         let applied = apply(&ctx, &spec, known).await?;
+        tracing::debug!(group = %group.key(), hostname = %applied.hostname(), "group applied");
         let hostname = applied.hostname().to_string();
         ctx.applied
             .lock()

@@ -3,6 +3,7 @@
 
 pub mod controller;
 pub mod internal;
+pub mod networking;
 pub mod plan;
 pub mod readiness;
 pub mod targets;
