@@ -3,7 +3,8 @@
 //! `.call("<Action>"` of the ELBv2 seams (`ingress/alb_api.rs`, `service/nlb_api.rs` of the
 //! NLB Service driver and the reaper's `reaper/inventory.rs`), the EC2 reads of the shared
 //! subnet discovery when `SubnetCache` is used, the security-group calls of the managed ALB group
-//! (`ingress/security.rs`), and nothing else.
+//! (`ingress/security.rs`), the shared backend group (`ingress/backend_group.rs`) and the
+//! bindings' networking rules (`tgb/sg_rules.rs`), and nothing else.
 
 use std::collections::BTreeSet;
 
@@ -18,7 +19,8 @@ const METHODS: &[(&str, &str)] = &[
 ];
 
 /// The `stratus_aws::ec2::Ec2` security-group methods the managed ALB group
-/// (`ingress/security.rs`) calls, with their API actions.
+/// (`ingress/security.rs`), the shared backend group (`ingress/backend_group.rs`) and the
+/// bindings' networking rules (`tgb/sg_rules.rs`) call, with their API actions.
 const EC2_METHODS: &[(&str, &[&str])] = &[
     ("security_groups_tagged", &["DescribeSecurityGroups"]),
     // Tags on create; a duplicate name is looked up.
@@ -38,6 +40,11 @@ const EC2_METHODS: &[(&str, &[&str])] = &[
         ],
     ),
     ("delete_security_group", &["DeleteSecurityGroup"]),
+    // tgb/sg_rules.rs: the targets' network interfaces and their groups' rules.
+    ("interfaces_by", &["DescribeNetworkInterfaces"]),
+    ("security_groups_by_id", &["DescribeSecurityGroups"]),
+    ("authorize_group_rule", &["AuthorizeSecurityGroupIngress"]),
+    ("revoke_group_rule", &["RevokeSecurityGroupIngress"]),
 ];
 
 #[test]
@@ -74,7 +81,10 @@ fn policy_grants_exactly_the_calls_made() {
                 used.insert("ec2:DescribeSubnets".to_string());
                 used.insert("ec2:DescribeRouteTables".to_string());
             }
-            if path.ends_with("ingress/security.rs") {
+            if path.ends_with("ingress/security.rs")
+                || path.ends_with("ingress/backend_group.rs")
+                || path.ends_with("tgb/sg_rules.rs")
+            {
                 for (i, _) in text.match_indices("ec2.") {
                     let rest = &text[i + "ec2.".len()..];
                     let method: String = rest

@@ -104,6 +104,13 @@ const REQUIRED: &[Access] = &[
         "namespaceSelector of IngressClassParams",
     ),
     access(
+        "get",
+        "",
+        "services",
+        Some("default"),
+        "ingress/apply.rs backend port",
+    ),
+    access(
         "list",
         "elbv2.k8s.aws",
         "targetgroupbindings",

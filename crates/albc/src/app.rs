@@ -21,6 +21,7 @@ use stratus_serving::{
 };
 
 use crate::ingress::alb_api::AlbApi;
+use crate::ingress::backend_group::BackendGroup;
 use crate::ingress::controller::IngressSettings;
 use crate::ingress::{self};
 use crate::metrics::TgbMetrics;
@@ -28,6 +29,7 @@ use crate::options::{bind_address, Options};
 use crate::reaper;
 use crate::service::{self, controller::ServiceSettings};
 use crate::tgb::controller::{self, TgbSettings};
+use crate::tgb::sg_rules::NetworkingRules;
 use crate::webhook::metrics::WebhookMetrics;
 use crate::webhook::server::{WebhookServer, WebhookSettings};
 
@@ -101,6 +103,8 @@ pub async fn run(
         subnets,
     } = aws_clients(&opts, &mut registry).await?;
     let subnets = Arc::new(subnets);
+    // The bindings' spec.networking rules on their targets' security groups.
+    let networking = NetworkingRules::new(subnets.ec2().clone(), opts.cluster_name.clone());
     let tgb_metrics = TgbMetrics::register(&mut registry);
     let election_metrics = ElectionMetrics::register(&mut registry);
     let webhook_metrics = WebhookMetrics::register(&mut registry);
@@ -200,6 +204,14 @@ pub async fn run(
                 vpc: vpc.clone(),
                 default_ip: opts.default_target_type == "ip",
                 default_tags: opts.default_tags.clone(),
+                backend: match (
+                    opts.enable_backend_security_group,
+                    opts.backend_security_group.as_str(),
+                ) {
+                    (false, _) => BackendGroup::Off,
+                    (true, "") => BackendGroup::Managed,
+                    (true, id) => BackendGroup::Given(id.to_string()),
+                },
             };
             let service_settings = ServiceSettings {
                 cluster: opts.cluster_name.clone(),
@@ -247,6 +259,7 @@ pub async fn run(
     let mut ctl = tokio::spawn(controller::run(
         kube,
         elbv2,
+        Some(networking),
         tgb_metrics,
         settings,
         stopping,

@@ -16,14 +16,6 @@ pub const UNSUPPORTED_FLAGS: &[(&str, &str)] = &[
     ("--enable-shield", "AWS Shield is not implemented"),
     ("--enable-waf", "AWS WAF is not implemented"),
     ("--enable-wafv2", "AWS WAFv2 is not implemented"),
-    (
-        "--enable-backend-security-group",
-        "the shared backend security group is not implemented",
-    ),
-    (
-        "--backend-security-group",
-        "the shared backend security group is not implemented",
-    ),
     ("--feature-gates", "feature gates are not implemented"),
     (
         "--ingress-max-concurrent-reconciles",
@@ -82,6 +74,13 @@ pub struct Options {
     /// Tags on every AWS resource made, `k=v,...`.
     #[arg(long = "default-tags", value_parser = parse_map, default_value = "")]
     pub default_tags: BTreeMap<String, String>,
+    /// Attach the shared backend security group to ALBs with a managed frontend group and let
+    /// it reach their targets (rules on the targets' security groups).
+    #[arg(long = "enable-backend-security-group", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
+    pub enable_backend_security_group: bool,
+    /// The shared backend security group to use (empty: one made and tagged by the controller).
+    #[arg(long = "backend-security-group", default_value = "")]
+    pub backend_security_group: String,
     /// Default target type of Ingress/Service backends (`instance` or `ip`).
     #[arg(long = "default-target-type", default_value = "instance")]
     pub default_target_type: String,
@@ -211,6 +210,12 @@ impl Options {
                 "--cluster-name must not be empty".into(),
             ));
         }
+        let sg = &opts.backend_security_group;
+        if !sg.is_empty() && !sg.starts_with("sg-") {
+            return Err(OptionsError::Invalid(format!(
+                "--backend-security-group={sg}: a security group ID (sg-...)"
+            )));
+        }
         if !matches!(opts.default_target_type.as_str(), "instance" | "ip") {
             return Err(OptionsError::Invalid(format!(
                 "--default-target-type={}: instance or ip",
@@ -233,6 +238,8 @@ mod tests {
         assert!(o.enable_leader_election);
         assert_eq!(o.leader_election_id, "aws-load-balancer-controller-leader");
         assert_eq!(o.tgb_concurrency, 3);
+        assert!(o.enable_backend_security_group);
+        assert!(o.backend_security_group.is_empty());
         assert_eq!(o.webhook_address(), Some("0.0.0.0:9443".parse().unwrap()));
         assert_eq!(
             o.webhook_cert_dir,
@@ -292,6 +299,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("instance or ip"), "{e}");
+        let e = Options::parse_args(["albc", "--cluster-name=x", "--backend-security-group=web"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--backend-security-group=web"), "{e}");
         assert!(
             Options::parse_args(["albc", "--cluster-name=x", "--default-tags=novalue"]).is_err()
         );

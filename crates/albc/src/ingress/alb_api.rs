@@ -150,6 +150,34 @@ impl AlbApi {
         }
     }
 
+    /// Whether any load balancer of the account carries security group `id` (all pages).
+    pub async fn any_load_balancer_carries(&self, id: &str) -> Result<bool, CloudError> {
+        let mut marker: Option<String> = None;
+        loop {
+            let out = self
+                .api
+                .call("DescribeLoadBalancers", || {
+                    self.client
+                        .describe_load_balancers()
+                        .page_size(400)
+                        .set_marker(marker.clone())
+                        .send()
+                })
+                .await?;
+            if out
+                .load_balancers()
+                .iter()
+                .any(|l| l.security_groups().iter().any(|g| g == id))
+            {
+                return Ok(true);
+            }
+            marker = out.next_marker().map(str::to_string);
+            if marker.is_none() {
+                return Ok(false);
+            }
+        }
+    }
+
     /// Creates the ALB.
     pub async fn create(&self, new: &NewAlb<'_>) -> Result<AlbState, CloudError> {
         let scheme = if new.internet_facing {

@@ -9,13 +9,19 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::Api;
 use stratus_aws::lb::subnets::choose_subnets;
 use tokio::time::Instant;
 
+use crate::crd::{
+    Networking, NetworkingIngressRule, NetworkingPeer, NetworkingPort, SecurityGroupRef,
+};
 use crate::ingress::alb_api::{
     sorted_extra, AlbState, LiveListener, LiveRule, LiveTargetGroup, NewAlb,
 };
+use crate::ingress::backend_group;
 use crate::ingress::class_params::subnets_matching;
 use crate::ingress::controller::{IngressCtx, IngressError, RESOURCE_TAG, STACK_LABEL};
 use crate::ingress::drift;
@@ -23,6 +29,7 @@ use crate::ingress::model::{load_balancer_name, AlbSpec, GroupId, TargetGroupSpe
 use crate::ingress::rules::plan_rules;
 use crate::ingress::security;
 use crate::tgb::internal::{self, InternalBinding};
+use crate::tgb::targets::service_port;
 
 /// How long what a group's last apply left in AWS is trusted without reading it back (the
 /// periodic resync of every Ingress always comes later than this, so AWS is read again).
@@ -41,6 +48,8 @@ pub struct Applied {
     listeners: BTreeMap<i32, LiveListener>,
     /// Rules by listener port.
     rules: BTreeMap<i32, Vec<LiveRule>>,
+    /// The backend group named in the bindings' networking.
+    backend: Option<String>,
     /// When.
     at: Instant,
 }
@@ -84,9 +93,16 @@ pub async fn apply(
     tags.extend(stack.clone());
     // The managed frontend group, kept in step with the listeners (a changed plan only).
     let managed = spec.security_groups.is_empty();
+    // With a managed frontend group, the shared backend group too: it is the targets' source.
+    let backend = if managed {
+        backend_group(ctx).await?
+    } else {
+        None
+    };
     let wanted_groups = if managed {
         let ec2 = ctx.subnets.ec2();
-        vec![security::ensure(ec2, &ctx.settings.vpc, spec, &stack, &tags).await?]
+        let frontend = security::ensure(ec2, &ctx.settings.vpc, spec, &stack, &tags).await?;
+        std::iter::once(frontend).chain(backend.clone()).collect()
     } else {
         spec.security_groups.clone()
     };
@@ -119,7 +135,7 @@ pub async fn apply(
             ctx.alb.modify_attributes(&lb.arn, &set).await?;
         }
     }
-    let (existing, tg_arns) = target_groups(ctx, spec, &known, &tags).await?;
+    let (existing, tg_arns) = target_groups(ctx, spec, &known, &tags, backend.as_deref()).await?;
     // Listeners by port (the rules of a replaced load balancer went with it), then rules.
     let (mut listeners, known_rules) = match (&known, created) {
         (_, true) => (BTreeMap::new(), BTreeMap::new()),
@@ -199,6 +215,7 @@ pub async fn apply(
         target_groups: kept,
         listeners,
         rules,
+        backend,
         at: Instant::now(),
     })
 }
@@ -256,6 +273,7 @@ async fn target_groups(
     spec: &AlbSpec,
     known: &Option<Applied>,
     tags: &BTreeMap<String, String>,
+    backend: Option<&str>,
 ) -> Result<(BTreeMap<String, LiveTargetGroup>, BTreeMap<String, String>), IngressError> {
     let (mut existing, by_name) = match known {
         Some(k) => (k.target_groups.clone(), BTreeMap::new()),
@@ -307,11 +325,11 @@ async fn target_groups(
             }
         };
         // A binding made by a fresh earlier apply stays made.
-        let bound = known
-            .as_ref()
-            .is_some_and(|k| k.spec.target_groups.get(&tg.name) == Some(tg));
+        let bound = known.as_ref().is_some_and(|k| {
+            k.spec.target_groups.get(&tg.name) == Some(tg) && k.backend.as_deref() == backend
+        });
         if !bound {
-            ensure_binding(ctx, tg, &live.arn, &spec.group).await?;
+            ensure_binding(ctx, tg, &live.arn, &spec.group, backend).await?;
         }
         arns.insert(tg.name.clone(), live.arn.clone());
         existing.insert(tg.name.clone(), live);
@@ -326,13 +344,81 @@ fn port_str(p: &IntOrString) -> String {
     }
 }
 
-/// The internal TargetGroupBinding of a backend (named after its target group).
+/// The shared backend group's ID (made or found once per process), if ALBs get one.
+async fn backend_group(ctx: &IngressCtx) -> Result<Option<String>, IngressError> {
+    let mut cached = ctx.backend_id.lock().await;
+    if cached.is_none() {
+        *cached = backend_group::ensure(
+            ctx.subnets.ec2(),
+            &ctx.settings.vpc,
+            &ctx.settings.cluster,
+            &ctx.settings.backend,
+        )
+        .await?;
+    }
+    Ok(cached.clone())
+}
+
+/// The port the backend group must reach on the targets of `tg`: the Service port's target
+/// port (`ip`; a name is resolved by the binding to the ports it registers) or its NodePort
+/// (`instance`). None while the Service or its port is missing (the next read-back sets it).
+async fn reached_port(
+    ctx: &IngressCtx,
+    tg: &TargetGroupSpec,
+) -> Result<Option<IntOrString>, kube::Error> {
+    let Some(svc) = Api::<Service>::namespaced(ctx.client.clone(), &tg.namespace)
+        .get_opt(&tg.service)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let Ok(port) = service_port(&svc, &tg.port) else {
+        return Ok(None);
+    };
+    Ok(if tg.ip {
+        Some(
+            port.target_port
+                .clone()
+                .unwrap_or(IntOrString::Int(port.port)),
+        )
+    } else {
+        port.node_port.map(IntOrString::Int)
+    })
+}
+
+/// `spec.networking` letting `backend` reach `port` over TCP.
+fn backend_networking(backend: &str, port: IntOrString) -> Networking {
+    Networking {
+        ingress: vec![NetworkingIngressRule {
+            from: vec![NetworkingPeer {
+                security_group: Some(SecurityGroupRef {
+                    group_id: backend.to_string(),
+                }),
+                ip_block: None,
+            }],
+            ports: vec![NetworkingPort {
+                protocol: Some("TCP".into()),
+                port: Some(port),
+            }],
+        }],
+    }
+}
+
+/// The internal TargetGroupBinding of a backend (named after its target group), with the
+/// backend group's `spec.networking` when there is one.
 async fn ensure_binding(
     ctx: &IngressCtx,
     tg: &TargetGroupSpec,
     arn: &str,
     group: &GroupId,
+    backend: Option<&str>,
 ) -> Result<(), kube::Error> {
+    let networking = match backend {
+        Some(b) => reached_port(ctx, tg)
+            .await?
+            .map(|port| backend_networking(b, port)),
+        None => None,
+    };
     let binding = InternalBinding {
         namespace: &tg.namespace,
         name: &tg.name,
@@ -345,6 +431,7 @@ async fn ensure_binding(
             STACK_LABEL.to_string(),
             load_balancer_name(&ctx.settings.cluster, group),
         )]),
+        networking,
     };
     internal::ensure(&ctx.client, &binding).await
 }
@@ -364,5 +451,15 @@ pub async fn teardown(ctx: &IngressCtx, group: &GroupId) -> Result<(), IngressEr
         ctx.alb.delete_target_group(&arn).await?;
     }
     security::remove(ctx.subnets.ec2(), &stack_tags(ctx, group)).await?;
+    let mut cached = ctx.backend_id.lock().await;
+    backend_group::release_if_unused(
+        ctx.subnets.ec2(),
+        &ctx.alb,
+        &ctx.settings.cluster,
+        &ctx.settings.backend,
+    )
+    .await?;
+    // Found or made again by the next ALB.
+    *cached = None;
     Ok(())
 }

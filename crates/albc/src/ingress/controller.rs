@@ -26,6 +26,7 @@ use crate::crd::IngressClassParams;
 use crate::ingress::alb_api::AlbApi;
 use crate::ingress::annotations::{self, IngressAnnotations};
 use crate::ingress::apply::{apply, teardown, Applied};
+use crate::ingress::backend_group::BackendGroup;
 use crate::ingress::class::{Classes, Served};
 use crate::ingress::class_params::namespace_allowed;
 use crate::ingress::model::{group_of, member_name, plan_parsed, GroupId};
@@ -55,6 +56,8 @@ pub struct IngressSettings {
     pub default_ip: bool,
     /// `--default-tags`.
     pub default_tags: BTreeMap<String, String>,
+    /// The shared backend security group.
+    pub backend: BackendGroup,
 }
 
 /// Why one reconcile failed.
@@ -82,6 +85,8 @@ pub struct IngressCtx {
     classes: Classes,
     locks: Mutex<HashMap<GroupId, Arc<tokio::sync::Mutex<()>>>>,
     applied: Mutex<HashMap<GroupId, Applied>>,
+    /// The backend group's ID once known (made or found).
+    pub(crate) backend_id: tokio::sync::Mutex<Option<String>>,
 }
 
 /// Runs the driver until `shutdown` completes.
@@ -124,6 +129,7 @@ pub async fn run(
         settings,
         locks: Mutex::new(HashMap::new()),
         applied: Mutex::new(HashMap::new()),
+        backend_id: tokio::sync::Mutex::new(None),
     });
     controller
         .reconcile_all_on(

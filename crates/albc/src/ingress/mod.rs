@@ -6,6 +6,7 @@
 pub mod alb_api;
 pub mod annotations;
 pub mod apply;
+pub mod backend_group;
 pub mod class;
 pub mod class_params;
 pub mod controller;

@@ -276,6 +276,7 @@ async fn apply(
             port: IntOrString::Int(p.port),
             vpc: &ctx.settings.vpc,
             labels: BTreeMap::from([(STACK_LABEL.to_string(), spec.name.clone())]),
+            networking: None,
         };
         internal::ensure(&ctx.client, &binding).await?;
         tg_arns.insert(p.port, arn);

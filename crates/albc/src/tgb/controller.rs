@@ -29,6 +29,7 @@ use crate::tgb::plan::{active, coalesce, plan_targets};
 use crate::tgb::readiness::{
     condition_type, containers_ready, gate_pending, gates_to_set, CONDITION_PREFIX,
 };
+use crate::tgb::sg_rules::{NetworkingRules, RulesError};
 use crate::tgb::targets::{
     instance_targets, ip_targets, service_port, TargetError, TargetType, SERVICE_NAME_LABEL,
 };
@@ -72,6 +73,9 @@ pub enum TgbError {
     /// The Kubernetes API failed.
     #[error("kubernetes: {0}")]
     Kube(#[from] kube::Error),
+    /// The `spec.networking` rules could not be kept.
+    #[error("networking: {0}")]
+    Networking(#[from] RulesError),
 }
 
 impl TgbError {
@@ -82,6 +86,7 @@ impl TgbError {
             TgbError::Spec(_) => "InvalidSpec",
             TgbError::Aws(_) => "AwsError",
             TgbError::Kube(_) => "KubernetesError",
+            TgbError::Networking(_) => "FailedNetworkReconcile",
         }
     }
 }
@@ -118,6 +123,9 @@ pub struct Ctx {
     pending: Mutex<HashMap<String, Pending>>,
     failures: Mutex<HashMap<String, u32>>,
     started: Instant,
+    /// The bindings (the networking rules wait for every one before removing any).
+    bindings: Store<TargetGroupBinding>,
+    networking: Option<Arc<NetworkingRules>>,
 }
 
 fn key(tgb: &TargetGroupBinding) -> String {
@@ -153,6 +161,7 @@ fn bindings_of(
 pub async fn run(
     client: Client,
     elbv2: ElbV2Api,
+    networking: Option<NetworkingRules>,
     metrics: TgbMetrics,
     settings: TgbSettings,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -214,7 +223,7 @@ pub async fn run(
     let controller = Controller::new(api::<TargetGroupBinding>(&client, &settings.namespace), wc)
         .with_config(Config::default().concurrency(settings.concurrency));
     let tgbs = controller.store();
-    let (by_svc, by_slice, by_node) = (tgbs.clone(), tgbs.clone(), tgbs);
+    let (by_svc, by_slice, by_node) = (tgbs.clone(), tgbs.clone(), tgbs.clone());
     let ctx = Arc::new(Ctx {
         events: EventPublisher::new(client.clone(), MANAGER),
         client,
@@ -229,6 +238,8 @@ pub async fn run(
         pending: Mutex::new(HashMap::new()),
         started: Instant::now(),
         failures: Mutex::new(HashMap::new()),
+        bindings: tgbs,
+        networking: networking.map(Arc::new),
     });
     controller
         .watches_stream(svc_stream, move |svc: Service| {
@@ -399,6 +410,18 @@ async fn sync(tgb: &TargetGroupBinding, ctx: &Ctx) -> Result<Action, TgbError> {
             .targets_changed(changes.register.len(), changes.deregister.len());
         tracing::info!(binding = %k, registered = changes.register.len(), deregistered = changes.deregister.len(), "targets updated");
     }
+    if let Some(net) = &ctx.networking {
+        if tgb.spec.networking.is_some() || net.has(&k) {
+            net.apply(
+                &k,
+                tgb.spec.networking.as_ref(),
+                target_type == TargetType::Ip,
+                &wanted,
+                &all_keys(ctx),
+            )
+            .await?;
+        }
+    }
     let gates_waiting = if target_type == TargetType::Ip {
         release_gates(tgb, &arn, &wanted, ctx).await?
     } else {
@@ -539,8 +562,17 @@ fn wanted_targets(
     })
 }
 
-/// Deregisters every active target of the binding's group (as upstream does on delete).
+/// Every binding's key.
+fn all_keys(ctx: &Ctx) -> Vec<String> {
+    ctx.bindings.state().iter().map(|b| key(b)).collect()
+}
+
+/// Deregisters every active target of the binding's group (as upstream does on delete) and
+/// drops its networking rules.
 async fn cleanup(tgb: &TargetGroupBinding, ctx: &Ctx) -> Result<(), TgbError> {
+    if let Some(net) = &ctx.networking {
+        net.forget(&key(tgb), &all_keys(ctx)).await?;
+    }
     let arn = tgb.spec.target_group_arn.trim();
     if arn.is_empty() {
         return Ok(());

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
-use crate::crd::{ServiceReference, TargetGroupBinding, TargetGroupBindingSpec};
+use crate::crd::{Networking, ServiceReference, TargetGroupBinding, TargetGroupBindingSpec};
 
 /// What an internal binding connects.
 #[derive(Debug, Clone)]
@@ -28,12 +28,20 @@ pub struct InternalBinding<'a> {
     pub vpc: &'a str,
     /// Labels naming the owning stack.
     pub labels: BTreeMap<String, String>,
+    /// Who may reach the targets (the shared backend security group), if anyone is named.
+    pub networking: Option<Networking>,
 }
 
-/// Creates the binding unless it exists (a 409 from a racing create counts as made).
+/// Creates the binding unless it exists (a 409 from a racing create counts as made); an
+/// existing one gets the planned `spec.networking` when it differs.
 pub async fn ensure(client: &Client, b: &InternalBinding<'_>) -> Result<(), kube::Error> {
     let api = Api::<TargetGroupBinding>::namespaced(client.clone(), b.namespace);
-    if api.get_opt(b.name).await?.is_some() {
+    if let Some(existing) = api.get_opt(b.name).await? {
+        if existing.spec.networking != b.networking {
+            let patch = serde_json::json!({"spec": {"networking": b.networking}});
+            api.patch(b.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
         return Ok(());
     }
     let mut tgb = TargetGroupBinding::new(
@@ -47,7 +55,7 @@ pub async fn ensure(client: &Client, b: &InternalBinding<'_>) -> Result<(), kube
                 port: b.port.clone(),
             },
             node_selector: None,
-            networking: None,
+            networking: b.networking.clone(),
             ip_address_type: None,
             vpc_id: Some(b.vpc.to_string()),
         },

@@ -6,4 +6,5 @@ pub mod internal;
 pub mod networking;
 pub mod plan;
 pub mod readiness;
+pub mod sg_rules;
 pub mod targets;

@@ -139,6 +139,8 @@ pub struct InterfaceGroups {
     pub private_ip: String,
     /// The instance it is attached to.
     pub instance_id: Option<String>,
+    /// The instance's primary interface (device index 0).
+    pub primary: bool,
     /// Its security groups.
     pub groups: Vec<String>,
 }
@@ -313,6 +315,7 @@ impl Ec2 {
                             .attachment()
                             .and_then(|a| a.instance_id())
                             .map(str::to_string),
+                        primary: n.attachment().and_then(|a| a.device_index()) == Some(0),
                         groups: n
                             .groups()
                             .iter()
