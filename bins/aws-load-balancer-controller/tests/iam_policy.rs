@@ -13,6 +13,7 @@ use stratus_scenarios::kube_fixture::repo_root;
 /// The `ElbV2Api` methods the controller may call, with their API action.
 const METHODS: &[(&str, &str)] = &[
     ("target_group_info", "DescribeTargetGroups"),
+    ("target_group", "DescribeTargetGroups"),
     ("target_health", "DescribeTargetHealth"),
     ("register_targets", "RegisterTargets"),
     ("deregister_targets", "DeregisterTargets"),

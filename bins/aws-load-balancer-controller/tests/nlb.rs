@@ -255,7 +255,7 @@ async fn ip_mode_nlb_follows_endpoints_and_leaves_nothing_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instance_mode_registers_node_instances_on_the_node_port() {
     let a = common::setup().await;
-    a.elb_subnets().await;
+    let elb_subnets = a.elb_subnets().await;
     let subnet = stratus_scenarios::ec2_fixture::subnet(&a.ec2, "us-east-1a")
         .await
         .unwrap();
@@ -269,19 +269,31 @@ async fn instance_mode_registers_node_instances_on_the_node_port() {
     )
     .await
     .unwrap();
-    for i in &launched {
+    // Only the first node carries the label `target-node-labels` asks for.
+    for (n, i) in launched.iter().enumerate() {
+        let labels = if n == 0 {
+            BTreeMap::from([("pool".to_string(), "web".to_string())])
+        } else {
+            BTreeMap::new()
+        };
         stratus_scenarios::service_fixture::create_ready_node(
             &a.admin,
             &i.private_dns,
             &format!("aws:///us-east-1a/{}", i.id),
-            BTreeMap::new(),
+            labels,
         )
         .await
         .unwrap();
     }
     let ctl = a.start(&[&format!("--aws-vpc-id={}", a.vpc)]);
     // No class: the `external` type annotation; instance targets by default.
-    nlb_service(&a, "nodes", None, &[("type", "external")]).await;
+    nlb_service(
+        &a,
+        "nodes",
+        None,
+        &[("type", "external"), ("target-node-labels", "pool=web")],
+    )
+    .await;
     hostname(&a, "nodes", &ctl).await;
     let svc = Api::<Service>::namespaced(a.admin.clone(), NS)
         .get("nodes")
@@ -302,12 +314,45 @@ async fn instance_mode_registers_node_instances_on_the_node_port() {
         tgs.target_groups()[0].target_type().map(|t| t.as_str()),
         Some("instance")
     );
-    let want: Vec<String> = launched
-        .iter()
-        .map(|i| format!("{}:{node_port}", i.id))
-        .collect();
+    let want = vec![format!("{}:{node_port}", launched[0].id)];
     a.wait_targets(tg, &want).await;
     delete_and_wait(&a, "nodes", &ctl).await;
+
+    // Internet-facing with an Elastic IP per subnet: the allocations go out as subnet mappings.
+    let mut eips = Vec::new();
+    for _ in &elb_subnets {
+        let out = a.ec2.allocate_address().send().await.unwrap();
+        eips.push(out.allocation_id().unwrap().to_string());
+    }
+    nlb_service(
+        &a,
+        "public",
+        None,
+        &[
+            ("type", "external"),
+            ("scheme", "internet-facing"),
+            ("subnets", &elb_subnets.join(",")),
+            ("eip-allocations", &eips.join(",")),
+        ],
+    )
+    .await;
+    hostname(&a, "public", &ctl).await;
+    let bodies = a.env.proxy_control().request_bodies().await.unwrap();
+    let create = bodies
+        .iter()
+        .filter(|(k, _)| k == "elasticloadbalancing:CreateLoadBalancer")
+        .map(|(_, b)| b)
+        .find(|b| b.contains("Scheme=internet-facing"))
+        .expect("the internet-facing CreateLoadBalancer");
+    for (i, (subnet, eip)) in elb_subnets.iter().zip(&eips).enumerate() {
+        let n = i + 1;
+        assert!(
+            create.contains(&format!("SubnetMappings.member.{n}.SubnetId={subnet}"))
+                && create.contains(&format!("SubnetMappings.member.{n}.AllocationId={eip}")),
+            "{create}"
+        );
+    }
+    delete_and_wait(&a, "public", &ctl).await;
     assert_nothing_left(&a).await;
 }
 

@@ -1,13 +1,15 @@
 //! TargetGroupBinding end to end: the binary under the shipped RBAC against a real apiserver and
 //! moto behind the counting proxy — diff-only, batched registration as endpoints scale, clean
 //! deregistration on delete, no duplicates after a SIGKILL mid-registration, Warning Events for
-//! bad bindings, and instance mode on NodePorts.
+//! bad bindings (and bindings by `spec.targetGroupName`), and instance mode on NodePorts.
 
 mod common;
 
 use std::collections::BTreeMap;
 
 use common::{setup, NS, WAIT};
+use kube::api::{Api, PostParams};
+use stratus_albc::crd::TargetGroupBinding;
 use stratus_scenarios::service_fixture::events_about;
 use stratus_scenarios::wait_for;
 use stratus_testenv::proxy::Hold;
@@ -145,6 +147,36 @@ async fn bad_bindings_get_warnings_and_change_nothing() {
     assert!(!counts.contains_key("RegisterTargets"), "{counts:?}");
     // Deleting a binding that never registered anything still completes.
     t.delete_binding("orphan").await;
+
+    // spec.targetGroupName instead of the ARN: an unknown name is a Warning naming the field,
+    // a known one is resolved and its group filled.
+    t.service("named", false).await;
+    let two = t.endpoints("named", 2).await;
+    let tgbs = Api::<TargetGroupBinding>::namespaced(t.admin.clone(), NS);
+    for (binding, group) in [("ghost", "no-such-tg"), ("named", "bad-tg")] {
+        let tgb: TargetGroupBinding = serde_json::from_value(serde_json::json!({
+            "apiVersion": "elbv2.k8s.aws/v1beta1", "kind": "TargetGroupBinding",
+            "metadata": {"name": binding},
+            "spec": {"serviceRef": {"name": "named", "port": 80}, "targetGroupName": group,
+                     "targetType": "ip"}}))
+        .unwrap();
+        tgbs.create(&PostParams::default(), &tgb).await.unwrap();
+    }
+    wait_for("warning on ghost", WAIT, || async {
+        let events = events_about(&t.admin, "TargetGroupBinding", "ghost").await?;
+        Ok(events.into_iter().find(|e| {
+            e.note
+                .as_deref()
+                .unwrap_or_default()
+                .contains("spec.targetGroupName")
+        }))
+    })
+    .await
+    .unwrap();
+    t.wait_targets(&arn, &two).await;
+    t.delete_binding("named").await;
+    assert_eq!(t.targets(&arn).await, Vec::<String>::new());
+    t.delete_binding("ghost").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,7 +228,7 @@ async fn instance_targets_are_ready_nodes_on_the_node_port() {
 async fn readiness_gate_is_set_once_the_target_is_healthy() {
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::discovery::v1::EndpointSlice;
-    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use kube::api::{Patch, PatchParams};
 
     let t = setup().await;
     let arn = t.target_group("gate-tg", "ip", 8080).await;

@@ -217,7 +217,9 @@ async fn gates_are_injected_and_bindings_validated_through_the_apiserver() {
         .to_string();
     assert!(
         e.contains(VALIDATE_TGB.name)
-            && e.contains("TargetGroupBinding must specify these fields: spec.targetGroupARN"),
+            && e.contains(
+                "TargetGroupBinding must specify one of these fields: spec.targetGroupARN"
+            ),
         "{e}"
     );
     let e = tgbs

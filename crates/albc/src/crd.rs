@@ -94,9 +94,13 @@ impl TargetGroupBinding {
 #[serde(rename_all = "camelCase")]
 pub struct TargetGroupBindingSpec {
     /// The target group's ARN.
-    #[serde(rename = "targetGroupARN", default)]
+    #[serde(
+        rename = "targetGroupARN",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub target_group_arn: String,
-    /// The target group's name (instead of the ARN): not supported, the controller asks for the ARN.
+    /// The target group's name, when the ARN is not given (its ARN is looked up once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_group_name: Option<String>,
     /// `instance` or `ip`; read from the target group when unset.

@@ -301,7 +301,7 @@ async fn target_groups(
         let live = match existing.get(&tg.name).or_else(|| by_name.get(&tg.name)) {
             Some(live) => {
                 let mut live = live.clone();
-                if live.health != tg.health {
+                if drift::health_differs(&live.health, &tg.health) {
                     ctx.alb.modify_health(&live.arn, &tg.health).await?;
                     live.health = tg.health.clone();
                 }
@@ -432,6 +432,7 @@ async fn ensure_binding(
             load_balancer_name(&ctx.settings.cluster, group),
         )]),
         networking,
+        node_selector: None,
     };
     internal::ensure(&ctx.client, &binding).await
 }

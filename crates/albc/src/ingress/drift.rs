@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::ingress::alb_api::{sorted_extra, AlbState, LiveListener};
+use crate::ingress::annotations::HealthCheck;
 use crate::ingress::model::{AlbSpec, ListenerSpec};
 
 /// Whether the listener needs a ModifyListener to match `want` (the extra certificates are
@@ -31,6 +32,19 @@ pub fn security_groups_to_set(lb: &AlbState, wanted: &[String]) -> Option<Vec<St
     wanted.sort();
     wanted.dedup();
     (lb.security_groups != wanted).then_some(wanted)
+}
+
+/// Whether a live health check differs from the planned one in what AWS applies: the path and
+/// success codes only count for HTTP(S) checks (AWS reports its own defaults for TCP ones).
+pub fn health_differs(live: &HealthCheck, want: &HealthCheck) -> bool {
+    let http = want.protocol.starts_with("HTTP");
+    live.protocol != want.protocol
+        || live.port != want.port
+        || live.interval != want.interval
+        || live.timeout != want.timeout
+        || live.healthy != want.healthy
+        || live.unhealthy != want.unhealthy
+        || (http && (live.path != want.path || live.success_codes != want.success_codes))
 }
 
 /// The planned attributes whose live value differs (or is absent).
@@ -84,6 +98,27 @@ mod tests {
         assert!(listener_differs(&live(true, Some("arn:a"), None), &pinned));
         let (add, remove) = certificate_changes(&["arn:c".into()], &want);
         assert_eq!((add, remove), (vec!["arn:b".into()], vec!["arn:c".into()]));
+    }
+
+    #[test]
+    fn health_checks_compare_what_applies() {
+        let tcp = HealthCheck {
+            protocol: "TCP".into(),
+            ..HealthCheck::default()
+        };
+        let reported = HealthCheck {
+            path: String::new(),
+            success_codes: String::new(),
+            ..tcp.clone()
+        };
+        assert!(!health_differs(&reported, &tcp));
+        let http = HealthCheck::default();
+        let moved = HealthCheck {
+            path: "/healthz".into(),
+            ..http.clone()
+        };
+        assert!(health_differs(&moved, &http));
+        assert!(health_differs(&http, &tcp));
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub struct NlbAnnotations {
     pub health: HealthCheck,
     /// `additional-resource-tags`.
     pub tags: BTreeMap<String, String>,
+    /// `eip-allocations`, one per subnet (internet-facing only).
+    pub eip_allocations: Vec<String>,
+    /// `target-node-labels`: instance targets only on nodes with these labels.
+    pub target_node_labels: BTreeMap<String, String>,
 }
 
 /// Whether this controller serves the Service: a LoadBalancer with our class, or with no class
@@ -123,6 +127,11 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<NlbAnnotations, V
             "{PREFIX}private-ipv4-addresses: only for an internal load balancer"
         )]);
     }
+    if !internet_facing && !parsed.eip_allocations.is_empty() {
+        return Err(vec![format!(
+            "{PREFIX}eip-allocations: only for an internet-facing load balancer"
+        )]);
+    }
     let mut health = default_health();
     let h = &parsed.health_check;
     if let Some(p) = h.protocol {
@@ -151,6 +160,8 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<NlbAnnotations, V
         private_ips: parsed.private_ipv4_addresses,
         health,
         tags: parsed.additional_tags,
+        eip_allocations: parsed.eip_allocations,
+        target_node_labels: parsed.target_node_labels,
     })
 }
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -23,6 +24,7 @@ use stratus_kube_kit::EventPublisher;
 
 use crate::ingress::alb_api::{AlbApi, NewTargetGroup};
 use crate::ingress::controller::CLUSTER_TAG;
+use crate::ingress::drift;
 use crate::service::annotations::{is_nlb_service, parse};
 use crate::service::model::{nlb_name, plan_nlb, stack_key, subnet_slots, NlbSpec};
 use crate::service::nlb_api::protocol_enum;
@@ -222,7 +224,7 @@ async fn apply(
                 &ctx.settings.cluster,
                 !spec.internet_facing,
             )
-            .and_then(|chosen| subnet_slots(&chosen, &spec.private_ips));
+            .and_then(|chosen| subnet_slots(&chosen, &spec.private_ips, &spec.eip_allocations));
             let slots = match slots {
                 Ok(s) => s,
                 Err(problem) => {
@@ -238,18 +240,27 @@ async fn apply(
                 .await?
         }
     };
-    // Target groups and their bindings.
+    // Target groups (health checks changed in place) and their bindings.
+    let all = ctx.alb.all_target_groups_live().await?;
+    let pairs: Vec<(String, String)> = all
+        .iter()
+        .map(|g| (g.name.clone(), g.arn.clone()))
+        .collect();
     let existing: BTreeMap<String, String> = ctx
         .alb
-        .tagged_target_groups(&stack_tags(ctx, &spec.namespace, &spec.service))
+        .having_tags(&pairs, &stack_tags(ctx, &spec.namespace, &spec.service))
         .await?
         .into_iter()
         .collect();
     let mut tg_arns = BTreeMap::new();
     for p in &spec.ports {
+        let live = all.iter().find(|g| g.name == p.target_group);
+        if let Some(g) = live.filter(|g| drift::health_differs(&g.health, &spec.health)) {
+            ctx.alb.modify_health(&g.arn, &spec.health).await?;
+        }
         let arn = match existing.get(&p.target_group) {
             Some(a) => a.clone(),
-            None => match ctx.alb.target_group(&p.target_group).await? {
+            None => match live.map(|g| g.arn.clone()) {
                 Some(a) => a,
                 None => {
                     let mut t = tags.clone();
@@ -277,6 +288,7 @@ async fn apply(
             vpc: &ctx.settings.vpc,
             labels: BTreeMap::from([(STACK_LABEL.to_string(), spec.name.clone())]),
             networking: None,
+            node_selector: node_selector(&spec.node_labels),
         };
         internal::ensure(&ctx.client, &binding).await?;
         tg_arns.insert(p.port, arn);
@@ -310,6 +322,14 @@ async fn apply(
         }
     }
     Ok(Some(lb.dns_name))
+}
+
+/// `target-node-labels` as a binding's `spec.nodeSelector` (none: every node).
+fn node_selector(labels: &BTreeMap<String, String>) -> Option<LabelSelector> {
+    (!labels.is_empty()).then(|| LabelSelector {
+        match_labels: Some(labels.clone()),
+        match_expressions: None,
+    })
 }
 
 /// Removes the NLB, its target groups and bindings.

@@ -49,6 +49,8 @@ pub struct SubnetSlot {
     pub subnet: String,
     /// `private-ipv4-addresses` entry for it.
     pub private_ip: Option<Ipv4Addr>,
+    /// `eip-allocations` entry for it.
+    pub allocation: Option<String>,
 }
 
 /// The desired NLB of a Service.
@@ -70,6 +72,10 @@ pub struct NlbSpec {
     pub subnets: Vec<String>,
     /// Static private addresses, one per subnet.
     pub private_ips: Vec<Ipv4Addr>,
+    /// Elastic IP allocations, one per subnet.
+    pub eip_allocations: Vec<String>,
+    /// Instance targets only on nodes with these labels.
+    pub node_labels: BTreeMap<String, String>,
     /// Health check of every target group.
     pub health: HealthCheck,
     /// Tags from the annotations.
@@ -154,21 +160,31 @@ pub fn plan_nlb(
         ports,
         subnets: ann.subnets.clone(),
         private_ips: ann.private_ips.clone(),
+        eip_allocations: ann.eip_allocations.clone(),
+        node_labels: ann.target_node_labels.clone(),
         health: ann.health.clone(),
         tags: ann.tags.clone(),
     })
 }
 
-/// Pairs the chosen subnets with the static addresses, in order: as many addresses as subnets,
-/// or none.
-pub fn subnet_slots(chosen: &[String], ips: &[Ipv4Addr]) -> Result<Vec<SubnetSlot>, String> {
-    if !ips.is_empty() && ips.len() != chosen.len() {
-        return Err(format!(
-            "service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses: {} addresses for {} subnets ({}): give one per subnet",
-            ips.len(),
-            chosen.len(),
-            chosen.join(", ")
-        ));
+/// Pairs the chosen subnets with the static addresses and the Elastic IP allocations, in order:
+/// as many of each as subnets, or none.
+pub fn subnet_slots(
+    chosen: &[String],
+    ips: &[Ipv4Addr],
+    allocations: &[String],
+) -> Result<Vec<SubnetSlot>, String> {
+    for (key, n, what) in [
+        ("private-ipv4-addresses", ips.len(), "addresses"),
+        ("eip-allocations", allocations.len(), "allocations"),
+    ] {
+        if n != 0 && n != chosen.len() {
+            return Err(format!(
+                "service.beta.kubernetes.io/aws-load-balancer-{key}: {n} {what} for {} subnets ({}): give one per subnet",
+                chosen.len(),
+                chosen.join(", ")
+            ));
+        }
     }
     Ok(chosen
         .iter()
@@ -176,6 +192,7 @@ pub fn subnet_slots(chosen: &[String], ips: &[Ipv4Addr]) -> Result<Vec<SubnetSlo
         .map(|(i, s)| SubnetSlot {
             subnet: s.clone(),
             private_ip: ips.get(i).copied(),
+            allocation: allocations.get(i).cloned(),
         })
         .collect())
 }
@@ -236,12 +253,17 @@ mod tests {
     fn private_addresses_pair_with_subnets() {
         let chosen = vec!["subnet-1".to_string(), "subnet-2".to_string()];
         let ips: Vec<Ipv4Addr> = vec!["10.0.0.5".parse().unwrap(), "10.0.16.5".parse().unwrap()];
-        let slots = subnet_slots(&chosen, &ips).unwrap();
+        let slots = subnet_slots(&chosen, &ips, &[]).unwrap();
         assert_eq!(slots[1].private_ip, Some(ips[1]));
-        assert!(subnet_slots(&chosen, &ips[..1]).is_err());
-        assert!(subnet_slots(&chosen, &[])
+        assert!(subnet_slots(&chosen, &ips[..1], &[]).is_err());
+        assert!(subnet_slots(&chosen, &[], &[])
             .unwrap()
             .iter()
-            .all(|s| s.private_ip.is_none()));
+            .all(|s| s.private_ip.is_none() && s.allocation.is_none()));
+        let eips = vec!["eipalloc-1".to_string(), "eipalloc-2".to_string()];
+        let slots = subnet_slots(&chosen, &[], &eips).unwrap();
+        assert_eq!(slots[0].allocation.as_deref(), Some("eipalloc-1"));
+        let e = subnet_slots(&chosen, &[], &eips[..1]).unwrap_err();
+        assert!(e.contains("eip-allocations"), "{e}");
     }
 }

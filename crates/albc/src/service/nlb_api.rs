@@ -53,6 +53,7 @@ impl AlbApi {
                 SubnetMapping::builder()
                     .subnet_id(&s.subnet)
                     .set_private_ipv4_address(s.private_ip.map(|ip| ip.to_string()))
+                    .set_allocation_id(s.allocation.clone())
                     .build()
             })
             .collect();

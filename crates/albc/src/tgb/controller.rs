@@ -126,6 +126,8 @@ pub struct Ctx {
     /// The bindings (the networking rules wait for every one before removing any).
     bindings: Store<TargetGroupBinding>,
     networking: Option<Arc<NetworkingRules>>,
+    /// `spec.targetGroupName` → ARN, looked up once.
+    names: Mutex<HashMap<String, String>>,
 }
 
 fn key(tgb: &TargetGroupBinding) -> String {
@@ -240,6 +242,7 @@ pub async fn run(
         failures: Mutex::new(HashMap::new()),
         bindings: tgbs,
         networking: networking.map(Arc::new),
+        names: Mutex::new(HashMap::new()),
     });
     controller
         .watches_stream(svc_stream, move |svc: Service| {
@@ -354,13 +357,15 @@ async fn sync(tgb: &TargetGroupBinding, ctx: &Ctx) -> Result<Action, TgbError> {
         ctx.pending.lock().expect("pending lock").remove(&k);
         return Ok(Action::await_change());
     }
-    let arn = tgb.spec.target_group_arn.trim().to_string();
-    if arn.is_empty() {
-        return Err(TgbError::Spec(
-            "spec.targetGroupARN is required (spec.targetGroupName is not supported by this build)"
-                .into(),
-        ));
-    }
+    let arn = match target_group_arn(tgb, ctx).await? {
+        Some(arn) => arn,
+        None => {
+            return Err(TgbError::Spec(format!(
+                "spec.targetGroupName: no target group named {:?}",
+                tgb.spec.target_group_name.as_deref().unwrap_or_default()
+            )))
+        }
+    };
     if !has_finalizer {
         set_finalizer(tgb, ctx, true).await?;
     }
@@ -562,6 +567,36 @@ fn wanted_targets(
     })
 }
 
+/// The binding's target group: `spec.targetGroupARN`, else the ARN of the group named
+/// `spec.targetGroupName` (looked up once per name; None when no group has that name).
+async fn target_group_arn(tgb: &TargetGroupBinding, ctx: &Ctx) -> Result<Option<String>, TgbError> {
+    let arn = tgb.spec.target_group_arn.trim();
+    if !arn.is_empty() {
+        return Ok(Some(arn.to_string()));
+    }
+    let Some(name) = tgb
+        .spec
+        .target_group_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+    else {
+        return Err(TgbError::Spec(
+            "spec.targetGroupARN or spec.targetGroupName is required".into(),
+        ));
+    };
+    if let Some(arn) = ctx.names.lock().expect("names lock").get(name) {
+        return Ok(Some(arn.clone()));
+    }
+    let found = ctx.elbv2.target_group(name).await?.map(|g| g.arn);
+    if let Some(arn) = &found {
+        ctx.names
+            .lock()
+            .expect("names lock")
+            .insert(name.to_string(), arn.clone());
+    }
+    Ok(found)
+}
+
 /// Every binding's key.
 fn all_keys(ctx: &Ctx) -> Vec<String> {
     ctx.bindings.state().iter().map(|b| key(b)).collect()
@@ -573,10 +608,11 @@ async fn cleanup(tgb: &TargetGroupBinding, ctx: &Ctx) -> Result<(), TgbError> {
     if let Some(net) = &ctx.networking {
         net.forget(&key(tgb), &all_keys(ctx)).await?;
     }
-    let arn = tgb.spec.target_group_arn.trim();
-    if arn.is_empty() {
+    // A binding without a usable target group registered nothing.
+    let Ok(Some(arn)) = target_group_arn(tgb, ctx).await else {
         return Ok(());
-    }
+    };
+    let arn = arn.as_str();
     let health = match ctx.elbv2.target_health(arn).await {
         Ok(h) => h,
         Err(CloudError::Rejected { code, .. }) if code == "TargetGroupNotFound" => return Ok(()),

@@ -1,8 +1,10 @@
 //! The internal TargetGroupBindings the Ingress and Service paths make for the target groups they
-//! own (as upstream does): created once, named after their target group, removed with it.
+//! own (as upstream does): created once (their networking and node selector kept as planned),
+//! named after their target group, removed with it.
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -30,6 +32,8 @@ pub struct InternalBinding<'a> {
     pub labels: BTreeMap<String, String>,
     /// Who may reach the targets (the shared backend security group), if anyone is named.
     pub networking: Option<Networking>,
+    /// Instance targets only on nodes matching this.
+    pub node_selector: Option<LabelSelector>,
 }
 
 /// Creates the binding unless it exists (a 409 from a racing create counts as made); an
@@ -37,8 +41,11 @@ pub struct InternalBinding<'a> {
 pub async fn ensure(client: &Client, b: &InternalBinding<'_>) -> Result<(), kube::Error> {
     let api = Api::<TargetGroupBinding>::namespaced(client.clone(), b.namespace);
     if let Some(existing) = api.get_opt(b.name).await? {
-        if existing.spec.networking != b.networking {
-            let patch = serde_json::json!({"spec": {"networking": b.networking}});
+        if existing.spec.networking != b.networking
+            || existing.spec.node_selector != b.node_selector
+        {
+            let patch = serde_json::json!({"spec": {
+                "networking": b.networking, "nodeSelector": b.node_selector}});
             api.patch(b.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
         }
@@ -54,7 +61,7 @@ pub async fn ensure(client: &Client, b: &InternalBinding<'_>) -> Result<(), kube
                 name: b.service.to_string(),
                 port: b.port.clone(),
             },
-            node_selector: None,
+            node_selector: b.node_selector.clone(),
             networking: b.networking.clone(),
             ip_address_type: None,
             vpc_id: Some(b.vpc.to_string()),

@@ -1,7 +1,7 @@
 //! TargetGroupBinding validation (upstream's `vtargetgroupbinding.elbv2.k8s.aws`): on create and
-//! update `spec.targetGroupARN` is required and `spec.targetType`, when set, is `instance` or
-//! `ip`; an update may not change `spec.targetGroupARN` or `spec.targetType` (setting or
-//! unsetting it counts). The messages are upstream's, naming every offending field. An update
+//! update `spec.targetGroupARN` or `spec.targetGroupName` is required and `spec.targetType`, when
+//! set, is `instance` or `ip`; an update may not change `spec.targetGroupARN`,
+//! `spec.targetGroupName` or `spec.targetType` (setting or unsetting it counts). The messages are upstream's, naming every offending field. An update
 //! is not refused for a problem the stored binding already has (made before the webhook ran), so
 //! the controller can still remove its finalizer from such a binding. Pure.
 
@@ -20,6 +20,9 @@ pub fn problems(new: &TargetGroupBinding, old: Option<&TargetGroupBinding>) -> V
         if new.spec.target_group_arn != old.spec.target_group_arn {
             changed.push("spec.targetGroupARN");
         }
+        if new.spec.target_group_name != old.spec.target_group_name {
+            changed.push("spec.targetGroupName");
+        }
         if new.spec.target_type != old.spec.target_type {
             changed.push("spec.targetType");
         }
@@ -36,8 +39,16 @@ pub fn problems(new: &TargetGroupBinding, old: Option<&TargetGroupBinding>) -> V
 /// The required field and the allowed values, of one binding alone.
 fn field_problems(tgb: &TargetGroupBinding) -> Vec<String> {
     let mut out = Vec::new();
-    if tgb.spec.target_group_arn.trim().is_empty() {
-        out.push("TargetGroupBinding must specify these fields: spec.targetGroupARN".to_string());
+    let named = tgb
+        .spec
+        .target_group_name
+        .as_deref()
+        .is_some_and(|n| !n.trim().is_empty());
+    if tgb.spec.target_group_arn.trim().is_empty() && !named {
+        out.push(
+            "TargetGroupBinding must specify one of these fields: spec.targetGroupARN, spec.targetGroupName"
+                .to_string(),
+        );
     }
     if let Some(t) = tgb.spec.target_type.as_deref() {
         if TargetType::parse(t).is_err() {
@@ -70,10 +81,16 @@ mod tests {
         assert!(problems(&tgb("arn:a", Some("ip")), None).is_empty());
         assert!(problems(&tgb("arn:a", Some("instance")), None).is_empty());
         assert!(problems(&tgb("arn:a", None), None).is_empty());
+        let mut named = tgb("", Some("ip"));
+        named.spec.target_group_name = Some("web-tg".into());
+        assert!(problems(&named, None).is_empty());
+        let mut renamed = named.clone();
+        renamed.spec.target_group_name = Some("other".into());
+        assert!(problems(&renamed, Some(&named))[0].contains("spec.targetGroupName"));
         assert_eq!(
             problems(&tgb(" ", Some("lambda")), None),
             vec![
-                "TargetGroupBinding must specify these fields: spec.targetGroupARN".to_string(),
+                "TargetGroupBinding must specify one of these fields: spec.targetGroupARN, spec.targetGroupName".to_string(),
                 "spec.targetType: Unsupported value: \"lambda\": supported values: \"instance\", \"ip\""
                     .to_string(),
             ]
