@@ -7,7 +7,7 @@ mod common;
 
 use aws_sdk_elasticloadbalancingv2 as elbv2;
 use common::{Albc, NS, WAIT};
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use stratus_albc::crd::TargetGroupBinding;
 use stratus_albc::ingress::model::{load_balancer_name, GroupId};
@@ -74,13 +74,7 @@ fn tag(k: &str, v: &str) -> elbv2::types::Tag {
 async fn what_vanished_while_down_is_reaped_and_nothing_else() {
     let a = common::setup().await;
     let subnets = a.elb_subnets().await;
-    let class: IngressClass = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "alb"}, "spec": {"controller": "ingress.k8s.aws/alb"}}))
-    .unwrap();
-    Api::<IngressClass>::all(a.admin.clone())
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
+    a.alb_class("alb", None).await;
     for svc in ["web", "shop"] {
         a.service(svc, false).await;
         a.endpoints(svc, 2).await;

@@ -8,10 +8,9 @@
 
 mod common;
 
-use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 use common::{Albc, NS, WAIT};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use stratus_albc::crd::TargetGroupBinding;
 use stratus_albc::ingress::model::{load_balancer_name, GroupId};
@@ -19,29 +18,6 @@ use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::wait_for;
 
 const SHARED: &str = "elbv2.k8s.aws/targetGroupBinding=shared";
-
-async fn group(a: &Albc, name: &str, tagged: bool) -> String {
-    let mut req = a
-        .ec2
-        .create_security_group()
-        .group_name(name)
-        .description(name)
-        .vpc_id(&a.vpc);
-    if tagged {
-        req = req.tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::SecurityGroup)
-                .tags(
-                    Tag::builder()
-                        .key("kubernetes.io/cluster/test")
-                        .value("owned")
-                        .build(),
-                )
-                .build(),
-        );
-    }
-    req.send().await.unwrap().group_id().unwrap().to_string()
-}
 
 async fn interface(a: &Albc, subnet: &str, ip: &str, groups: &[&str]) {
     let mut req = a
@@ -96,30 +72,6 @@ async fn shared_rules(a: &Albc, id: &str) -> Vec<(String, i32, i32, String)> {
     rules
 }
 
-async fn backend_groups(a: &Albc) -> Vec<(String, String)> {
-    let out = a
-        .ec2
-        .describe_security_groups()
-        .filters(
-            Filter::builder()
-                .name("tag:elbv2.k8s.aws/resource")
-                .values("backend-sg")
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    out.security_groups()
-        .iter()
-        .map(|g| {
-            (
-                g.group_id().unwrap().to_string(),
-                g.group_name().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
 async fn wait_rules(a: &Albc, ctl: &CcmProcess, id: &str, want: &[(String, i32, i32, String)]) {
     let waited = wait_for("shared rules", WAIT, || async {
         Ok((shared_rules(a, id).await == want).then_some(()))
@@ -140,8 +92,10 @@ async fn the_backend_group_reaches_the_pods_through_their_interface_groups() {
     let a = common::setup().await;
     let subnets = a.elb_subnets().await;
     // Pod network interfaces: one in the node group only, one also in an untagged group.
-    let nodes = group(&a, "nodes", true).await;
-    let extra = group(&a, "extra", false).await;
+    let nodes = a
+        .security_group("nodes", &[("kubernetes.io/cluster/test", "owned")])
+        .await;
+    let extra = a.security_group("extra", &[]).await;
     interface(&a, &subnets[0], "10.0.0.50", &[&nodes]).await;
     interface(&a, &subnets[0], "10.0.0.51", &[&nodes, &extra]).await;
     a.service("web", false).await;
@@ -162,13 +116,7 @@ async fn the_backend_group_reaches_the_pods_through_their_interface_groups() {
         )
         .await
         .unwrap();
-    let class: IngressClass = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "alb"}, "spec": {"controller": "ingress.k8s.aws/alb"}}))
-    .unwrap();
-    Api::<IngressClass>::all(a.admin.clone())
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
+    a.alb_class("alb", None).await;
     let ctl = a.start(&[&format!("--aws-vpc-id={}", a.vpc)]);
     let ing: Ingress = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "web", "annotations": {"alb.ingress.kubernetes.io/target-type": "ip"}},
@@ -181,9 +129,19 @@ async fn the_backend_group_reaches_the_pods_through_their_interface_groups() {
     a.ingress_hostname("web", &ctl).await;
 
     // The backend group: one, named for the cluster, on the ALB beside the frontend group.
-    let backend = backend_groups(&a).await;
+    let backend = a
+        .groups_tagged("elbv2.k8s.aws/resource", "backend-sg")
+        .await;
     assert_eq!(backend.len(), 1, "{backend:?}");
-    let (backend, name) = backend[0].clone();
+    let backend = backend[0].clone();
+    let described = a
+        .ec2
+        .describe_security_groups()
+        .group_ids(&backend)
+        .send()
+        .await
+        .unwrap();
+    let name = described.security_groups()[0].group_name().unwrap();
     assert!(name.starts_with("k8s-traffic-test-"), "{name}");
     let lb_name = load_balancer_name("test", &GroupId::Implicit(NS.into(), "web".into()));
     let lb = a
@@ -237,7 +195,10 @@ async fn the_backend_group_reaches_the_pods_through_their_interface_groups() {
     ings.delete("web", &DeleteParams::default()).await.unwrap();
     wait_rules(&a, &ctl, &nodes, &[]).await;
     wait_for("backend group deleted", WAIT, || async {
-        Ok(backend_groups(&a).await.is_empty().then_some(()))
+        Ok(a.groups_tagged("elbv2.k8s.aws/resource", "backend-sg")
+            .await
+            .is_empty()
+            .then_some(()))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use aws_sdk_elasticloadbalancingv2 as elbv2;
 use common::{Albc, NS, WAIT};
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use stratus_albc::crd::TargetGroupBinding;
 use stratus_albc::ingress::alb_api::condition_values;
@@ -155,13 +155,7 @@ fn s(v: &[&str]) -> Vec<String> {
 async fn ingresses_make_albs_groups_share_one_and_deleting_all_leaves_nothing() {
     let a = common::setup().await;
     subnets(&a).await;
-    let class: IngressClass = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "alb"}, "spec": {"controller": "ingress.k8s.aws/alb"}}))
-    .unwrap();
-    Api::<IngressClass>::all(a.admin.clone())
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
+    a.alb_class("alb", None).await;
     for svc in ["api", "auth", "web", "one", "two"] {
         a.service(svc, false).await;
     }

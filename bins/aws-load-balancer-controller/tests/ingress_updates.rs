@@ -1,7 +1,7 @@
 //! An existing ALB follows its Ingress and IngressClassParams on moto: the class's params win
 //! over the Ingress's annotations (group, scheme, subnets by tag, tags, attributes) and their
 //! namespace selector refuses other namespaces with a Warning Event; then, on the live ALB, a
-//! health-check change modifies the target group, given security groups replace the managed
+//! health-check and attribute change modifies the target group, given security groups replace the managed
 //! one (deleted), HTTPS with a redirect turns the HTTP listener into a redirect, a new
 //! certificate and SSL policy modify the HTTPS listener, and a params change reaches the
 //! attributes; deleting the Ingress leaves nothing.
@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use common::{Albc, NS, WAIT};
 use k8s_openapi::api::core::v1::{Event, Namespace};
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use stratus_albc::crd::IngressClassParams;
 use stratus_albc::ingress::model::{load_balancer_name, GroupId};
@@ -69,6 +69,8 @@ struct Alb {
     listeners: BTreeMap<i32, Listener>,
     /// health-check paths of the stack's target groups
     health_paths: Vec<String>,
+    /// `deregistration_delay.timeout_seconds` of each of them
+    deregistration_delays: Vec<String>,
 }
 
 impl Alb {
@@ -137,17 +139,35 @@ impl Alb {
                 ))
             })
             .collect();
-        let health_paths = a
+        let groups = a
             .elbv2
             .describe_target_groups()
             .load_balancer_arn(&arn)
             .send()
             .await
-            .ok()?
+            .ok()?;
+        let health_paths = groups
             .target_groups()
             .iter()
             .filter_map(|g| g.health_check_path().map(str::to_string))
             .collect();
+        let mut deregistration_delays = Vec::new();
+        for g in groups.target_groups() {
+            let attrs = a
+                .elbv2
+                .describe_target_group_attributes()
+                .target_group_arn(g.target_group_arn()?)
+                .send()
+                .await
+                .ok()?;
+            deregistration_delays.extend(
+                attrs
+                    .attributes()
+                    .iter()
+                    .filter(|x| x.key() == Some("deregistration_delay.timeout_seconds"))
+                    .filter_map(|x| x.value().map(str::to_string)),
+            );
+        }
         let mut security_groups = lb.security_groups().to_vec();
         security_groups.sort();
         Some(Alb {
@@ -161,28 +181,9 @@ impl Alb {
             attributes,
             listeners,
             health_paths,
+            deregistration_delays,
         })
     }
-}
-
-/// Managed security groups in moto.
-async fn managed_groups(a: &Albc) -> Vec<String> {
-    let out = a
-        .ec2
-        .describe_security_groups()
-        .filters(
-            aws_sdk_ec2::types::Filter::builder()
-                .name("tag:ingress.k8s.aws/resource")
-                .values("ManagedLBSecurityGroup")
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    out.security_groups()
-        .iter()
-        .filter_map(|g| g.group_id().map(str::to_string))
-        .collect()
 }
 
 #[tokio::test]
@@ -224,14 +225,7 @@ async fn an_alb_follows_its_ingress_and_class_params() {
                 "loadBalancerAttributes": [{"key": "idle_timeout.timeout_seconds", "value": "120"}]}}),
     )
     .await;
-    create(
-        &Api::<IngressClass>::all(a.admin.clone()),
-        serde_json::json!({"metadata": {"name": "alb-edge"},
-            "spec": {"controller": "ingress.k8s.aws/alb",
-                     "parameters": {"apiGroup": "elbv2.k8s.aws", "kind": "IngressClassParams",
-                                    "name": "edge"}}}),
-    )
-    .await;
+    a.alb_class("alb-edge", Some("edge")).await;
     let ctl = a.start(&[&format!("--aws-vpc-id={}", a.vpc)]);
     let ingress = |name: &str| {
         serde_json::json!({
@@ -260,7 +254,9 @@ async fn an_alb_follows_its_ingress_and_class_params() {
     assert_eq!(alb.tags["env"], "prod");
     assert_eq!(alb.health_paths, vec!["/"]);
     // The managed frontend group and the cluster's shared backend group.
-    let managed = managed_groups(&a).await;
+    let managed = a
+        .groups_tagged("ingress.k8s.aws/resource", "ManagedLBSecurityGroup")
+        .await;
     assert_eq!(managed.len(), 1);
     assert_eq!(alb.security_groups.len(), 2, "{alb:?}");
     assert!(alb.security_groups.contains(&managed[0]));
@@ -289,32 +285,24 @@ async fn an_alb_follows_its_ingress_and_class_params() {
     let outsider = other.get("outsider").await.unwrap();
     assert!(outsider.metadata.finalizers.unwrap_or_default().is_empty());
 
-    // The health check changes in place.
+    // The health check and the target group's attributes change in place.
+    assert_eq!(alb.deregistration_delays, vec!["300"]);
     patch(
         &ings,
         "web",
         serde_json::json!({"metadata": {"annotations": {
-            "alb.ingress.kubernetes.io/healthcheck-path": "/healthz"}}}),
+            "alb.ingress.kubernetes.io/healthcheck-path": "/healthz",
+            "alb.ingress.kubernetes.io/target-group-attributes":
+                "deregistration_delay.timeout_seconds=30"}}}),
     )
     .await;
-    wait_alb(&a, &ctl, "health-check path", &name, |x| {
-        x.health_paths == vec!["/healthz"]
+    wait_alb(&a, &ctl, "health-check path and attribute", &name, |x| {
+        x.health_paths == vec!["/healthz"] && x.deregistration_delays == vec!["30"]
     })
     .await;
 
     // Given security groups replace the managed one, which goes.
-    let given = a
-        .ec2
-        .create_security_group()
-        .group_name("given")
-        .description("given")
-        .vpc_id(&a.vpc)
-        .send()
-        .await
-        .unwrap()
-        .group_id()
-        .unwrap()
-        .to_string();
+    let given = a.security_group("given", &[]).await;
     patch(
         &ings,
         "web",
@@ -327,7 +315,12 @@ async fn an_alb_follows_its_ingress_and_class_params() {
     })
     .await;
     wait_for("managed group deleted", WAIT, || async {
-        Ok(managed_groups(&a).await.is_empty().then_some(()))
+        Ok(
+            a.groups_tagged("ingress.k8s.aws/resource", "ManagedLBSecurityGroup")
+                .await
+                .is_empty()
+                .then_some(()),
+        )
     })
     .await
     .unwrap();

@@ -165,6 +165,10 @@ async fn ip_mode_nlb_follows_endpoints_and_leaves_nothing_behind() {
             ("nlb-target-type", "ip"),
             ("scheme", "internal"),
             ("private-ipv4-addresses", "10.0.0.50,10.0.16.50"),
+            (
+                "target-group-attributes",
+                "preserve_client_ip.enabled=false",
+            ),
         ],
     )
     .await;
@@ -198,6 +202,20 @@ async fn ip_mode_nlb_follows_endpoints_and_leaves_nothing_behind() {
     assert_eq!((ls[0].0, ls[0].1.as_str()), (80, "TCP"));
     let tg = ls[0].2.clone();
     assert_eq!(target_group_arns(&a).await, vec![tg.clone()]);
+    let attrs = a
+        .elbv2
+        .describe_target_group_attributes()
+        .target_group_arn(&tg)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        attrs
+            .attributes()
+            .iter()
+            .any(|x| x.key() == Some("preserve_client_ip.enabled") && x.value() == Some("false")),
+        "{attrs:?}"
+    );
     a.wait_targets(&tg, &three).await;
     let svc = Api::<Service>::namespaced(a.admin.clone(), NS)
         .get("web")
@@ -344,7 +362,10 @@ async fn instance_mode_registers_node_instances_on_the_node_port() {
         .map(|(_, b)| b)
         .find(|b| b.contains("Scheme=internet-facing"))
         .expect("the internet-facing CreateLoadBalancer");
-    for (i, (subnet, eip)) in elb_subnets.iter().zip(&eips).enumerate() {
+    // Paired in the order of the chosen subnets (sorted by ID), as the static addresses.
+    let mut sorted = elb_subnets.clone();
+    sorted.sort();
+    for (i, (subnet, eip)) in sorted.iter().zip(&eips).enumerate() {
         let n = i + 1;
         assert!(
             create.contains(&format!("SubnetMappings.member.{n}.SubnetId={subnet}"))

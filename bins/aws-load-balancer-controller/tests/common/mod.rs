@@ -10,9 +10,11 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 use aws_sdk_elasticloadbalancingv2 as elbv2;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::IngressClass;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -317,6 +319,61 @@ impl Albc {
             .create(&PostParams::default(), &tgb)
             .await
             .unwrap();
+    }
+
+    /// The IngressClass `name` of this controller (`spec.parameters` naming the
+    /// IngressClassParams `params` when given).
+    pub async fn alb_class(&self, name: &str, params: Option<&str>) {
+        let mut spec = serde_json::json!({"controller": "ingress.k8s.aws/alb"});
+        if let Some(p) = params {
+            spec["parameters"] = serde_json::json!(
+                {"apiGroup": "elbv2.k8s.aws", "kind": "IngressClassParams", "name": p});
+        }
+        let class: IngressClass =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
+                .unwrap();
+        Api::<IngressClass>::all(self.admin.clone())
+            .create(&PostParams::default(), &class)
+            .await
+            .unwrap();
+    }
+
+    /// A security group `name` in the VPC carrying `tags`; its ID.
+    pub async fn security_group(&self, name: &str, tags: &[(&str, &str)]) -> String {
+        let mut req = self
+            .ec2
+            .create_security_group()
+            .group_name(name)
+            .description(name)
+            .vpc_id(&self.vpc);
+        if !tags.is_empty() {
+            let mut spec = TagSpecification::builder().resource_type(ResourceType::SecurityGroup);
+            for (k, v) in tags {
+                spec = spec.tags(Tag::builder().key(*k).value(*v).build());
+            }
+            req = req.tag_specifications(spec.build());
+        }
+        req.send().await.unwrap().group_id().unwrap().to_string()
+    }
+
+    /// IDs of the security groups tagged `key=value`.
+    pub async fn groups_tagged(&self, key: &str, value: &str) -> Vec<String> {
+        let out = self
+            .ec2
+            .describe_security_groups()
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{key}"))
+                    .values(value)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        out.security_groups()
+            .iter()
+            .filter_map(|g| g.group_id().map(str::to_string))
+            .collect()
     }
 
     pub async fn delete_binding(&self, name: &str) {

@@ -706,6 +706,78 @@ impl AlbApi {
         }
     }
 
+    /// The attributes of a target group.
+    pub async fn target_group_attributes(
+        &self,
+        arn: &str,
+    ) -> Result<BTreeMap<String, String>, CloudError> {
+        let out = self
+            .api
+            .call("DescribeTargetGroupAttributes", || {
+                self.client
+                    .describe_target_group_attributes()
+                    .target_group_arn(arn)
+                    .send()
+            })
+            .await?;
+        Ok(out
+            .attributes()
+            .iter()
+            .filter_map(|a| Some((a.key()?.to_string(), a.value()?.to_string())))
+            .collect())
+    }
+
+    /// Sets the given attributes of a target group (the others stay).
+    pub async fn modify_target_group_attributes(
+        &self,
+        arn: &str,
+        wanted: &BTreeMap<String, String>,
+    ) -> Result<(), CloudError> {
+        let attrs: Vec<elbv2::types::TargetGroupAttribute> = wanted
+            .iter()
+            .map(|(k, v)| {
+                elbv2::types::TargetGroupAttribute::builder()
+                    .key(k)
+                    .value(v)
+                    .build()
+            })
+            .collect();
+        self.api
+            .call("ModifyTargetGroupAttributes", || {
+                self.client
+                    .modify_target_group_attributes()
+                    .target_group_arn(arn)
+                    .set_attributes(Some(attrs.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Brings a target group's `wanted` attributes to their values: nothing when none is
+    /// planned, else one read and one write of the differing ones (`fresh`: just created,
+    /// nothing to read).
+    pub async fn hold_target_group_attributes(
+        &self,
+        arn: &str,
+        wanted: &BTreeMap<String, String>,
+        fresh: bool,
+    ) -> Result<(), CloudError> {
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let live = if fresh {
+            BTreeMap::new()
+        } else {
+            self.target_group_attributes(arn).await?
+        };
+        let set = crate::ingress::drift::differing(&live, wanted);
+        if set.is_empty() {
+            return Ok(());
+        }
+        self.modify_target_group_attributes(arn, &set).await
+    }
+
     /// Makes a target group's health check the planned one.
     pub async fn modify_health(
         &self,

@@ -33,6 +33,7 @@ pub const KNOWN: &[&str] = &[
     "security-groups",
     "tags",
     "inbound-cidrs",
+    "target-group-attributes",
     "ip-address-type",
     "load-balancer-attributes",
 ];
@@ -115,6 +116,8 @@ pub struct IngressAnnotations {
     pub dualstack: Option<bool>,
     /// Load-balancer attributes (`key=value` pairs).
     pub lb_attributes: BTreeMap<String, String>,
+    /// Target-group attributes of every backend (`key=value` pairs).
+    pub tg_attributes: BTreeMap<String, String>,
     /// Subnets by tag (IngressClassParams `subnets.tags`): key → accepted values.
     pub subnet_tags: BTreeMap<String, Vec<String>>,
 }
@@ -275,6 +278,7 @@ fn parse_raw(annotations: &BTreeMap<String, String>) -> (IngressAnnotations, Vec
             }
             "tags" => pairs(&mut p, k, v, &mut a.tags),
             "load-balancer-attributes" => pairs(&mut p, k, v, &mut a.lb_attributes),
+            "target-group-attributes" => pairs(&mut p, k, v, &mut a.tg_attributes),
             "ip-address-type" => match v.as_str() {
                 "ipv4" => a.dualstack = Some(false),
                 "dualstack" => a.dualstack = Some(true),

@@ -1,9 +1,9 @@
 //! Makes AWS match one group's planned ALB, starting from what the last successful apply left
 //! (remembered per group) instead of reading AWS back: the managed frontend security group, the
 //! load balancer (replaced when its scheme changed; security groups, IP address type and
-//! attributes changed in place), target groups (health checks changed in place) with their
-//! internal TargetGroupBindings, listeners (protocol, certificates, SSL policy and default
-//! action changed in place) and their rules by difference. A plan equal to the remembered one
+//! attributes changed in place), target groups (health checks and attributes changed in place)
+//! with their internal TargetGroupBindings, listeners (protocol, certificates, SSL policy and
+//! default action changed in place) and their rules by difference. A plan equal to the remembered one
 //! costs no AWS call at all.
 
 use std::collections::BTreeMap;
@@ -305,6 +305,15 @@ async fn target_groups(
                     ctx.alb.modify_health(&live.arn, &tg.health).await?;
                     live.health = tg.health.clone();
                 }
+                let held = known.as_ref().is_some_and(|k| {
+                    k.spec.target_groups.get(&tg.name).map(|t| &t.attributes)
+                        == Some(&tg.attributes)
+                });
+                if !held {
+                    ctx.alb
+                        .hold_target_group_attributes(&live.arn, &tg.attributes, false)
+                        .await?;
+                }
                 live
             }
             None => {
@@ -316,6 +325,9 @@ async fn target_groups(
                 let arn = ctx
                     .alb
                     .create_target_group(&ctx.settings.vpc, tg, &t)
+                    .await?;
+                ctx.alb
+                    .hold_target_group_attributes(&arn, &tg.attributes, true)
                     .await?;
                 LiveTargetGroup {
                     name: tg.name.clone(),

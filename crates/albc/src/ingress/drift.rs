@@ -1,7 +1,8 @@
 //! What differs between an ALB as AWS (or the last apply) has it and its plan, as pure
 //! functions: a listener's protocol, default certificate, SSL policy or default action (one
 //! ModifyListener), its extra certificates (added and removed by difference), the load
-//! balancer's security groups, IP address type and attributes, a target group's health check.
+//! balancer's security groups, IP address type and attributes, a target group's health check
+//! and attributes.
 
 use std::collections::BTreeMap;
 
@@ -47,12 +48,20 @@ pub fn health_differs(live: &HealthCheck, want: &HealthCheck) -> bool {
         || (http && (live.path != want.path || live.success_codes != want.success_codes))
 }
 
-/// The planned attributes whose live value differs (or is absent).
+/// The planned load-balancer attributes whose live value differs (or is absent).
 pub fn attributes_to_set(
     live: &BTreeMap<String, String>,
     spec: &AlbSpec,
 ) -> BTreeMap<String, String> {
-    spec.attributes
+    differing(live, &spec.attributes)
+}
+
+/// The `wanted` attributes whose live value differs (or is absent).
+pub fn differing(
+    live: &BTreeMap<String, String>,
+    wanted: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    wanted
         .iter()
         .filter(|(k, v)| live.get(*k) != Some(v))
         .map(|(k, v)| (k.clone(), v.clone()))

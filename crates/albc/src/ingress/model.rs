@@ -74,6 +74,8 @@ pub struct TargetGroupSpec {
     pub ip: bool,
     /// Health check.
     pub health: HealthCheck,
+    /// Attributes to hold (others are left as they are).
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// The desired ALB of a group.
@@ -405,6 +407,7 @@ pub fn plan_parsed(
                 port,
                 ip,
                 health: a.health.clone(),
+                attributes: a.tg_attributes.clone(),
             });
             Ok(tg)
         };

@@ -40,6 +40,8 @@ pub struct NlbAnnotations {
     pub eip_allocations: Vec<String>,
     /// `target-node-labels`: instance targets only on nodes with these labels.
     pub target_node_labels: BTreeMap<String, String>,
+    /// `target-group-attributes` of every target group.
+    pub tg_attributes: BTreeMap<String, String>,
 }
 
 /// Whether this controller serves the Service: a LoadBalancer with our class, or with no class
@@ -162,6 +164,11 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<NlbAnnotations, V
         tags: parsed.additional_tags,
         eip_allocations: parsed.eip_allocations,
         target_node_labels: parsed.target_node_labels,
+        tg_attributes: parsed
+            .target_group_attributes
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string()))
+            .collect(),
     })
 }
 

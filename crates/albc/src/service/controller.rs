@@ -258,26 +258,31 @@ async fn apply(
         if let Some(g) = live.filter(|g| drift::health_differs(&g.health, &spec.health)) {
             ctx.alb.modify_health(&g.arn, &spec.health).await?;
         }
-        let arn = match existing.get(&p.target_group) {
-            Some(a) => a.clone(),
-            None => match live.map(|g| g.arn.clone()) {
-                Some(a) => a,
-                None => {
-                    let mut t = tags.clone();
-                    t.insert(RESOURCE_TAG.into(), p.port.to_string());
-                    let new = NewTargetGroup {
-                        name: &p.target_group,
-                        protocol: protocol_enum(p.protocol),
-                        port: p.port,
-                        ip: spec.ip,
-                        health: &spec.health,
-                    };
-                    ctx.alb
-                        .create_target_group_of(&ctx.settings.vpc, &new, &t)
-                        .await?
-                }
-            },
+        let made = existing
+            .get(&p.target_group)
+            .cloned()
+            .or(live.map(|g| g.arn.clone()));
+        let fresh = made.is_none();
+        let arn = match made {
+            Some(a) => a,
+            None => {
+                let mut t = tags.clone();
+                t.insert(RESOURCE_TAG.into(), p.port.to_string());
+                let new = NewTargetGroup {
+                    name: &p.target_group,
+                    protocol: protocol_enum(p.protocol),
+                    port: p.port,
+                    ip: spec.ip,
+                    health: &spec.health,
+                };
+                ctx.alb
+                    .create_target_group_of(&ctx.settings.vpc, &new, &t)
+                    .await?
+            }
         };
+        ctx.alb
+            .hold_target_group_attributes(&arn, &spec.tg_attributes, fresh)
+            .await?;
         let binding = InternalBinding {
             namespace: &spec.namespace,
             name: &p.target_group,

@@ -76,6 +76,8 @@ pub struct NlbSpec {
     pub eip_allocations: Vec<String>,
     /// Instance targets only on nodes with these labels.
     pub node_labels: BTreeMap<String, String>,
+    /// Attributes of every target group.
+    pub tg_attributes: BTreeMap<String, String>,
     /// Health check of every target group.
     pub health: HealthCheck,
     /// Tags from the annotations.
@@ -162,6 +164,7 @@ pub fn plan_nlb(
         private_ips: ann.private_ips.clone(),
         eip_allocations: ann.eip_allocations.clone(),
         node_labels: ann.target_node_labels.clone(),
+        tg_attributes: ann.tg_attributes.clone(),
         health: ann.health.clone(),
         tags: ann.tags.clone(),
     })
