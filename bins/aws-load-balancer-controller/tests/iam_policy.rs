@@ -1,7 +1,8 @@
 //! `deploy/albc-iam-policy.json` grants exactly the AWS actions the controller's code calls:
 //! every `ctx.elbv2.<method>(` in `crates/albc/src`, mapped to its API action, every
 //! `.call("<Action>"` of the ELBv2 seams (`ingress/alb_api.rs`, `service/nlb_api.rs` of the
-//! NLB Service driver and the reaper's `reaper/inventory.rs`), the EC2 reads of the shared
+//! NLB Service driver and the reaper's `reaper/inventory.rs`) and of the EC2 interface seam
+//! (`tgb/eni_api.rs`), the EC2 reads of the shared
 //! subnet discovery when `SubnetCache` is used, the security-group calls of the managed ALB group
 //! (`ingress/security.rs`), the shared backend group (`ingress/backend_group.rs`) and the
 //! bindings' networking rules (`tgb/sg_rules.rs`), and nothing else.
@@ -41,8 +42,7 @@ const EC2_METHODS: &[(&str, &[&str])] = &[
         ],
     ),
     ("delete_security_group", &["DeleteSecurityGroup"]),
-    // tgb/sg_rules.rs: the targets' network interfaces and their groups' rules.
-    ("interfaces_by", &["DescribeNetworkInterfaces"]),
+    // tgb/sg_rules.rs: the targets' groups and their rules.
     ("security_groups_by_id", &["DescribeSecurityGroups"]),
     ("authorize_group_rule", &["AuthorizeSecurityGroupIngress"]),
     ("revoke_group_rule", &["RevokeSecurityGroupIngress"]),
@@ -76,6 +76,14 @@ fn policy_grants_exactly_the_calls_made() {
                 }
                 // Tags given on create need AddTags as well.
                 used.insert("elasticloadbalancing:AddTags".to_string());
+            }
+            // The controller's own EC2 seam (the targets' network interfaces).
+            if path.ends_with("tgb/eni_api.rs") {
+                for (i, _) in text.match_indices(".call(\"") {
+                    let rest = &text[i + ".call(\"".len()..];
+                    let action: String = rest.chars().take_while(|c| *c != '"').collect();
+                    used.insert(format!("ec2:{action}"));
+                }
             }
             if text.contains("SubnetCache::new(") {
                 // stratus_aws::lb::ec2_network: Ec2::vpc_subnets.

@@ -29,6 +29,7 @@ use crate::options::{bind_address, Options};
 use crate::reaper;
 use crate::service::{self, controller::ServiceSettings};
 use crate::tgb::controller::{self, TgbSettings};
+use crate::tgb::eni_api::EniApi;
 use crate::tgb::sg_rules::NetworkingRules;
 use crate::webhook::metrics::WebhookMetrics;
 use crate::webhook::server::{WebhookServer, WebhookSettings};
@@ -45,6 +46,8 @@ pub struct AwsClients {
     pub alb: AlbApi,
     /// Subnet discovery (tags, as the CCM).
     pub subnets: SubnetCache,
+    /// The targets' network interfaces (bindings' `spec.networking`).
+    pub enis: EniApi,
 }
 
 /// Builds [`AwsClients`].
@@ -73,10 +76,12 @@ pub async fn aws_clients(opts: &Options, registry: &mut Registry) -> anyhow::Res
     if let Some(url) = opts.aws_api_endpoints.get("ec2") {
         ec2_conf = ec2_conf.endpoint_url(url);
     }
-    let ec2 = Ec2::new(
-        aws_sdk_ec2::Client::from_conf(ec2_conf.build()),
+    let ec2_client = aws_sdk_ec2::Client::from_conf(ec2_conf.build());
+    let enis = EniApi::new(
+        ec2_client.clone(),
         AwsApi::new("ec2", metrics.clone(), retry),
     );
+    let ec2 = Ec2::new(ec2_client, AwsApi::new("ec2", metrics.clone(), retry));
     Ok(AwsClients {
         elbv2: ElbV2Api::new(
             client.clone(),
@@ -87,6 +92,7 @@ pub async fn aws_clients(opts: &Options, registry: &mut Registry) -> anyhow::Res
             AwsApi::new("elasticloadbalancingv2", metrics, retry),
         ),
         subnets: SubnetCache::new(ec2),
+        enis,
     })
 }
 
@@ -101,10 +107,11 @@ pub async fn run(
         elbv2,
         alb,
         subnets,
+        enis,
     } = aws_clients(&opts, &mut registry).await?;
     let subnets = Arc::new(subnets);
     // The bindings' spec.networking rules on their targets' security groups.
-    let networking = NetworkingRules::new(subnets.ec2().clone(), opts.cluster_name.clone());
+    let networking = NetworkingRules::new(subnets.ec2().clone(), enis, opts.cluster_name.clone());
     let tgb_metrics = TgbMetrics::register(&mut registry);
     let election_metrics = ElectionMetrics::register(&mut registry);
     let webhook_metrics = WebhookMetrics::register(&mut registry);

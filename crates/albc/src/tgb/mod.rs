@@ -2,6 +2,7 @@
 //! existing ELBv2 target group.
 
 pub mod controller;
+pub mod eni_api;
 pub mod internal;
 pub mod networking;
 pub mod plan;

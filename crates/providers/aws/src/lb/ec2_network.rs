@@ -132,19 +132,6 @@ fn group_permission(rule: &GroupRule) -> IpPermission {
         .build()
 }
 
-/// A network interface's address, instance and security groups.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InterfaceGroups {
-    /// Its primary private address.
-    pub private_ip: String,
-    /// The instance it is attached to.
-    pub instance_id: Option<String>,
-    /// The instance's primary interface (device index 0).
-    pub primary: bool,
-    /// Its security groups.
-    pub groups: Vec<String>,
-}
-
 /// Tags in the EC2 SDK shape.
 pub fn ec2_tags(tags: &BTreeMap<String, String>) -> Vec<Tag> {
     tags.iter()
@@ -284,52 +271,6 @@ impl Ec2 {
             })
             .await?;
         Ok(out.security_groups().iter().map(from_sdk).collect())
-    }
-
-    /// The network interfaces whose `filter_name` (`addresses.private-ip-address` or
-    /// `attachment.instance-id`) is one of `values`, with their security groups (200 values
-    /// per call, every page).
-    pub async fn interfaces_by(
-        &self,
-        filter_name: &str,
-        values: &[String],
-    ) -> Result<Vec<InterfaceGroups>, CloudError> {
-        let mut found = Vec::new();
-        for chunk in values.chunks(200) {
-            let mut token: Option<String> = None;
-            loop {
-                let out = self
-                    .api
-                    .call("DescribeNetworkInterfaces", || {
-                        self.client
-                            .describe_network_interfaces()
-                            .filters(filter(filter_name, chunk.iter().cloned()))
-                            .set_next_token(token.clone())
-                            .send()
-                    })
-                    .await?;
-                found.extend(out.network_interfaces().iter().map(|n| {
-                    InterfaceGroups {
-                        private_ip: n.private_ip_address().unwrap_or_default().to_string(),
-                        instance_id: n
-                            .attachment()
-                            .and_then(|a| a.instance_id())
-                            .map(str::to_string),
-                        primary: n.attachment().and_then(|a| a.device_index()) == Some(0),
-                        groups: n
-                            .groups()
-                            .iter()
-                            .filter_map(|g| g.group_id().map(str::to_string))
-                            .collect(),
-                    }
-                }));
-                token = out.next_token().map(str::to_string);
-                if token.is_none() {
-                    break;
-                }
-            }
-        }
-        Ok(found)
     }
 
     /// Groups in `vpc` with an ingress rule whose source is `source_group`.
