@@ -43,7 +43,25 @@ pub async fn subnet(ec2: &Client, zone: &str) -> anyhow::Result<String> {
 }
 
 /// One VPC (10.0.0.0/16) with a /20 subnet in each zone; returns the subnet IDs in order.
+/// moto, loaded by the suites running beside each other, now and then resets a connection in
+/// the middle of an answer: the set-up is tried up to three times (a retry at worst leaves an
+/// unused VPC behind).
 pub async fn subnets(ec2: &Client, zones: &[&str]) -> anyhow::Result<Vec<String>> {
+    let mut attempt = 1;
+    loop {
+        match try_subnets(ec2, zones).await {
+            Ok(ids) => return Ok(ids),
+            Err(e) if attempt < 3 => {
+                eprintln!("subnet set-up failed (attempt {attempt}), trying again: {e:#}");
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn try_subnets(ec2: &Client, zones: &[&str]) -> anyhow::Result<Vec<String>> {
     let vpc = ec2.create_vpc().cidr_block("10.0.0.0/16").send().await?;
     let vpc_id = vpc.vpc().and_then(|v| v.vpc_id()).context("vpc id")?;
     let mut out = Vec::new();
