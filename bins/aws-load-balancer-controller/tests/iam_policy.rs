@@ -1,6 +1,6 @@
 //! `deploy/albc-iam-policy.json` grants exactly the AWS actions the controller's code calls:
 //! every `ctx.elbv2.<method>(` in `crates/albc/src`, mapped to its API action, every
-//! `.call("<Action>"` of the ELBv2 seams (`ingress/alb_api.rs`, `service/nlb_api.rs` of the
+//! `.call("<Action>"` of the ELBv2 seams (`ingress/alb_api.rs`, `ingress/listener_api.rs`, `service/nlb_api.rs` of the
 //! NLB Service driver and the reaper's `reaper/inventory.rs`) and of the EC2 interface seam
 //! (`tgb/eni_api.rs`), the EC2 reads of the shared
 //! subnet discovery when `SubnetCache` is used, the security-group calls of the managed ALB group
@@ -66,6 +66,7 @@ fn policy_grants_exactly_the_calls_made() {
                 .filter(|c| !c.is_whitespace())
                 .collect();
             if path.ends_with("ingress/alb_api.rs")
+                || path.ends_with("ingress/listener_api.rs")
                 || path.ends_with("service/nlb_api.rs")
                 || path.ends_with("reaper/inventory.rs")
             {

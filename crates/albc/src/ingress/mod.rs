@@ -11,6 +11,7 @@ pub mod class;
 pub mod class_params;
 pub mod controller;
 pub mod drift;
+pub mod listener_api;
 pub mod model;
 pub mod rules;
 pub mod security;
