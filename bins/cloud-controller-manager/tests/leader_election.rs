@@ -58,6 +58,19 @@ fn initializations(p: &CcmProcess) -> usize {
     p.log().matches(INITIALIZED).count()
 }
 
+/// The replica logs "node initialized" just after its patch lands, so the node can be seen
+/// untainted a moment before the line is written: wait for the line, then count.
+async fn wait_initializations(p: &CcmProcess, want: usize) {
+    wait_for(
+        &format!("{want} initialization(s) logged"),
+        WAIT,
+        || async { Ok((initializations(p) >= want).then_some(())) },
+    )
+    .await
+    .unwrap();
+    assert_eq!(initializations(p), want);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_acts_and_the_standby_takes_over() {
     let s = setup("election", true).await;
@@ -71,7 +84,7 @@ async fn one_replica_acts_and_the_standby_takes_over() {
     } else {
         (&mut b, &mut a)
     };
-    assert_eq!(initializations(leader), 1);
+    wait_initializations(leader, 1).await;
     assert_eq!(initializations(standby), 0, "the standby never acts");
 
     // SIGKILL: the standby takes over once the lease has expired (4 s).
@@ -85,7 +98,7 @@ async fn one_replica_acts_and_the_standby_takes_over() {
     let takeover = killed_at.elapsed();
     assert!(takeover < Duration::from_secs(8), "took {takeover:?}");
     initialize(&s, &inst[1].id).await;
-    assert_eq!(initializations(standby), 1);
+    wait_initializations(standby, 1).await;
 
     // SIGTERM: the leader releases the lease and a fresh standby takes over within 2 s.
     let c = replica(&s);
@@ -110,7 +123,7 @@ async fn one_replica_acts_and_the_standby_takes_over() {
         "graceful exit: {status:?}"
     );
     initialize(&s, &inst[2].id).await;
-    assert_eq!(initializations(&c), 1);
+    wait_initializations(&c, 1).await;
     // No node was initialised twice across all replicas.
     let total = initializations(&a) + initializations(&b) + initializations(&c);
     assert_eq!(total, 3);
