@@ -2,7 +2,10 @@
 //! hostname, its listener and target group, and targets that follow the EndpointSlice by the
 //! difference only (3 → 5 → 2); its static private addresses reach CreateLoadBalancer as subnet
 //! mappings; instance mode registers the nodes' instances on the NodePort; an invalid annotation
-//! is a Warning Event and no AWS write; deleting the Service leaves nothing in moto. Beside the
+//! is a Warning Event and no AWS write; deleting the Service leaves nothing in moto. TLS
+//! listeners carry their certificates, policy and ALPN policy, and a certificate rotation is one
+//! ModifyListener; load-balancer and proxy-protocol attributes are held; a TCP and a UDP port on
+//! one number share a TCP_UDP listener. Beside the
 //! real cloud-controller-manager, an NLB-class Service and a plain Classic LoadBalancer Service
 //! are each written (in Kubernetes and AWS) by their own controller only.
 
@@ -465,6 +468,7 @@ async fn nlb_class_and_ccm_classic_services_coexist_each_touched_by_its_own_cont
     let bodies = a.env.proxy_control().request_bodies().await.unwrap();
     let versions: Vec<(&str, bool)> = bodies
         .iter()
+        .filter(|(k, _)| k == "elasticloadbalancing:CreateLoadBalancer")
         .map(|(_, b)| {
             let v2 = b.contains("Version=2015-12-01");
             (
@@ -525,4 +529,253 @@ async fn nlb_class_and_ccm_classic_services_coexist_each_touched_by_its_own_cont
     assert_nothing_left(&a).await;
     assert_eq!(service_writes(&a, ccm_user, "nlb"), 0);
     assert_eq!(service_writes(&a, albc_user, "classic"), 0);
+}
+
+/// A LoadBalancer Service of the NLB class with `ports` and the annotations `ann`.
+async fn service_with_ports(a: &Albc, name: &str, ports: serde_json::Value, ann: &[(&str, &str)]) {
+    let ann: BTreeMap<String, String> = ann
+        .iter()
+        .map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string()))
+        .collect();
+    let svc: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "annotations": ann},
+        "spec": {"type": "LoadBalancer", "loadBalancerClass": NLB_CLASS, "ports": ports}}))
+    .unwrap();
+    Api::<Service>::namespaced(a.admin.clone(), NS)
+        .create(&PostParams::default(), &svc)
+        .await
+        .unwrap();
+}
+
+async fn listener_arn(a: &Albc, lb_name: &str, port: i32) -> String {
+    let out = a
+        .elbv2
+        .describe_load_balancers()
+        .names(lb_name)
+        .send()
+        .await
+        .unwrap();
+    let ls = a
+        .elbv2
+        .describe_listeners()
+        .load_balancer_arn(out.load_balancers()[0].load_balancer_arn().unwrap())
+        .send()
+        .await
+        .unwrap();
+    ls.listeners()
+        .iter()
+        .find(|l| l.port() == Some(port))
+        .and_then(|l| l.listener_arn())
+        .unwrap()
+        .to_string()
+}
+
+/// Certificates of a listener beyond the default one, sorted.
+async fn extra_certificates(a: &Albc, listener: &str) -> Vec<String> {
+    let out = a
+        .elbv2
+        .describe_listener_certificates()
+        .listener_arn(listener)
+        .send()
+        .await
+        .unwrap();
+    let mut certs: Vec<String> = out
+        .certificates()
+        .iter()
+        .filter(|c| !c.is_default().unwrap_or(false))
+        .filter_map(|c| c.certificate_arn().map(str::to_string))
+        .collect();
+    certs.sort();
+    certs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_listeners_attributes_and_tcp_udp_ports() {
+    let a = common::setup().await;
+    a.elb_subnets().await;
+    let moto = a.env.moto_endpoint().to_string();
+    let mut certs = Vec::new();
+    for domain in ["a.example.com", "b.example.com", "c.example.com"] {
+        certs.push(
+            stratus_scenarios::acm_fixture::request_certificate(&moto, domain)
+                .await
+                .unwrap(),
+        );
+    }
+    let ctl = a.start(&[&format!("--aws-vpc-id={}", a.vpc)]);
+    a.endpoints("tls", 2).await;
+    service_with_ports(
+        &a,
+        "tls",
+        serde_json::json!([
+            {"name": "http", "port": 80, "targetPort": 8080},
+            {"name": "https", "port": 443, "targetPort": 8080}]),
+        &[
+            ("nlb-target-type", "ip"),
+            ("ssl-cert", &format!("{},{}", certs[0], certs[1])),
+            ("ssl-ports", "https"),
+            ("alpn-policy", "HTTP2Preferred"),
+            ("attributes", "load_balancing.cross_zone.enabled=true"),
+            ("proxy-protocol", "*"),
+        ],
+    )
+    .await;
+    hostname(&a, "tls", &ctl).await;
+    let name = nlb_name("test", NS, "tls");
+    let mut ls = listeners(&a, &name).await;
+    ls.sort();
+    let protocols: Vec<(i32, &str)> = ls.iter().map(|l| (l.0, l.1.as_str())).collect();
+    assert_eq!(protocols, vec![(80, "TCP"), (443, "TLS")]);
+    // The TLS listener: the first certificate by default, the second added, upstream's policy.
+    let tls = listener_arn(&a, &name, 443).await;
+    let described = a
+        .elbv2
+        .describe_listeners()
+        .listener_arns(&tls)
+        .send()
+        .await
+        .unwrap();
+    let l = &described.listeners()[0];
+    assert_eq!(
+        l.certificates()[0].certificate_arn(),
+        Some(certs[0].as_str())
+    );
+    assert_eq!(l.ssl_policy(), Some("ELBSecurityPolicy-2016-08"));
+    assert_eq!(extra_certificates(&a, &tls).await, vec![certs[1].clone()]);
+    let bodies = a.env.proxy_control().request_bodies().await.unwrap();
+    assert!(
+        bodies
+            .iter()
+            .any(|(k, b)| k == "elasticloadbalancing:CreateListener"
+                && b.contains("Protocol=TLS")
+                && b.contains("AlpnPolicy.member.1=HTTP2Preferred")),
+        "{bodies:?}"
+    );
+    // Attributes: cross-zone on the NLB, proxy protocol v2 on every target group (both TCP).
+    let lb_arn = a
+        .elbv2
+        .describe_load_balancers()
+        .names(&name)
+        .send()
+        .await
+        .unwrap()
+        .load_balancers()[0]
+        .load_balancer_arn()
+        .unwrap()
+        .to_string();
+    let attrs = a
+        .elbv2
+        .describe_load_balancer_attributes()
+        .load_balancer_arn(&lb_arn)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        attrs
+            .attributes()
+            .iter()
+            .any(|x| x.key() == Some("load_balancing.cross_zone.enabled")
+                && x.value() == Some("true")),
+        "{attrs:?}"
+    );
+    for (_, _, tg) in &ls {
+        let g = a
+            .elbv2
+            .describe_target_groups()
+            .target_group_arns(tg)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            g.target_groups()[0].protocol().map(|p| p.as_str()),
+            Some("TCP")
+        );
+        let attrs = a
+            .elbv2
+            .describe_target_group_attributes()
+            .target_group_arn(tg)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            attrs
+                .attributes()
+                .iter()
+                .any(|x| x.key() == Some("proxy_protocol_v2.enabled") && x.value() == Some("true")),
+            "{attrs:?}"
+        );
+    }
+
+    // Rotating the certificate and the policy: one ModifyListener and one certificate removal;
+    // no listener or target group is made or deleted.
+    a.env.reset_aws_request_counts().await.unwrap();
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        format!("{PREFIX}ssl-cert"): certs[2],
+        format!("{PREFIX}ssl-negotiation-policy"): "ELBSecurityPolicy-TLS13-1-2-2021-06"}}});
+    Api::<Service>::namespaced(a.admin.clone(), NS)
+        .patch(
+            "tls",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    wait_for("second certificate removed", WAIT, || async {
+        Ok(extra_certificates(&a, &tls).await.is_empty().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
+    let bodies = a.env.proxy_control().request_bodies().await.unwrap();
+    let modify: Vec<&String> = bodies
+        .iter()
+        .filter(|(k, _)| k == "elasticloadbalancing:ModifyListener")
+        .map(|(_, b)| b)
+        .collect();
+    assert!(
+        modify.iter().any(
+            |b| b.contains(&certs[2].replace(':', "%3A").replace('/', "%2F"))
+                && b.contains("SslPolicy=ELBSecurityPolicy-TLS13-1-2-2021-06")
+        ),
+        "{modify:?}"
+    );
+    let w = writes(&a.elbv2_counts().await);
+    for made in [
+        "CreateListener",
+        "DeleteListener",
+        "CreateTargetGroup",
+        "DeleteTargetGroup",
+    ] {
+        assert_eq!(w.get(made), None, "{w:?}");
+    }
+    assert_eq!(w.get("RemoveListenerCertificates"), Some(&1), "{w:?}");
+
+    // DNS on one number over TCP and UDP: one TCP_UDP listener and target group.
+    service_with_ports(
+        &a,
+        "dns",
+        serde_json::json!([
+            {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 5353},
+            {"name": "dns-udp", "port": 53, "protocol": "UDP", "targetPort": 5353}]),
+        &[("nlb-target-type", "ip")],
+    )
+    .await;
+    hostname(&a, "dns", &ctl).await;
+    let dns = listeners(&a, &nlb_name("test", NS, "dns")).await;
+    assert_eq!(dns.len(), 1, "{dns:?}");
+    assert_eq!((dns[0].0, dns[0].1.as_str()), (53, "TCP_UDP"));
+    let g = a
+        .elbv2
+        .describe_target_groups()
+        .target_group_arns(&dns[0].2)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        g.target_groups()[0].protocol().map(|p| p.as_str()),
+        Some("TCP_UDP")
+    );
+
+    delete_and_wait(&a, "tls", &ctl).await;
+    delete_and_wait(&a, "dns", &ctl).await;
+    assert_nothing_left(&a).await;
 }

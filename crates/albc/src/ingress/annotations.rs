@@ -192,7 +192,7 @@ pub fn parse_for(
 }
 
 /// `key=value,key=value` into `into`; malformed pairs are problems of `key`.
-fn pairs(p: &mut Vec<String>, key: &str, v: &str, into: &mut BTreeMap<String, String>) {
+pub(crate) fn pairs(p: &mut Vec<String>, key: &str, v: &str, into: &mut BTreeMap<String, String>) {
     for pair in list(v) {
         match pair.split_once('=') {
             Some((tk, tv)) if !tk.trim().is_empty() => {

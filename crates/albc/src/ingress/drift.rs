@@ -21,7 +21,11 @@ pub fn listener_differs(live: &LiveListener, want: &ListenerSpec) -> bool {
 
 /// The extra certificates to add and to remove (`live` sorted, as read or last applied).
 pub fn certificate_changes(live: &[String], want: &ListenerSpec) -> (Vec<String>, Vec<String>) {
-    let want = sorted_extra(want);
+    list_changes(live, &sorted_extra(want))
+}
+
+/// What to add to `live` and remove from it to make it `want`.
+pub fn list_changes(live: &[String], want: &[String]) -> (Vec<String>, Vec<String>) {
     let add = want.iter().filter(|c| !live.contains(c)).cloned().collect();
     let remove = live.iter().filter(|c| !want.contains(c)).cloned().collect();
     (add, remove)

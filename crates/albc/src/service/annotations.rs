@@ -1,16 +1,19 @@
 //! Which Services are NLB Services, and their `service.beta.kubernetes.io/aws-load-balancer-*`
 //! annotations parsed with every problem listed. The keys the CCM also reads (internal, subnets,
-//! private-ipv4-addresses, health checks, additional-resource-tags) go through the AWS
-//! provider's own parser; the controller's keys (`type`, `scheme`, `nlb-target-type`) are read
-//! here.
+//! private-ipv4-addresses, health checks, additional-resource-tags, ssl-cert, ssl-ports,
+//! ssl-negotiation-policy, backend-protocol, proxy-protocol, cross-zone) go through the AWS
+//! provider's own parser; the controller's own keys (`type`, `scheme`, `nlb-target-type`,
+//! `attributes`, `alpn-policy`) are read here.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::Service;
-use stratus_aws::lb::annotations::{self as shared, HealthCheckPort, HealthCheckProtocol, PREFIX};
+use stratus_aws::lb::annotations::{
+    self as shared, BackendProtocol, HealthCheckPort, HealthCheckProtocol, SslPorts, PREFIX,
+};
 
-use crate::ingress::annotations::HealthCheck;
+use crate::ingress::annotations::{pairs, HealthCheck};
 
 /// The `loadBalancerClass` this controller serves.
 pub const NLB_CLASS: &str = "service.k8s.aws/nlb";
@@ -20,6 +23,39 @@ pub const TYPE: &str = "service.beta.kubernetes.io/aws-load-balancer-type";
 pub const SCHEME: &str = "service.beta.kubernetes.io/aws-load-balancer-scheme";
 /// `aws-load-balancer-nlb-target-type`.
 pub const TARGET_TYPE: &str = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type";
+/// `aws-load-balancer-attributes`: load-balancer attributes, `key=value,...`.
+pub const ATTRIBUTES: &str = "service.beta.kubernetes.io/aws-load-balancer-attributes";
+/// `aws-load-balancer-alpn-policy` of the TLS listeners.
+pub const ALPN_POLICY: &str = "service.beta.kubernetes.io/aws-load-balancer-alpn-policy";
+/// The security policy of a TLS listener when `ssl-negotiation-policy` is not set (upstream's).
+pub const DEFAULT_SSL_POLICY: &str = "ELBSecurityPolicy-2016-08";
+/// The ALPN policies ELBv2 accepts.
+pub const ALPN_POLICIES: &[&str] = &[
+    "HTTP1Only",
+    "HTTP2Only",
+    "HTTP2Optional",
+    "HTTP2Preferred",
+    "None",
+];
+/// The attribute `cross-zone-load-balancing-enabled` (and `attributes`) set.
+pub const CROSS_ZONE_ATTRIBUTE: &str = "load_balancing.cross_zone.enabled";
+/// The target-group attribute `proxy-protocol: "*"` sets.
+pub const PROXY_PROTOCOL_ATTRIBUTE: &str = "proxy_protocol_v2.enabled";
+
+/// TLS termination of an NLB's TCP listeners (`ssl-cert` is set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NlbTls {
+    /// `ssl-cert`: the first is the listener's default certificate, the others are added.
+    pub certificates: Vec<String>,
+    /// `ssl-ports` (default: every TCP port).
+    pub ports: SslPorts,
+    /// `ssl-negotiation-policy`, or [`DEFAULT_SSL_POLICY`].
+    pub ssl_policy: String,
+    /// `alpn-policy`.
+    pub alpn: Option<String>,
+    /// `backend-protocol: ssl`: the target groups speak TLS too.
+    pub backend_tls: bool,
+}
 
 /// The parsed annotations of an NLB Service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,8 +76,12 @@ pub struct NlbAnnotations {
     pub eip_allocations: Vec<String>,
     /// `target-node-labels`: instance targets only on nodes with these labels.
     pub target_node_labels: BTreeMap<String, String>,
-    /// `target-group-attributes` of every target group.
+    /// `target-group-attributes` of every target group (with `proxy-protocol`'s).
     pub tg_attributes: BTreeMap<String, String>,
+    /// TLS listeners, when `ssl-cert` is set.
+    pub tls: Option<NlbTls>,
+    /// `attributes` (and `cross-zone-load-balancing-enabled`) of the load balancer.
+    pub lb_attributes: BTreeMap<String, String>,
 }
 
 /// Whether this controller serves the Service: a LoadBalancer with our class, or with no class
@@ -104,12 +144,25 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<NlbAnnotations, V
             false
         }
     };
+    let mut lb_attributes = BTreeMap::new();
+    if let Some(v) = annotations.get(ATTRIBUTES) {
+        pairs(&mut problems, ATTRIBUTES, v, &mut lb_attributes);
+    }
+    let alpn = annotations.get(ALPN_POLICY).cloned();
+    if let Some(v) = alpn
+        .as_ref()
+        .filter(|v| !ALPN_POLICIES.contains(&v.as_str()))
+    {
+        problems.push(format!(
+            "{ALPN_POLICY}: must be one of {} (value {v:?})",
+            ALPN_POLICIES.join(", ")
+        ));
+    }
     // The shared parser sees the Service as an in-tree NLB without our own keys.
+    let ours = [TYPE, SCHEME, TARGET_TYPE, ATTRIBUTES, ALPN_POLICY];
     let mut rest: BTreeMap<String, String> = annotations
         .iter()
-        .filter(|(k, _)| {
-            k.starts_with(PREFIX) && ![TYPE, SCHEME, TARGET_TYPE].contains(&k.as_str())
-        })
+        .filter(|(k, _)| k.starts_with(PREFIX) && !ours.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     rest.insert(TYPE.to_string(), "nlb".to_string());
@@ -120,9 +173,58 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<NlbAnnotations, V
             None
         }
     };
+    let tls = parsed
+        .as_ref()
+        .and_then(|p| p.ssl.as_ref())
+        .map(|ssl| NlbTls {
+            certificates: ssl
+                .certificate_arn
+                .split(',')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .collect(),
+            ports: ssl.ports.clone(),
+            ssl_policy: ssl
+                .negotiation_policy
+                .clone()
+                .unwrap_or_else(|| DEFAULT_SSL_POLICY.to_string()),
+            alpn: alpn.clone(),
+            backend_tls: parsed.as_ref().and_then(|p| p.backend_protocol)
+                == Some(BackendProtocol::Ssl),
+        });
+    if let Some(bad) = tls
+        .iter()
+        .flat_map(|t| &t.certificates)
+        .find(|c| !c.starts_with("arn:"))
+    {
+        problems.push(format!(
+            "{PREFIX}ssl-cert: {bad:?} is not a certificate ARN (arn:…)"
+        ));
+    }
+    if tls.is_none() && alpn.is_some() {
+        problems.push(format!(
+            "{ALPN_POLICY}: needs {PREFIX}ssl-cert (TLS listeners)"
+        ));
+    }
     let Some(parsed) = parsed.filter(|_| problems.is_empty()) else {
         return Err(problems);
     };
+    if let Some(on) = parsed.cross_zone {
+        lb_attributes
+            .entry(CROSS_ZONE_ATTRIBUTE.to_string())
+            .or_insert_with(|| on.to_string());
+    }
+    let mut tg_attributes: BTreeMap<String, String> = parsed
+        .target_group_attributes
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string()))
+        .collect();
+    if parsed.proxy_protocol {
+        tg_attributes
+            .entry(PROXY_PROTOCOL_ATTRIBUTE.to_string())
+            .or_insert_with(|| "true".to_string());
+    }
     let internet_facing = scheme.unwrap_or(false) && !parsed.internal;
     if internet_facing && !parsed.private_ipv4_addresses.is_empty() {
         return Err(vec![format!(
@@ -164,11 +266,9 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<NlbAnnotations, V
         tags: parsed.additional_tags,
         eip_allocations: parsed.eip_allocations,
         target_node_labels: parsed.target_node_labels,
-        tg_attributes: parsed
-            .target_group_attributes
-            .into_iter()
-            .map(|(k, v)| (k, v.to_string()))
-            .collect(),
+        tg_attributes,
+        tls,
+        lb_attributes,
     })
 }
 
@@ -234,6 +334,73 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(e[0].contains("internal"), "{e:?}");
+    }
+
+    #[test]
+    fn tls_alpn_attributes_and_proxy_protocol() {
+        let a = parse(&map(&[
+            ("type", "external"),
+            (
+                "ssl-cert",
+                "arn:aws:acm:us-east-1:1:certificate/a,arn:aws:acm:us-east-1:1:certificate/b",
+            ),
+            ("ssl-ports", "https,8443"),
+            ("alpn-policy", "HTTP2Preferred"),
+            ("backend-protocol", "ssl"),
+            (
+                "attributes",
+                "deletion_protection.enabled=true,load_balancing.cross_zone.enabled=false",
+            ),
+            ("cross-zone-load-balancing-enabled", "true"),
+            ("proxy-protocol", "*"),
+        ]))
+        .unwrap();
+        let tls = a.tls.unwrap();
+        assert_eq!(tls.certificates.len(), 2);
+        assert_eq!(tls.ssl_policy, DEFAULT_SSL_POLICY);
+        assert_eq!(tls.alpn.as_deref(), Some("HTTP2Preferred"));
+        assert!(tls.backend_tls);
+        assert!(tls.ports.matches(443, Some("https")) && tls.ports.matches(8443, None));
+        assert!(!tls.ports.matches(80, Some("http")));
+        // `attributes` wins over the legacy cross-zone key.
+        assert_eq!(
+            a.lb_attributes
+                .get(CROSS_ZONE_ATTRIBUTE)
+                .map(String::as_str),
+            Some("false")
+        );
+        assert_eq!(a.lb_attributes.len(), 2);
+        assert_eq!(
+            a.tg_attributes
+                .get(PROXY_PROTOCOL_ATTRIBUTE)
+                .map(String::as_str),
+            Some("true")
+        );
+        let policy = parse(&map(&[
+            ("ssl-cert", "arn:aws:acm:x"),
+            (
+                "ssl-negotiation-policy",
+                "ELBSecurityPolicy-TLS13-1-2-2021-06",
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(
+            policy.tls.unwrap().ssl_policy,
+            "ELBSecurityPolicy-TLS13-1-2-2021-06"
+        );
+    }
+
+    #[test]
+    fn bad_tls_and_attribute_values_are_problems() {
+        let e = parse(&map(&[
+            ("alpn-policy", "HTTP3"),
+            ("attributes", "deletion_protection.enabled"),
+        ]))
+        .unwrap_err();
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(e.iter().any(|p| p.contains("needs")), "{e:?}");
+        let e = parse(&map(&[("ssl-cert", "arn:aws:acm:x,cert-b")])).unwrap_err();
+        assert!(e[0].contains("cert-b"), "{e:?}");
     }
 
     fn svc(class: Option<&str>, ty: Option<&str>, kind: &str) -> Service {

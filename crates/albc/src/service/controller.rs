@@ -1,8 +1,9 @@
 //! The Service driver: LoadBalancer Services of class `service.k8s.aws/nlb` (or with the
 //! `external` type annotation) get a network load balancer planned by
 //! [`crate::service::model::plan_nlb`]: subnets by the CCM's tag discovery (or the annotation)
-//! with static private addresses as subnet mappings, one L4 listener and target group per port,
-//! each target group fed by an internal TargetGroupBinding; the finalizer
+//! with static private addresses as subnet mappings, load-balancer attributes held, one L4
+//! listener (TCP, UDP, TCP_UDP or TLS with its certificates) and target group per port, each
+//! target group fed by an internal TargetGroupBinding; the finalizer
 //! `service.k8s.aws/resources` and `status.loadBalancer.ingress[].hostname`. Invalid
 //! annotations: a Warning Event and nothing changed. A deleted (or no longer ours) Service loses
 //! its NLB, target groups and bindings.
@@ -26,8 +27,9 @@ use crate::ingress::alb_api::{AlbApi, NewTargetGroup};
 use crate::ingress::controller::CLUSTER_TAG;
 use crate::ingress::drift;
 use crate::service::annotations::{is_nlb_service, parse};
+use crate::service::listeners::{self, ListenerStep};
 use crate::service::model::{nlb_name, plan_nlb, stack_key, subnet_slots, NlbSpec};
-use crate::service::nlb_api::protocol_enum;
+use crate::service::nlb_api::{protocol_enum, WantedListener};
 use crate::tgb::internal::{self, InternalBinding};
 
 /// The finalizer on managed Services.
@@ -270,7 +272,7 @@ async fn apply(
                 t.insert(RESOURCE_TAG.into(), p.port.to_string());
                 let new = NewTargetGroup {
                     name: &p.target_group,
-                    protocol: protocol_enum(p.protocol),
+                    protocol: protocol_enum(p.target_protocol),
                     port: p.port,
                     ip: spec.ip,
                     health: &spec.health,
@@ -298,27 +300,8 @@ async fn apply(
         internal::ensure(&ctx.client, &binding).await?;
         tg_arns.insert(p.port, arn);
     }
-    // Listeners: one per port forwarding to its target group; others go.
-    let live = ctx.alb.forwarding_listeners(&lb.arn).await?;
-    for (port, l) in &live {
-        let wanted = spec.ports.iter().find(|p| p.port == *port);
-        let same = wanted.is_some_and(|p| {
-            l.protocol == p.protocol.as_str() && l.target_group.as_ref() == tg_arns.get(port)
-        });
-        if !same {
-            ctx.alb.delete_listener(&l.arn).await?;
-        }
-    }
-    for p in &spec.ports {
-        let same = live.get(&p.port).is_some_and(|l| {
-            l.protocol == p.protocol.as_str() && l.target_group.as_ref() == tg_arns.get(&p.port)
-        });
-        if !same {
-            ctx.alb
-                .create_forward_listener(&lb.arn, p.port, p.protocol, &tg_arns[&p.port])
-                .await?;
-        }
-    }
+    hold_attributes(ctx, &lb.arn, &spec.lb_attributes).await?;
+    apply_listeners(ctx, &lb.arn, &wanted_listeners(spec, &tg_arns)).await?;
     // Target groups no port uses any more.
     for (name, arn) in &existing {
         if !spec.ports.iter().any(|p| &p.target_group == name) {
@@ -327,6 +310,78 @@ async fn apply(
         }
     }
     Ok(Some(lb.dns_name))
+}
+
+/// One listener per port forwarding to its target group; TLS ones with the certificates.
+fn wanted_listeners(spec: &NlbSpec, tg_arns: &BTreeMap<i32, String>) -> Vec<WantedListener> {
+    spec.ports
+        .iter()
+        .map(|p| {
+            let tls = spec.tls.as_ref().filter(|_| p.tls());
+            WantedListener {
+                port: p.port,
+                protocol: p.protocol,
+                target_group: tg_arns[&p.port].clone(),
+                certificates: tls.map(|t| t.certificates.clone()).unwrap_or_default(),
+                ssl_policy: tls.map(|t| t.ssl_policy.clone()),
+                alpn: tls.and_then(|t| t.alpn.clone()),
+            }
+        })
+        .collect()
+}
+
+/// Makes the listeners the wanted ones by [`listeners::plan`], and each TLS listener's extra
+/// certificates the wanted ones by difference.
+async fn apply_listeners(
+    ctx: &ServiceCtx,
+    lb_arn: &str,
+    wanted: &[WantedListener],
+) -> Result<(), ServiceError> {
+    let live = ctx.alb.forwarding_listeners(lb_arn).await?;
+    let mut arns: BTreeMap<i32, String> = live.iter().map(|(p, l)| (*p, l.arn.clone())).collect();
+    let mut fresh = Vec::new();
+    for step in listeners::plan(&live, wanted) {
+        match step {
+            ListenerStep::Delete(arn) => ctx.alb.delete_listener(&arn).await?,
+            ListenerStep::Modify(arn, w) => ctx.alb.modify_forward_listener(&arn, &w).await?,
+            ListenerStep::Create(w) => {
+                let arn = ctx.alb.create_forward_listener(lb_arn, &w).await?;
+                fresh.push(w.port);
+                arns.insert(w.port, arn);
+            }
+        }
+    }
+    for w in wanted.iter().filter(|w| !w.certificates.is_empty()) {
+        let arn = &arns[&w.port];
+        let want = listeners::extra_certificates(w);
+        let have = if fresh.contains(&w.port) {
+            Vec::new()
+        } else {
+            ctx.alb.extra_certificates(arn).await?
+        };
+        let (add, remove) = drift::list_changes(&have, &want);
+        ctx.alb.change_certificates(arn, &add, true).await?;
+        ctx.alb.change_certificates(arn, &remove, false).await?;
+    }
+    Ok(())
+}
+
+/// Sets the asked-for load-balancer attributes whose live value differs (no call when none is
+/// asked for).
+async fn hold_attributes(
+    ctx: &ServiceCtx,
+    lb_arn: &str,
+    wanted: &BTreeMap<String, String>,
+) -> Result<(), ServiceError> {
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let live = ctx.alb.attributes(lb_arn).await?;
+    let set = drift::differing(&live, wanted);
+    if !set.is_empty() {
+        ctx.alb.modify_attributes(lb_arn, &set).await?;
+    }
+    Ok(())
 }
 
 /// `target-node-labels` as a binding's `spec.nodeSelector` (none: every node).

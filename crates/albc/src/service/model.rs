@@ -1,24 +1,29 @@
 //! The desired NLB of a Service, as a pure function of the Service and its parsed annotations:
-//! one listener and one target group per Service port (TCP or UDP), the names, the tags, and
-//! the subnet slots with their static private addresses.
+//! one listener and one target group per Service port (TCP, UDP, TLS when `ssl-cert` names the
+//! port, TCP_UDP when a TCP and a UDP port share a number), the names, the tags, and the subnet
+//! slots with their static private addresses.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::ingress::annotations::HealthCheck;
 use crate::ingress::model::{clip, hash8, target_group_name, GroupId};
-use crate::service::annotations::NlbAnnotations;
+use crate::service::annotations::{NlbAnnotations, NlbTls};
 
-/// Layer-4 protocol of a listener and its target group.
+/// Layer-4 protocol of a listener or a target group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum L4Protocol {
     /// TCP.
     Tcp,
     /// UDP.
     Udp,
+    /// TLS (terminated by the load balancer, or spoken to the targets).
+    Tls,
+    /// TCP and UDP on one port.
+    TcpUdp,
 }
 
 impl L4Protocol {
@@ -27,19 +32,31 @@ impl L4Protocol {
         match self {
             L4Protocol::Tcp => "TCP",
             L4Protocol::Udp => "UDP",
+            L4Protocol::Tls => "TLS",
+            L4Protocol::TcpUdp => "TCP_UDP",
         }
     }
 }
 
-/// One Service port: its listener and target group.
+/// One listener port: its listener and target group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NlbPort {
     /// Listener port (the Service port).
     pub port: i32,
-    /// Protocol.
+    /// The listener's protocol.
     pub protocol: L4Protocol,
-    /// Target group name (≤ 32 characters, stable per Service port and target type).
+    /// The target group's protocol.
+    pub target_protocol: L4Protocol,
+    /// Target group name (≤ 32 characters, stable per Service port, target protocol and
+    /// target type).
     pub target_group: String,
+}
+
+impl NlbPort {
+    /// Whether the listener terminates TLS.
+    pub fn tls(&self) -> bool {
+        self.protocol == L4Protocol::Tls
+    }
 }
 
 /// A subnet of the NLB and its static private address, if any.
@@ -82,6 +99,10 @@ pub struct NlbSpec {
     pub health: HealthCheck,
     /// Tags from the annotations.
     pub tags: BTreeMap<String, String>,
+    /// Certificates, policy and ALPN of the TLS listeners.
+    pub tls: Option<NlbTls>,
+    /// Load-balancer attributes to hold.
+    pub lb_attributes: BTreeMap<String, String>,
 }
 
 /// The stack key of a Service (`namespace/name`), its `service.k8s.aws/stack` tag.
@@ -111,10 +132,11 @@ pub fn plan_nlb(
     let mut problems = Vec::new();
     let mut ports = Vec::new();
     let spec = svc.spec.clone().unwrap_or_default();
-    for p in spec.ports.unwrap_or_default() {
-        let protocol = match p.protocol.as_deref().unwrap_or("TCP") {
-            "TCP" => L4Protocol::Tcp,
-            "UDP" => L4Protocol::Udp,
+    let service_ports = spec.ports.unwrap_or_default();
+    for (i, p) in service_ports.iter().enumerate() {
+        let udp = match p.protocol.as_deref().unwrap_or("TCP") {
+            "TCP" => false,
+            "UDP" => true,
             other => {
                 problems.push(format!("port {}: protocol {other} (TCP or UDP)", p.port));
                 continue;
@@ -126,17 +148,38 @@ pub fn plan_nlb(
                 p.port
             ));
         }
-        if ports.iter().any(|q: &NlbPort| q.port == p.port) {
-            problems.push(format!(
-                "port {}: one listener per port (TCP and UDP on one port, TCP_UDP, is not supported yet)",
-                p.port
-            ));
-            continue;
-        }
-        let key = IntOrString::String(format!("{}-{}", p.port, protocol.as_str()));
+        let earlier = service_ports[..i].iter().find(|q| q.port == p.port);
+        let twin = service_ports[i + 1..].iter().find(|q| q.port == p.port);
+        let (listener, target) = match (earlier, twin) {
+            // The first of a TCP and a UDP port with one number makes the TCP_UDP listener.
+            (Some(_), _) => continue,
+            (None, Some(q)) => match tcp_udp_twin(p, q, ann.ip_targets) {
+                Ok(()) => (L4Protocol::TcpUdp, L4Protocol::TcpUdp),
+                Err(problem) => {
+                    problems.push(problem);
+                    continue;
+                }
+            },
+            (None, None) if udp => (L4Protocol::Udp, L4Protocol::Udp),
+            (None, None) => match &ann.tls {
+                Some(t) if t.ports.matches(port_u16(p.port), p.name.as_deref()) => {
+                    let target = if t.backend_tls {
+                        L4Protocol::Tls
+                    } else {
+                        L4Protocol::Tcp
+                    };
+                    (L4Protocol::Tls, target)
+                }
+                _ => (L4Protocol::Tcp, L4Protocol::Tcp),
+            },
+        };
+        // The key names the target protocol only: turning TLS on at the listener keeps the
+        // target group (and its targets).
+        let key = IntOrString::String(format!("{}-{}", p.port, target.as_str()));
         ports.push(NlbPort {
             port: p.port,
-            protocol,
+            protocol: listener,
+            target_protocol: target,
             target_group: target_group_name(
                 cluster,
                 &group,
@@ -167,7 +210,41 @@ pub fn plan_nlb(
         tg_attributes: ann.tg_attributes.clone(),
         health: ann.health.clone(),
         tags: ann.tags.clone(),
+        tls: ann.tls.clone(),
+        lb_attributes: ann.lb_attributes.clone(),
     })
+}
+
+fn port_u16(port: i32) -> u16 {
+    u16::try_from(port).unwrap_or_default()
+}
+
+/// Whether two Service ports on one number can share a TCP_UDP listener and target group: one
+/// TCP and one UDP, reaching the same pod port (ip targets) or node port (instance targets).
+fn tcp_udp_twin(p: &ServicePort, q: &ServicePort, ip: bool) -> Result<(), String> {
+    let proto = |s: &ServicePort| s.protocol.clone().unwrap_or_else(|| "TCP".into());
+    let mut pair = [proto(p), proto(q)];
+    pair.sort();
+    if pair != ["TCP", "UDP"] {
+        return Err(format!(
+            "port {}: two ports with one number must be one TCP and one UDP (a TCP_UDP listener)",
+            p.port
+        ));
+    }
+    let target = |s: &ServicePort| s.target_port.clone().unwrap_or(IntOrString::Int(s.port));
+    let same = if ip {
+        target(p) == target(q)
+    } else {
+        p.node_port == q.node_port
+    };
+    if !same {
+        let what = if ip { "targetPort" } else { "nodePort" };
+        return Err(format!(
+            "port {}: the TCP and UDP ports of a TCP_UDP listener need one {what}",
+            p.port
+        ));
+    }
+    Ok(())
 }
 
 /// Pairs the chosen subnets with the static addresses and the Elastic IP allocations, in order:
@@ -243,6 +320,63 @@ mod tests {
         let e = plan_nlb("c", &s, &ann(false)).unwrap_err();
         assert_eq!(e.len(), 3, "{e:?}");
         assert!(plan_nlb("c", &svc(serde_json::json!([])), &ann(true)).is_err());
+    }
+
+    #[test]
+    fn ssl_ports_get_tls_listeners_on_the_same_target_groups() {
+        let s = svc(serde_json::json!([
+            {"name": "http", "port": 80, "nodePort": 30080},
+            {"name": "https", "port": 443, "nodePort": 30443},
+            {"name": "dns", "port": 53, "protocol": "UDP", "nodePort": 30053}]));
+        let plain = plan_nlb("c", &s, &ann(false)).unwrap();
+        let ann_tls = parse(&BTreeMap::from([
+            (
+                "service.beta.kubernetes.io/aws-load-balancer-ssl-cert".to_string(),
+                "arn:aws:acm:x".to_string(),
+            ),
+            (
+                "service.beta.kubernetes.io/aws-load-balancer-ssl-ports".to_string(),
+                "https".to_string(),
+            ),
+        ]))
+        .unwrap();
+        let tls = plan_nlb("c", &s, &ann_tls).unwrap();
+        let protocols: Vec<(L4Protocol, L4Protocol)> = tls
+            .ports
+            .iter()
+            .map(|p| (p.protocol, p.target_protocol))
+            .collect();
+        assert_eq!(
+            protocols,
+            vec![
+                (L4Protocol::Tcp, L4Protocol::Tcp),
+                (L4Protocol::Tls, L4Protocol::Tcp),
+                (L4Protocol::Udp, L4Protocol::Udp)
+            ]
+        );
+        // TLS at the listener keeps the target groups.
+        for (a, b) in plain.ports.iter().zip(&tls.ports) {
+            assert_eq!(a.target_group, b.target_group);
+        }
+    }
+
+    #[test]
+    fn a_tcp_and_a_udp_port_on_one_number_share_a_tcp_udp_listener() {
+        let s = svc(serde_json::json!([
+            {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 5353},
+            {"name": "dns-udp", "port": 53, "protocol": "UDP", "targetPort": 5353}]));
+        let spec = plan_nlb("c", &s, &ann(true)).unwrap();
+        assert_eq!(spec.ports.len(), 1);
+        assert_eq!(spec.ports[0].protocol, L4Protocol::TcpUdp);
+        assert_eq!(spec.ports[0].target_protocol, L4Protocol::TcpUdp);
+        let apart = svc(serde_json::json!([
+            {"port": 53, "protocol": "TCP", "targetPort": 5353},
+            {"port": 53, "protocol": "UDP", "targetPort": 5354}]));
+        let e = plan_nlb("c", &apart, &ann(true)).unwrap_err();
+        assert!(e[0].contains("targetPort"), "{e:?}");
+        let twice = svc(serde_json::json!([
+            {"port": 53, "protocol": "TCP"}, {"port": 53, "protocol": "TCP"}]));
+        assert!(plan_nlb("c", &twice, &ann(true)).is_err());
     }
 
     #[test]

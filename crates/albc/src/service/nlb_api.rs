@@ -1,13 +1,13 @@
 //! The ELBv2 calls only network load balancers need (the NLB with subnet mappings, L4
-//! listeners forwarding to one target group); everything else is shared with the Ingress path
-//! in [`crate::ingress::alb_api`].
+//! listeners forwarding to one target group, TLS ones with their certificate, policy and ALPN
+//! policy); everything else is shared with the Ingress path in [`crate::ingress::alb_api`].
 
 use std::collections::BTreeMap;
 
 use aws_sdk_elasticloadbalancingv2 as elbv2;
 use elbv2::types::{
-    Action, ActionTypeEnum, IpAddressType, LoadBalancerSchemeEnum, LoadBalancerTypeEnum,
-    ProtocolEnum, SubnetMapping,
+    Action, ActionTypeEnum, Certificate, IpAddressType, LoadBalancerSchemeEnum,
+    LoadBalancerTypeEnum, ProtocolEnum, SubnetMapping,
 };
 use stratus_cloud::CloudError;
 
@@ -23,13 +23,45 @@ pub struct LiveListener {
     pub protocol: String,
     /// The target group its default action forwards to.
     pub target_group: Option<String>,
+    /// The default certificate (TLS).
+    pub certificate: Option<String>,
+    /// The security policy (TLS).
+    pub ssl_policy: Option<String>,
+    /// The ALPN policy (TLS), if any.
+    pub alpn: Option<String>,
+}
+
+/// A listener as planned: what [`AlbApi::create_forward_listener`] makes and
+/// [`AlbApi::modify_forward_listener`] sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WantedListener {
+    /// Port.
+    pub port: i32,
+    /// Protocol.
+    pub protocol: L4Protocol,
+    /// The target group it forwards to.
+    pub target_group: String,
+    /// TLS: the certificates (the first is the default one).
+    pub certificates: Vec<String>,
+    /// TLS: the security policy.
+    pub ssl_policy: Option<String>,
+    /// TLS: the ALPN policy.
+    pub alpn: Option<String>,
 }
 
 fn protocol(p: L4Protocol) -> ProtocolEnum {
     match p {
         L4Protocol::Tcp => ProtocolEnum::Tcp,
         L4Protocol::Udp => ProtocolEnum::Udp,
+        L4Protocol::Tls => ProtocolEnum::Tls,
+        L4Protocol::TcpUdp => ProtocolEnum::TcpUdp,
     }
+}
+
+fn default_certificate(l: &WantedListener) -> Option<Vec<Certificate>> {
+    l.certificates
+        .first()
+        .map(|c| vec![Certificate::builder().certificate_arn(c).build()])
 }
 
 impl AlbApi {
@@ -106,33 +138,39 @@ impl AlbApi {
                             .first()
                             .and_then(|a| a.target_group_arn())
                             .map(str::to_string),
+                        certificate: l
+                            .certificates()
+                            .first()
+                            .and_then(|c| c.certificate_arn())
+                            .map(str::to_string),
+                        ssl_policy: l.ssl_policy().map(str::to_string),
+                        alpn: l.alpn_policy().first().cloned(),
                     },
                 ))
             })
             .collect())
     }
 
-    /// Creates an L4 listener forwarding everything to `tg_arn`.
+    /// Creates an L4 listener forwarding everything to its target group; a TLS one with its
+    /// default certificate, policy and ALPN policy (the other certificates are added after).
     pub async fn create_forward_listener(
         &self,
         lb_arn: &str,
-        port: i32,
-        proto: L4Protocol,
-        tg_arn: &str,
+        l: &WantedListener,
     ) -> Result<String, CloudError> {
-        let action = Action::builder()
-            .r#type(ActionTypeEnum::Forward)
-            .target_group_arn(tg_arn)
-            .build();
+        let action = forward(&l.target_group);
         let out = self
             .api
             .call("CreateListener", || {
                 self.client
                     .create_listener()
                     .load_balancer_arn(lb_arn)
-                    .port(port)
-                    .protocol(protocol(proto))
+                    .port(l.port)
+                    .protocol(protocol(l.protocol))
                     .default_actions(action.clone())
+                    .set_certificates(default_certificate(l))
+                    .set_ssl_policy(l.ssl_policy.clone())
+                    .set_alpn_policy(l.alpn.clone().map(|a| vec![a]))
                     .send()
             })
             .await?;
@@ -142,6 +180,36 @@ impl AlbApi {
             .map(str::to_string)
             .ok_or_else(|| missing("CreateListener"))
     }
+
+    /// Sets a listener's target group and, on a TLS one, its default certificate, policy and
+    /// ALPN policy; the protocol stays.
+    pub async fn modify_forward_listener(
+        &self,
+        arn: &str,
+        l: &WantedListener,
+    ) -> Result<(), CloudError> {
+        let action = forward(&l.target_group);
+        self.api
+            .call("ModifyListener", || {
+                self.client
+                    .modify_listener()
+                    .listener_arn(arn)
+                    .default_actions(action.clone())
+                    .set_certificates(default_certificate(l))
+                    .set_ssl_policy(l.ssl_policy.clone())
+                    .set_alpn_policy(l.alpn.clone().map(|a| vec![a]))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+fn forward(tg_arn: &str) -> Action {
+    Action::builder()
+        .r#type(ActionTypeEnum::Forward)
+        .target_group_arn(tg_arn)
+        .build()
 }
 
 /// The ELBv2 protocol of an L4 listener or target group.

@@ -45,7 +45,13 @@ pub struct EcrToken {
 /// Path of the recorded request bodies (`GET`: `[[key, form body], ...]` in arrival order).
 pub const REQUEST_BODIES_PATH: &str = "/__stratus/request-bodies";
 /// The `service:Action` keys whose form bodies are recorded.
-pub const RECORDED_BODIES: &[&str] = &["elasticloadbalancing:CreateLoadBalancer"];
+/// (moto drops parts of them: subnet-mapping addresses, ALPN policies, and a TLS listener's
+/// certificate on ModifyListener).
+pub const RECORDED_BODIES: &[&str] = &[
+    "elasticloadbalancing:CreateLoadBalancer",
+    "elasticloadbalancing:CreateListener",
+    "elasticloadbalancing:ModifyListener",
+];
 
 /// The password of the ECR Public token the proxy hands out (user `AWS`).
 pub const ECR_PUBLIC_PASSWORD: &str = "ecr-public-auth-token";
