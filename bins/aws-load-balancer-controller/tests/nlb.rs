@@ -779,3 +779,132 @@ async fn tls_listeners_attributes_and_tcp_udp_ports() {
     delete_and_wait(&a, "dns", &ctl).await;
     assert_nothing_left(&a).await;
 }
+
+/// (ARN, scheme, sorted subnets) of the load balancer `name`.
+async fn nlb_placement(a: &Albc, name: &str) -> (String, String, Vec<String>) {
+    let out = a
+        .elbv2
+        .describe_load_balancers()
+        .names(name)
+        .send()
+        .await
+        .unwrap();
+    let l = &out.load_balancers()[0];
+    let mut subnets: Vec<String> = l
+        .availability_zones()
+        .iter()
+        .filter_map(|z| z.subnet_id().map(str::to_string))
+        .collect();
+    subnets.sort();
+    (
+        l.load_balancer_arn().unwrap().to_string(),
+        l.scheme().unwrap().as_str().to_string(),
+        subnets,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_nlb_follows_its_subnets_in_place_and_is_replaced_for_a_new_scheme() {
+    let a = common::setup().await;
+    let mut subnets = a.elb_subnets().await;
+    let third = a
+        .ec2
+        .create_subnet()
+        .vpc_id(&a.vpc)
+        .cidr_block("10.0.32.0/20")
+        .availability_zone("us-east-1c")
+        .send()
+        .await
+        .unwrap()
+        .subnet()
+        .and_then(|s| s.subnet_id())
+        .unwrap()
+        .to_string();
+    let ctl = a.start(&[&format!("--aws-vpc-id={}", a.vpc)]);
+    a.endpoints("moving", 2).await;
+    nlb_service(
+        &a,
+        "moving",
+        Some(NLB_CLASS),
+        &[("nlb-target-type", "ip"), ("subnets", &subnets.join(","))],
+    )
+    .await;
+    // (moto names the DNS after the load balancer, so a replacement keeps the hostname.)
+    hostname(&a, "moving", &ctl).await;
+    let name = nlb_name("test", NS, "moving");
+    let (arn, scheme, live) = nlb_placement(&a, &name).await;
+    subnets.sort();
+    assert_eq!((scheme.as_str(), &live), ("internal", &subnets));
+    let tg = listeners(&a, &name).await[0].2.clone();
+
+    // A third subnet: one SetSubnets on the same load balancer, nothing made or deleted.
+    a.env.reset_aws_request_counts().await.unwrap();
+    let svcs = Api::<Service>::namespaced(a.admin.clone(), NS);
+    let mut three = subnets.clone();
+    three.push(third);
+    three.sort();
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        format!("{PREFIX}subnets"): three.join(",")}}});
+    svcs.patch(
+        "moving",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    wait_for("three subnets", WAIT, || async {
+        let (now, _, live) = nlb_placement(&a, &name).await;
+        Ok((live == three).then_some(now))
+    })
+    .await
+    .map(|now| assert_eq!(now, arn))
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
+    let w = writes(&a.elbv2_counts().await);
+    assert_eq!(
+        w,
+        BTreeMap::from([("SetSubnets".to_string(), 1)]),
+        "{}",
+        ctl.log()
+    );
+
+    // internet-facing: AWS cannot change a scheme, so the NLB is replaced; the target group
+    // and its targets stay, the listener comes back on the new NLB, the hostname follows.
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        format!("{PREFIX}scheme"): "internet-facing"}}});
+    svcs.patch(
+        "moving",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    wait_for("internet-facing NLB", WAIT, || async {
+        let (now, scheme, _) = nlb_placement(&a, &name).await;
+        Ok((scheme == "internet-facing" && now != arn).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
+    assert_eq!(lbs(&a).await.len(), 1);
+    wait_for("listener on the new NLB", WAIT, || async {
+        let ls = listeners(&a, &name).await;
+        Ok((ls.len() == 1 && ls[0].2 == tg).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
+    let new_host = lbs(&a).await[0].2.clone();
+    wait_for("hostname follows", WAIT, || async {
+        let svc = svcs.get("moving").await?;
+        let host = svc
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|l| l.ingress)
+            .and_then(|i| i.first().cloned())
+            .and_then(|i| i.hostname);
+        Ok((host.as_deref() == Some(new_host.as_str())).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
+    assert_eq!(target_group_arns(&a).await, vec![tg]);
+    delete_and_wait(&a, "moving", &ctl).await;
+    assert_nothing_left(&a).await;
+}

@@ -27,6 +27,8 @@ pub struct AlbState {
     pub dualstack: bool,
     /// Its security groups, sorted.
     pub security_groups: Vec<String>,
+    /// Its subnets, sorted.
+    pub subnets: Vec<String>,
 }
 
 impl AlbState {
@@ -34,12 +36,19 @@ impl AlbState {
     pub(crate) fn of(l: &elbv2::types::LoadBalancer) -> Self {
         let mut security_groups = l.security_groups().to_vec();
         security_groups.sort();
+        let mut subnets: Vec<String> = l
+            .availability_zones()
+            .iter()
+            .filter_map(|z| z.subnet_id().map(str::to_string))
+            .collect();
+        subnets.sort();
         AlbState {
             arn: l.load_balancer_arn().unwrap_or_default().to_string(),
             dns_name: l.dns_name().unwrap_or_default().to_string(),
             internet_facing: l.scheme() == Some(&LoadBalancerSchemeEnum::InternetFacing),
             dualstack: l.ip_address_type() == Some(&IpAddressType::Dualstack),
             security_groups,
+            subnets,
         }
     }
 }

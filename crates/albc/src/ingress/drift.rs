@@ -142,6 +142,7 @@ mod tests {
             internet_facing: false,
             dualstack: false,
             security_groups: vec!["sg-1".into(), "sg-2".into()],
+            subnets: Vec::new(),
         };
         assert_eq!(
             security_groups_to_set(&lb, &["sg-2".into(), "sg-1".into()]),

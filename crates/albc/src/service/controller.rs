@@ -28,7 +28,7 @@ use crate::ingress::controller::CLUSTER_TAG;
 use crate::ingress::drift;
 use crate::service::annotations::{is_nlb_service, parse};
 use crate::service::listeners::{self, ListenerStep};
-use crate::service::model::{nlb_name, plan_nlb, stack_key, subnet_slots, NlbSpec};
+use crate::service::model::{nlb_name, plan_nlb, stack_key, subnet_slots, NlbSpec, SubnetSlot};
 use crate::service::nlb_api::{protocol_enum, WantedListener};
 use crate::tgb::internal::{self, InternalBinding};
 
@@ -216,25 +216,35 @@ async fn apply(
     let mut tags = ctx.settings.default_tags.clone();
     tags.extend(spec.tags.clone());
     tags.extend(stack_tags(ctx, &spec.namespace, &spec.service));
+    let all = ctx.subnets.subnets(&ctx.settings.vpc).await?;
+    let slots = choose_subnets(
+        &all,
+        &spec.subnets,
+        &ctx.settings.cluster,
+        !spec.internet_facing,
+    )
+    .and_then(|chosen| subnet_slots(&chosen, &spec.private_ips, &spec.eip_allocations));
+    let slots = match slots {
+        Ok(s) => s,
+        Err(problem) => {
+            ctx.subnets.invalidate().await;
+            warn(ctx, svc, problem).await;
+            return Ok(None);
+        }
+    };
     let lb = match ctx.alb.find(&spec.name).await? {
-        Some(lb) => lb,
-        None => {
-            let all = ctx.subnets.subnets(&ctx.settings.vpc).await?;
-            let slots = choose_subnets(
-                &all,
-                &spec.subnets,
-                &ctx.settings.cluster,
-                !spec.internet_facing,
-            )
-            .and_then(|chosen| subnet_slots(&chosen, &spec.private_ips, &spec.eip_allocations));
-            let slots = match slots {
-                Ok(s) => s,
-                Err(problem) => {
-                    ctx.subnets.invalidate().await;
-                    warn(ctx, svc, problem).await;
-                    return Ok(None);
-                }
-            };
+        Some(lb) if lb.internet_facing == spec.internet_facing => {
+            if subnets_differ(&lb.subnets, &slots) {
+                tracing::info!(load_balancer = %spec.name, "subnets changed: setting them");
+                ctx.alb.set_subnets(&lb.arn, &slots).await?;
+            }
+            lb
+        }
+        found => {
+            if let Some(old) = found {
+                tracing::info!(load_balancer = %spec.name, "scheme changed: replacing the load balancer");
+                ctx.alb.delete(&old.arn).await?;
+            }
             let mut lb_tags = tags.clone();
             lb_tags.insert(RESOURCE_TAG.into(), "LoadBalancer".into());
             ctx.alb
@@ -310,6 +320,13 @@ async fn apply(
         }
     }
     Ok(Some(lb.dns_name))
+}
+
+/// Whether the live subnets (sorted) are not the chosen ones.
+fn subnets_differ(live: &[String], slots: &[SubnetSlot]) -> bool {
+    let mut chosen: Vec<&str> = slots.iter().map(|s| s.subnet.as_str()).collect();
+    chosen.sort_unstable();
+    live.iter().map(String::as_str).ne(chosen)
 }
 
 /// One listener per port forwarding to its target group; TLS ones with the certificates.

@@ -79,16 +79,7 @@ impl AlbApi {
         } else {
             LoadBalancerSchemeEnum::Internal
         };
-        let mappings: Vec<SubnetMapping> = slots
-            .iter()
-            .map(|s| {
-                SubnetMapping::builder()
-                    .subnet_id(&s.subnet)
-                    .set_private_ipv4_address(s.private_ip.map(|ip| ip.to_string()))
-                    .set_allocation_id(s.allocation.clone())
-                    .build()
-            })
-            .collect();
+        let mappings = subnet_mappings(slots);
         let out = self
             .api
             .call("CreateLoadBalancer", || {
@@ -108,6 +99,22 @@ impl AlbApi {
             .first()
             .ok_or_else(|| missing("CreateLoadBalancer"))?;
         Ok(AlbState::of(l))
+    }
+
+    /// Puts a network load balancer on `slots` (AWS adds subnets in place; what it refuses
+    /// comes back as the error).
+    pub async fn set_subnets(&self, arn: &str, slots: &[SubnetSlot]) -> Result<(), CloudError> {
+        let mappings = subnet_mappings(slots);
+        self.api
+            .call("SetSubnets", || {
+                self.client
+                    .set_subnets()
+                    .load_balancer_arn(arn)
+                    .set_subnet_mappings(Some(mappings.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
     }
 
     /// The listeners of a load balancer by port, with where they forward.
@@ -203,6 +210,19 @@ impl AlbApi {
             .await?;
         Ok(())
     }
+}
+
+fn subnet_mappings(slots: &[SubnetSlot]) -> Vec<SubnetMapping> {
+    slots
+        .iter()
+        .map(|s| {
+            SubnetMapping::builder()
+                .subnet_id(&s.subnet)
+                .set_private_ipv4_address(s.private_ip.map(|ip| ip.to_string()))
+                .set_allocation_id(s.allocation.clone())
+                .build()
+        })
+        .collect()
 }
 
 fn forward(tg_arn: &str) -> Action {
