@@ -59,6 +59,12 @@ fn chart_lints_renders_and_its_flags_parse() {
         "defaultTags.team=edge",
         "--set",
         "watchNamespace=shop",
+        "--set",
+        "featureGates.NLBSecurityGroup=false",
+        "--set",
+        "backendSecurityGroup=sg-0123",
+        "--set",
+        "serviceMaxConcurrentReconciles=5",
     ]);
     assert!(
         out.status.success(),
@@ -82,6 +88,10 @@ fn chart_lints_renders_and_its_flags_parse() {
     assert_eq!(opts.default_tags["team"], "edge");
     assert_eq!(opts.watch_namespace, "shop");
     assert!(opts.enable_leader_election);
+    assert!(!opts.gate("NLBSecurityGroup") && opts.gate("EnableServiceController"));
+    assert_eq!(opts.backend_security_group, "sg-0123");
+    assert_eq!((opts.ingress_concurrency, opts.service_concurrency), (3, 5));
+    assert_eq!(opts.load_balancer_class, "service.k8s.aws/nlb");
 }
 
 fn docs(text: &str) -> Vec<serde_yaml::Value> {

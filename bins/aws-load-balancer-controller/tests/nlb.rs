@@ -5,7 +5,9 @@
 //! is a Warning Event and no AWS write; deleting the Service leaves nothing in moto. TLS
 //! listeners carry their certificates, policy and ALPN policy, and a certificate rotation is one
 //! ModifyListener; load-balancer and proxy-protocol attributes are held; a TCP and a UDP port on
-//! one number share a TCP_UDP listener. Beside the
+//! one number share a TCP_UDP listener. NLBs get a managed frontend group opening each
+//! listener to the source ranges plus the shared backend group their bindings admit, or exactly
+//! the given groups; both managed groups go with the last NLB. Beside the
 //! real cloud-controller-manager, an NLB-class Service and a plain Classic LoadBalancer Service
 //! are each written (in Kubernetes and AWS) by their own controller only.
 
@@ -141,6 +143,9 @@ async fn delete_and_wait(a: &Albc, name: &str, ctl: &CcmProcess) {
 async fn assert_nothing_left(a: &Albc) {
     assert!(lbs(a).await.is_empty(), "{:?}", lbs(a).await);
     assert!(target_group_arns(a).await.is_empty());
+    // Neither the managed frontend groups nor the shared backend group.
+    let groups = a.groups_tagged("elbv2.k8s.aws/cluster", "test").await;
+    assert!(groups.is_empty(), "{groups:?}");
     let tgbs = Api::<TargetGroupBinding>::namespaced(a.admin.clone(), NS);
     wait_for("bindings gone", WAIT, || async {
         Ok(tgbs
@@ -906,5 +911,190 @@ async fn a_live_nlb_follows_its_subnets_in_place_and_is_replaced_for_a_new_schem
     .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
     assert_eq!(target_group_arns(&a).await, vec![tg]);
     delete_and_wait(&a, "moving", &ctl).await;
+    assert_nothing_left(&a).await;
+}
+
+/// (protocol, port, CIDR) of a group's inbound rules, sorted.
+async fn inbound(a: &Albc, group: &str) -> Vec<(String, i32, String)> {
+    let out = a
+        .ec2
+        .describe_security_groups()
+        .group_ids(group)
+        .send()
+        .await
+        .unwrap();
+    let mut rules: Vec<(String, i32, String)> = out.security_groups()[0]
+        .ip_permissions()
+        .iter()
+        .flat_map(|p| {
+            p.ip_ranges().iter().map(move |r| {
+                (
+                    p.ip_protocol().unwrap_or_default().to_string(),
+                    p.from_port().unwrap_or_default(),
+                    r.cidr_ip().unwrap_or_default().to_string(),
+                )
+            })
+        })
+        .filter(|(proto, _, _)| proto != "icmp")
+        .collect();
+    rules.sort();
+    rules
+}
+
+/// The NLB's security groups, sorted.
+async fn nlb_groups(a: &Albc, name: &str) -> Vec<String> {
+    let out = a
+        .elbv2
+        .describe_load_balancers()
+        .names(name)
+        .send()
+        .await
+        .unwrap();
+    let mut groups = out.load_balancers()[0].security_groups().to_vec();
+    groups.sort();
+    groups
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nlbs_get_a_managed_frontend_group_the_backend_group_or_the_given_ones() {
+    let a = common::setup().await;
+    a.elb_subnets().await;
+    let ctl = a.start(&[&format!("--aws-vpc-id={}", a.vpc)]);
+    a.endpoints("guarded", 2).await;
+    let svc: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "guarded",
+                     "annotations": {format!("{PREFIX}nlb-target-type"): "ip"}},
+        "spec": {"type": "LoadBalancer", "loadBalancerClass": NLB_CLASS,
+                 "loadBalancerSourceRanges": ["10.0.0.0/8"],
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080},
+                           {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 5353}]}}))
+    .unwrap();
+    let svcs = Api::<Service>::namespaced(a.admin.clone(), NS);
+    svcs.create(&PostParams::default(), &svc).await.unwrap();
+    hostname(&a, "guarded", &ctl).await;
+    let name = nlb_name("test", NS, "guarded");
+    // Two groups: the managed frontend one (named like the NLB) and the shared backend one.
+    let backend = a
+        .groups_tagged("elbv2.k8s.aws/resource", "backend-sg")
+        .await;
+    assert_eq!(backend.len(), 1, "{backend:?}");
+    let frontend = a
+        .groups_tagged("service.k8s.aws/resource", "ManagedLBSecurityGroup")
+        .await;
+    assert_eq!(frontend.len(), 1, "{frontend:?}");
+    let mut both = vec![frontend[0].clone(), backend[0].clone()];
+    both.sort();
+    assert_eq!(nlb_groups(&a, &name).await, both);
+    // The frontend group opens each listener over its protocol to the source ranges only.
+    let cidr = "10.0.0.0/8".to_string();
+    assert_eq!(
+        inbound(&a, &frontend[0]).await,
+        vec![("tcp".into(), 80, cidr.clone()), ("udp".into(), 53, cidr)]
+    );
+    // The internal bindings let the backend group reach the pods' ports.
+    let tgbs = Api::<TargetGroupBinding>::namespaced(a.admin.clone(), NS);
+    let mut reached: Vec<(String, String, String)> = tgbs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .flat_map(|t| t.spec.networking.clone().unwrap().ingress)
+        .flat_map(|rule| {
+            let from = rule.from[0].security_group.clone().unwrap().group_id;
+            rule.ports.into_iter().map(move |p| {
+                (
+                    from.clone(),
+                    p.protocol.unwrap(),
+                    format!("{:?}", p.port.unwrap()),
+                )
+            })
+        })
+        .collect();
+    reached.sort();
+    assert_eq!(
+        reached,
+        vec![
+            (backend[0].clone(), "TCP".into(), "Int(8080)".into()),
+            (backend[0].clone(), "UDP".into(), "Int(5353)".into())
+        ]
+    );
+
+    // New source ranges: the frontend rules follow, by difference.
+    let patch = serde_json::json!({"spec": {"loadBalancerSourceRanges": ["192.168.0.0/16"]}});
+    svcs.patch(
+        "guarded",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    let cidr = "192.168.0.0/16".to_string();
+    let want = vec![("tcp".into(), 80, cidr.clone()), ("udp".into(), 53, cidr)];
+    wait_for("frontend rules follow", WAIT, || async {
+        Ok((inbound(&a, &frontend[0]).await == want).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
+
+    // Given groups: exactly those, no managed group, no networking on the bindings.
+    let given = a.security_group("given", &[]).await;
+    nlb_service(
+        &a,
+        "given",
+        Some(NLB_CLASS),
+        &[("nlb-target-type", "ip"), ("security-groups", &given)],
+    )
+    .await;
+    hostname(&a, "given", &ctl).await;
+    assert_eq!(
+        nlb_groups(&a, &nlb_name("test", NS, "given")).await,
+        vec![given.clone()]
+    );
+    assert_eq!(
+        a.groups_tagged("service.k8s.aws/resource", "ManagedLBSecurityGroup")
+            .await,
+        frontend
+    );
+    let given_bindings: Vec<TargetGroupBinding> = tgbs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|t| t.spec.service_ref.name == "given")
+        .collect();
+    assert_eq!(given_bindings.len(), 1);
+    assert!(given_bindings[0].spec.networking.is_none());
+
+    // Deleting both: the NLBs, the managed group and the backend group go; the given one stays.
+    delete_and_wait(&a, "guarded", &ctl).await;
+    delete_and_wait(&a, "given", &ctl).await;
+    assert_nothing_left(&a).await;
+    let out = a
+        .ec2
+        .describe_security_groups()
+        .group_ids(&given)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.security_groups().len(), 1);
+
+    // With the gate off, an NLB gets no group at all.
+    drop(ctl);
+    let ctl = a.start(&[
+        &format!("--aws-vpc-id={}", a.vpc),
+        "--feature-gates=NLBSecurityGroup=false",
+    ]);
+    nlb_service(&a, "open", Some(NLB_CLASS), &[("nlb-target-type", "ip")]).await;
+    hostname(&a, "open", &ctl).await;
+    assert!(nlb_groups(&a, &nlb_name("test", NS, "open"))
+        .await
+        .is_empty());
+    assert!(a
+        .groups_tagged("elbv2.k8s.aws/cluster", "test")
+        .await
+        .is_empty());
+    delete_and_wait(&a, "open", &ctl).await;
     assert_nothing_left(&a).await;
 }

@@ -21,7 +21,7 @@ use stratus_serving::{
 };
 
 use crate::ingress::alb_api::AlbApi;
-use crate::ingress::backend_group::BackendGroup;
+use crate::ingress::backend_group::{BackendGroup, SharedBackendGroup};
 use crate::ingress::controller::IngressSettings;
 use crate::ingress::{self};
 use crate::metrics::TgbMetrics;
@@ -205,13 +205,8 @@ pub async fn run(
     // Ingresses need the VPC of their target groups.
     let ingress = match &opts.aws_vpc_id {
         Some(vpc) => {
-            let settings = IngressSettings {
-                cluster: opts.cluster_name.clone(),
-                ingress_class: opts.ingress_class.clone(),
-                vpc: vpc.clone(),
-                default_ip: opts.default_target_type == "ip",
-                default_tags: opts.default_tags.clone(),
-                backend: match (
+            let backend = Arc::new(SharedBackendGroup::new(
+                match (
                     opts.enable_backend_security_group,
                     opts.backend_security_group.as_str(),
                 ) {
@@ -219,11 +214,24 @@ pub async fn run(
                     (true, "") => BackendGroup::Managed,
                     (true, id) => BackendGroup::Given(id.to_string()),
                 },
+            ));
+            let settings = IngressSettings {
+                cluster: opts.cluster_name.clone(),
+                ingress_class: opts.ingress_class.clone(),
+                vpc: vpc.clone(),
+                default_ip: opts.default_target_type == "ip",
+                default_tags: opts.default_tags.clone(),
+                backend: backend.clone(),
+                concurrency: opts.ingress_concurrency,
             };
             let service_settings = ServiceSettings {
                 cluster: opts.cluster_name.clone(),
                 vpc: vpc.clone(),
                 default_tags: opts.default_tags.clone(),
+                class: opts.load_balancer_class.clone(),
+                concurrency: opts.service_concurrency,
+                security_groups: opts.gate("NLBSecurityGroup"),
+                backend,
             };
             let mut stop = ingress_stop.clone();
             let ing = tokio::spawn(ingress::controller::run(
@@ -247,15 +255,22 @@ pub async fn run(
                 },
             ));
             let mut stop = ingress_stop;
-            let svc = tokio::spawn(service::controller::run(
-                kube.clone(),
-                alb,
-                subnets,
-                service_settings,
-                async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                },
-            ));
+            let svc = if opts.gate("EnableServiceController") {
+                tokio::spawn(service::controller::run(
+                    kube.clone(),
+                    alb,
+                    subnets,
+                    service_settings,
+                    async move {
+                        let _ = stop.wait_for(|s| *s).await;
+                    },
+                ))
+            } else {
+                tracing::info!(
+                    "feature gate EnableServiceController=false: NLB Services are not served"
+                );
+                tokio::spawn(async {})
+            };
             Some((ing, svc, reaper))
         }
         None => {

@@ -16,19 +16,15 @@ pub const UNSUPPORTED_FLAGS: &[(&str, &str)] = &[
     ("--enable-shield", "AWS Shield is not implemented"),
     ("--enable-waf", "AWS WAF is not implemented"),
     ("--enable-wafv2", "AWS WAFv2 is not implemented"),
-    ("--feature-gates", "feature gates are not implemented"),
-    (
-        "--ingress-max-concurrent-reconciles",
-        "the Ingress controller is not in this build",
-    ),
-    (
-        "--service-max-concurrent-reconciles",
-        "the NLB Service controller is not in this build",
-    ),
-    (
-        "--load-balancer-class",
-        "the NLB Service controller is not in this build",
-    ),
+];
+
+/// The `--feature-gates` this build implements, with upstream's defaults; any other gate name
+/// is refused (never silently ignored).
+pub const FEATURE_GATES: &[(&str, bool)] = &[
+    // NLBs get a managed frontend security group (and the shared backend one).
+    ("NLBSecurityGroup", true),
+    // The Service → NLB driver runs.
+    ("EnableServiceController", true),
 ];
 
 /// Why the command line is refused.
@@ -107,6 +103,18 @@ pub struct Options {
     /// Accepted for compatibility: the probes are served on `--metrics-bind-addr`.
     #[arg(long = "health-probe-bind-addr", default_value = ":61779")]
     pub health_probe_bind_addr: String,
+    /// Ingress groups reconciled at once.
+    #[arg(long = "ingress-max-concurrent-reconciles", default_value_t = 3)]
+    pub ingress_concurrency: u16,
+    /// NLB Services reconciled at once.
+    #[arg(long = "service-max-concurrent-reconciles", default_value_t = 3)]
+    pub service_concurrency: u16,
+    /// The `spec.loadBalancerClass` of the Services served as NLBs.
+    #[arg(long = "load-balancer-class", default_value = "service.k8s.aws/nlb")]
+    pub load_balancer_class: String,
+    /// `Gate=true|false,...`: see [`FEATURE_GATES`].
+    #[arg(long = "feature-gates", value_parser = parse_map, default_value = "")]
+    pub feature_gates: BTreeMap<String, String>,
     /// Only this namespace's TargetGroupBindings (all when empty).
     #[arg(long = "watch-namespace", default_value = "")]
     pub watch_namespace: String,
@@ -177,6 +185,17 @@ pub fn bind_address(flag: &str, value: &str) -> Result<Option<SocketAddr>, Optio
 }
 
 impl Options {
+    /// Whether the feature gate `name` (one of [`FEATURE_GATES`]) is on.
+    pub fn gate(&self, name: &str) -> bool {
+        let default = FEATURE_GATES
+            .iter()
+            .find(|(g, _)| *g == name)
+            .is_some_and(|(_, on)| *on);
+        self.feature_gates
+            .get(name)
+            .map_or(default, |v| v == "true")
+    }
+
     /// Where the webhooks listen (all interfaces, as upstream); `None` when turned off.
     pub fn webhook_address(&self) -> Option<SocketAddr> {
         (self.webhook_bind_port != 0)
@@ -223,6 +242,25 @@ impl Options {
             )));
         }
         bind_address("--metrics-bind-addr", &opts.metrics_bind_addr)?;
+        for (gate, value) in &opts.feature_gates {
+            if !FEATURE_GATES.iter().any(|(g, _)| g == gate) {
+                let known: Vec<&str> = FEATURE_GATES.iter().map(|(g, _)| *g).collect();
+                return Err(OptionsError::Invalid(format!(
+                    "--feature-gates: {gate} is not implemented in this build (implemented: {})",
+                    known.join(", ")
+                )));
+            }
+            if !matches!(value.as_str(), "true" | "false") {
+                return Err(OptionsError::Invalid(format!(
+                    "--feature-gates: {gate}={value}: true or false"
+                )));
+            }
+        }
+        if opts.load_balancer_class.trim().is_empty() {
+            return Err(OptionsError::Invalid(
+                "--load-balancer-class must not be empty".into(),
+            ));
+        }
         Ok(opts)
     }
 }
@@ -238,6 +276,9 @@ mod tests {
         assert!(o.enable_leader_election);
         assert_eq!(o.leader_election_id, "aws-load-balancer-controller-leader");
         assert_eq!(o.tgb_concurrency, 3);
+        assert_eq!((o.ingress_concurrency, o.service_concurrency), (3, 3));
+        assert_eq!(o.load_balancer_class, "service.k8s.aws/nlb");
+        assert!(o.gate("NLBSecurityGroup") && o.gate("EnableServiceController"));
         assert!(o.enable_backend_security_group);
         assert!(o.backend_security_group.is_empty());
         assert_eq!(o.webhook_address(), Some("0.0.0.0:9443".parse().unwrap()));
@@ -257,8 +298,12 @@ mod tests {
             "--metrics-bind-addr=0",
             "--webhook-bind-port=0",
             "--webhook-cert-dir=/certs",
+            "--feature-gates=NLBSecurityGroup=false",
+            "--load-balancer-class=example.com/nlb",
         ])
         .unwrap();
+        assert!(!o.gate("NLBSecurityGroup") && o.gate("EnableServiceController"));
+        assert_eq!(o.load_balancer_class, "example.com/nlb");
         assert_eq!(o.webhook_address(), None);
         assert_eq!(o.webhook_cert_dir, PathBuf::from("/certs"));
         assert_eq!(o.default_tags["team"], "edge");
@@ -272,16 +317,31 @@ mod tests {
             "albc",
             "--cluster-name=x",
             "--enable-wafv2=true",
-            "--feature-gates",
-            "A=true",
+            "--enable-shield",
             "--webhook-bind-port=9443",
         ])
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("--enable-wafv2: AWS WAFv2") && e.contains("--feature-gates"),
+            e.contains("--enable-wafv2: AWS WAFv2") && e.contains("--enable-shield"),
             "{e}"
         );
+        let e = Options::parse_args([
+            "albc",
+            "--cluster-name=x",
+            "--feature-gates=ALBSingleSubnet=true",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("ALBSingleSubnet is not implemented"), "{e}");
+        let e = Options::parse_args([
+            "albc",
+            "--cluster-name=x",
+            "--feature-gates=NLBSecurityGroup=yes",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("true or false"), "{e}");
         assert!(!e.contains("--webhook-bind-port"), "implemented now: {e}");
         let e = Options::parse_args(["albc", "--cluster-name=x", "--webhook-bind-port=70000"])
             .unwrap_err()

@@ -15,13 +15,9 @@ use kube::api::Api;
 use stratus_aws::lb::subnets::choose_subnets;
 use tokio::time::Instant;
 
-use crate::crd::{
-    Networking, NetworkingIngressRule, NetworkingPeer, NetworkingPort, SecurityGroupRef,
-};
 use crate::ingress::alb_api::{
     sorted_extra, AlbState, LiveListener, LiveRule, LiveTargetGroup, NewAlb,
 };
-use crate::ingress::backend_group;
 use crate::ingress::class_params::subnets_matching;
 use crate::ingress::controller::{IngressCtx, IngressError, RESOURCE_TAG, STACK_LABEL};
 use crate::ingress::drift;
@@ -101,7 +97,10 @@ pub async fn apply(
     };
     let wanted_groups = if managed {
         let ec2 = ctx.subnets.ec2();
-        let frontend = security::ensure(ec2, &ctx.settings.vpc, spec, &stack, &tags).await?;
+        let rules = security::wanted_rules(spec);
+        let owner = security::Owner::ingress(&stack);
+        let frontend =
+            security::ensure(ec2, &ctx.settings.vpc, &spec.name, &rules, owner, &tags).await?;
         std::iter::once(frontend).chain(backend.clone()).collect()
     } else {
         spec.security_groups.clone()
@@ -113,7 +112,7 @@ pub async fn apply(
             lb.security_groups = groups;
             if !managed {
                 // Given groups replaced the managed one: it goes.
-                security::remove(ctx.subnets.ec2(), &stack).await?;
+                security::remove(ctx.subnets.ec2(), security::Owner::ingress(&stack)).await?;
             }
         }
         if lb.dualstack != spec.dualstack {
@@ -358,17 +357,11 @@ fn port_str(p: &IntOrString) -> String {
 
 /// The shared backend group's ID (made or found once per process), if ALBs get one.
 async fn backend_group(ctx: &IngressCtx) -> Result<Option<String>, IngressError> {
-    let mut cached = ctx.backend_id.lock().await;
-    if cached.is_none() {
-        *cached = backend_group::ensure(
-            ctx.subnets.ec2(),
-            &ctx.settings.vpc,
-            &ctx.settings.cluster,
-            &ctx.settings.backend,
-        )
-        .await?;
-    }
-    Ok(cached.clone())
+    Ok(ctx
+        .settings
+        .backend
+        .id(ctx.subnets.ec2(), &ctx.settings.vpc, &ctx.settings.cluster)
+        .await?)
 }
 
 /// The port the backend group must reach on the targets of `tg`: the Service port's target
@@ -398,24 +391,6 @@ async fn reached_port(
     })
 }
 
-/// `spec.networking` letting `backend` reach `port` over TCP.
-fn backend_networking(backend: &str, port: IntOrString) -> Networking {
-    Networking {
-        ingress: vec![NetworkingIngressRule {
-            from: vec![NetworkingPeer {
-                security_group: Some(SecurityGroupRef {
-                    group_id: backend.to_string(),
-                }),
-                ip_block: None,
-            }],
-            ports: vec![NetworkingPort {
-                protocol: Some("TCP".into()),
-                port: Some(port),
-            }],
-        }],
-    }
-}
-
 /// The internal TargetGroupBinding of a backend (named after its target group), with the
 /// backend group's `spec.networking` when there is one.
 async fn ensure_binding(
@@ -428,7 +403,7 @@ async fn ensure_binding(
     let networking = match backend {
         Some(b) => reached_port(ctx, tg)
             .await?
-            .map(|port| backend_networking(b, port)),
+            .map(|port| internal::backend_networking(b, port, &["TCP"])),
         None => None,
     };
     let binding = InternalBinding {
@@ -463,16 +438,11 @@ pub async fn teardown(ctx: &IngressCtx, group: &GroupId) -> Result<(), IngressEr
         internal::remove(&ctx.client, &tg).await?;
         ctx.alb.delete_target_group(&arn).await?;
     }
-    security::remove(ctx.subnets.ec2(), &stack_tags(ctx, group)).await?;
-    let mut cached = ctx.backend_id.lock().await;
-    backend_group::release_if_unused(
-        ctx.subnets.ec2(),
-        &ctx.alb,
-        &ctx.settings.cluster,
-        &ctx.settings.backend,
-    )
-    .await?;
-    // Found or made again by the next ALB.
-    *cached = None;
+    let stack = stack_tags(ctx, group);
+    security::remove(ctx.subnets.ec2(), security::Owner::ingress(&stack)).await?;
+    ctx.settings
+        .backend
+        .release_if_unused(ctx.subnets.ec2(), &ctx.alb, &ctx.settings.cluster)
+        .await?;
     Ok(())
 }

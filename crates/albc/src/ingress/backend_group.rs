@@ -1,9 +1,10 @@
 //! The shared backend security group, as upstream: one per cluster (`--backend-security-group`,
 //! else `k8s-traffic-<cluster>-<hash>` tagged `elbv2.k8s.aws/cluster` and
 //! `elbv2.k8s.aws/resource: backend-sg`, found by its tags or made once), attached beside the
-//! managed frontend group of every ALB and named as the source of the internal bindings'
-//! `spec.networking`, so only load balancers reach the targets. A group the controller made is
-//! deleted when no load balancer carries it any more.
+//! managed frontend group of every ALB and NLB and named as the source of the internal
+//! bindings' `spec.networking`, so only load balancers reach the targets. A group the
+//! controller made is deleted when no load balancer carries it any more. The Ingress and
+//! Service drivers share one [`SharedBackendGroup`], so they find or make it once.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +29,51 @@ pub enum BackendGroup {
     Managed,
     /// `--backend-security-group`.
     Given(String),
+}
+
+/// The backend group of this process: which one, and its ID once found or made.
+#[derive(Debug)]
+pub struct SharedBackendGroup {
+    which: BackendGroup,
+    id: tokio::sync::Mutex<Option<String>>,
+}
+
+impl SharedBackendGroup {
+    /// Not looked up yet.
+    pub fn new(which: BackendGroup) -> Self {
+        SharedBackendGroup {
+            which,
+            id: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The group's ID (found or made on first use), or None when turned off.
+    pub async fn id(
+        &self,
+        ec2: &Ec2,
+        vpc: &str,
+        cluster: &str,
+    ) -> Result<Option<String>, CloudError> {
+        let mut cached = self.id.lock().await;
+        if cached.is_none() {
+            *cached = ensure(ec2, vpc, cluster, &self.which).await?;
+        }
+        Ok(cached.clone())
+    }
+
+    /// After a load balancer went: deletes the controller's group when no load balancer
+    /// carries it any more (found or made again by the next one).
+    pub async fn release_if_unused(
+        &self,
+        ec2: &Ec2,
+        alb: &AlbApi,
+        cluster: &str,
+    ) -> Result<(), CloudError> {
+        let mut cached = self.id.lock().await;
+        release_if_unused(ec2, alb, cluster, &self.which).await?;
+        *cached = None;
+        Ok(())
+    }
 }
 
 /// `k8s-traffic-<cluster>-<hash>`.

@@ -14,7 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
@@ -26,7 +26,7 @@ use crate::crd::IngressClassParams;
 use crate::ingress::alb_api::AlbApi;
 use crate::ingress::annotations::{self, IngressAnnotations};
 use crate::ingress::apply::{apply, teardown, Applied};
-use crate::ingress::backend_group::BackendGroup;
+use crate::ingress::backend_group::SharedBackendGroup;
 use crate::ingress::class::{Classes, Served};
 use crate::ingress::class_params::namespace_allowed;
 use crate::ingress::model::{group_of, member_name, plan_parsed, GroupId};
@@ -57,7 +57,9 @@ pub struct IngressSettings {
     /// `--default-tags`.
     pub default_tags: BTreeMap<String, String>,
     /// The shared backend security group.
-    pub backend: BackendGroup,
+    pub backend: Arc<SharedBackendGroup>,
+    /// `--ingress-max-concurrent-reconciles`.
+    pub concurrency: u16,
 }
 
 /// Why one reconcile failed.
@@ -85,8 +87,6 @@ pub struct IngressCtx {
     classes: Classes,
     locks: Mutex<HashMap<GroupId, Arc<tokio::sync::Mutex<()>>>>,
     applied: Mutex<HashMap<GroupId, Applied>>,
-    /// The backend group's ID once known (made or found).
-    pub(crate) backend_id: tokio::sync::Mutex<Option<String>>,
 }
 
 /// Runs the driver until `shutdown` completes.
@@ -98,7 +98,8 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let wc = watcher::Config::default().any_semantic();
-    let controller = Controller::new(Api::<Ingress>::all(client.clone()), wc.clone());
+    let controller = Controller::new(Api::<Ingress>::all(client.clone()), wc.clone())
+        .with_config(Config::default().concurrency(settings.concurrency.max(1)));
     let (classes, class_writer) = reflector::store();
     let class_changes = reflector::reflector(
         class_writer,
@@ -129,7 +130,6 @@ pub async fn run(
         settings,
         locks: Mutex::new(HashMap::new()),
         applied: Mutex::new(HashMap::new()),
-        backend_id: tokio::sync::Mutex::new(None),
     });
     controller
         .reconcile_all_on(

@@ -1,8 +1,10 @@
-//! The managed frontend security group of an ALB whose Ingress group names none
-//! (`alb.ingress.kubernetes.io/security-groups` absent): one group per ALB, named like it and
-//! tagged with the group's stack tags, allowing the listener ports from `inbound-cidrs`
-//! (default `0.0.0.0/0`) plus ICMP "fragmentation needed" (the CCM's listener rule set); its
-//! rules are diffed against AWS and changed only where they differ; it is deleted after the ALB.
+//! The managed frontend security group of a load balancer that names none (an ALB without
+//! `alb.ingress.kubernetes.io/security-groups`, an NLB without
+//! `service.beta.kubernetes.io/aws-load-balancer-security-groups`): one group per load
+//! balancer, named like it and tagged with its stack tags, allowing the listener ports from
+//! `inbound-cidrs` or the source ranges (default `0.0.0.0/0`) plus ICMP "fragmentation needed"
+//! (the CCM's listener rule set); its rules are diffed against AWS and changed only where they
+//! differ; it is deleted after the load balancer.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,8 +14,30 @@ use stratus_cloud::CloudError;
 
 use crate::ingress::model::AlbSpec;
 
-/// Tag value of [`crate::ingress::controller::RESOURCE_TAG`] on the managed group.
+/// Tag value of the resource tag on the managed group.
 pub const RESOURCE: &str = "ManagedLBSecurityGroup";
+
+/// Which stack a managed group belongs to and how its tags say so.
+#[derive(Debug, Clone, Copy)]
+pub struct Owner<'a> {
+    /// The stack tag key (`ingress.k8s.aws/stack`, `service.k8s.aws/stack`).
+    pub stack_key: &'a str,
+    /// The resource tag key (`ingress.k8s.aws/resource`, `service.k8s.aws/resource`).
+    pub resource_key: &'a str,
+    /// The stack's tags (cluster and stack).
+    pub stack: &'a BTreeMap<String, String>,
+}
+
+impl<'a> Owner<'a> {
+    /// An Ingress group's stack.
+    pub fn ingress(stack: &'a BTreeMap<String, String>) -> Self {
+        Owner {
+            stack_key: crate::ingress::controller::STACK_TAG,
+            resource_key: crate::ingress::controller::RESOURCE_TAG,
+            stack,
+        }
+    }
+}
 
 /// The rules the managed group of `spec` must hold (pure).
 pub fn wanted_rules(spec: &AlbSpec) -> BTreeSet<CidrRule> {
@@ -26,65 +50,57 @@ pub fn wanted_rules(spec: &AlbSpec) -> BTreeSet<CidrRule> {
     listener_rules(&ports, &source_ranges(&spec.inbound_cidrs))
 }
 
-/// Finds or creates the managed group of `spec` (tagged `tags` plus the resource tag) in `vpc`
-/// and makes its rules match; returns its ID. A group found by its tags is reused, so a
-/// restart or a retried reconcile never makes a second one.
+/// Finds or creates the managed group `name` of `owner` (tagged `tags` plus the resource tag)
+/// in `vpc` and makes its rules `wanted`; returns its ID. A group found by its tags is reused,
+/// so a restart or a retried reconcile never makes a second one.
 pub async fn ensure(
     ec2: &Ec2,
     vpc: &str,
-    spec: &AlbSpec,
-    stack: &BTreeMap<String, String>,
+    name: &str,
+    wanted: &BTreeSet<CidrRule>,
+    owner: Owner<'_>,
     tags: &BTreeMap<String, String>,
 ) -> Result<String, CloudError> {
-    let found = find(ec2, stack).await?;
-    let wanted = wanted_rules(spec);
-    let (id, current) = match found {
+    let (id, current) = match find(ec2, owner).await? {
         Some(g) => (g.id, g.cidr_rules),
         None => {
             let mut t = tags.clone();
-            t.insert(
-                crate::ingress::controller::RESOURCE_TAG.into(),
-                RESOURCE.into(),
-            );
-            let description = format!("[k8s] Managed SecurityGroup for LoadBalancer {}", spec.name);
+            t.insert(owner.resource_key.into(), RESOURCE.into());
+            let description = format!("[k8s] Managed SecurityGroup for LoadBalancer {name}");
             let id = ec2
-                .create_security_group(vpc, &spec.name, &description, &t)
+                .create_security_group(vpc, name, &description, &t)
                 .await?;
             (id, BTreeSet::new())
         }
     };
-    let (add, remove) = diff(&current, &wanted);
+    let (add, remove) = diff(&current, wanted);
     ec2.update_cidr_rules(&id, &add, &remove).await?;
     Ok(id)
 }
 
-/// Deletes the managed group of the stack, if there is one (after its ALB is gone).
-pub async fn remove(ec2: &Ec2, stack: &BTreeMap<String, String>) -> Result<(), CloudError> {
-    if let Some(g) = find(ec2, stack).await? {
+/// Deletes the managed group of the stack, if there is one (after its load balancer is gone).
+pub async fn remove(ec2: &Ec2, owner: Owner<'_>) -> Result<(), CloudError> {
+    if let Some(g) = find(ec2, owner).await? {
         ec2.delete_security_group(&g.id).await?;
     }
     Ok(())
 }
 
-/// The managed group of the stack: tagged with the stack tag of this group and cluster and the
-/// resource tag (one DescribeSecurityGroups, filtered by EC2).
+/// The managed group of the stack: tagged with its stack and cluster tags and the resource tag
+/// (one DescribeSecurityGroups, filtered by EC2).
 async fn find(
     ec2: &Ec2,
-    stack: &BTreeMap<String, String>,
+    owner: Owner<'_>,
 ) -> Result<Option<stratus_aws::lb::ec2_network::SecurityGroup>, CloudError> {
-    let stack_key = crate::ingress::controller::STACK_TAG;
-    let Some(stack_value) = stack.get(stack_key) else {
+    let Some(stack_value) = owner.stack.get(owner.stack_key) else {
         return Ok(None);
     };
     let groups = ec2
-        .security_groups_tagged(stack_key, Some((stack_key, stack_value)))
+        .security_groups_tagged(owner.stack_key, Some((owner.stack_key, stack_value)))
         .await?;
     Ok(groups.into_iter().find(|g| {
-        stack.iter().all(|(k, v)| g.tags.get(k) == Some(v))
-            && g.tags
-                .get(crate::ingress::controller::RESOURCE_TAG)
-                .map(String::as_str)
-                == Some(RESOURCE)
+        owner.stack.iter().all(|(k, v)| g.tags.get(k) == Some(v))
+            && g.tags.get(owner.resource_key).map(String::as_str) == Some(RESOURCE)
     }))
 }
 

@@ -25,6 +25,12 @@ pub const SCHEME: &str = "service.beta.kubernetes.io/aws-load-balancer-scheme";
 pub const TARGET_TYPE: &str = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type";
 /// `aws-load-balancer-attributes`: load-balancer attributes, `key=value,...`.
 pub const ATTRIBUTES: &str = "service.beta.kubernetes.io/aws-load-balancer-attributes";
+/// `aws-load-balancer-manage-backend-security-group-rules`: with given `security-groups`, the
+/// shared backend group is attached too and the targets' rules managed.
+pub const MANAGE_BACKEND_RULES: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-manage-backend-security-group-rules";
+/// The Service's source ranges when `spec.loadBalancerSourceRanges` is empty.
+pub const SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
 /// `aws-load-balancer-alpn-policy` of the TLS listeners.
 pub const ALPN_POLICY: &str = "service.beta.kubernetes.io/aws-load-balancer-alpn-policy";
 /// The security policy of a TLS listener when `ssl-negotiation-policy` is not set (upstream's).
@@ -82,11 +88,16 @@ pub struct NlbAnnotations {
     pub tls: Option<NlbTls>,
     /// `attributes` (and `cross-zone-load-balancing-enabled`) of the load balancer.
     pub lb_attributes: BTreeMap<String, String>,
+    /// `security-groups`: the frontend groups (none: a managed one).
+    pub security_groups: Vec<String>,
+    /// `manage-backend-security-group-rules`.
+    pub manage_backend_rules: bool,
 }
 
-/// Whether this controller serves the Service: a LoadBalancer with our class, or with no class
-/// and the `external` (or legacy `nlb-ip`) type annotation.
-pub fn is_nlb_service(svc: &Service) -> bool {
+/// Whether this controller serves the Service: a LoadBalancer with our class (`class`, by
+/// default [`NLB_CLASS`]), or with no class and the `external` (or legacy `nlb-ip`) type
+/// annotation.
+pub fn is_nlb_service(svc: &Service, class: &str) -> bool {
     let Some(spec) = svc.spec.as_ref() else {
         return false;
     };
@@ -94,7 +105,7 @@ pub fn is_nlb_service(svc: &Service) -> bool {
         return false;
     }
     match spec.load_balancer_class.as_deref() {
-        Some(class) => class == NLB_CLASS,
+        Some(c) => c == class,
         None => svc
             .metadata
             .annotations
@@ -148,6 +159,16 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<NlbAnnotations, V
     if let Some(v) = annotations.get(ATTRIBUTES) {
         pairs(&mut problems, ATTRIBUTES, v, &mut lb_attributes);
     }
+    let manage_backend_rules = match annotations.get(MANAGE_BACKEND_RULES).map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            problems.push(format!(
+                "{MANAGE_BACKEND_RULES}: true or false (value {other:?})"
+            ));
+            false
+        }
+    };
     let alpn = annotations.get(ALPN_POLICY).cloned();
     if let Some(v) = alpn
         .as_ref()
@@ -159,7 +180,14 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<NlbAnnotations, V
         ));
     }
     // The shared parser sees the Service as an in-tree NLB without our own keys.
-    let ours = [TYPE, SCHEME, TARGET_TYPE, ATTRIBUTES, ALPN_POLICY];
+    let ours = [
+        TYPE,
+        SCHEME,
+        TARGET_TYPE,
+        ATTRIBUTES,
+        ALPN_POLICY,
+        MANAGE_BACKEND_RULES,
+    ];
     let mut rest: BTreeMap<String, String> = annotations
         .iter()
         .filter(|(k, _)| k.starts_with(PREFIX) && !ours.contains(&k.as_str()))
@@ -269,6 +297,8 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<NlbAnnotations, V
         tg_attributes,
         tls,
         lb_attributes,
+        security_groups: parsed.security_groups,
+        manage_backend_rules,
     })
 }
 
@@ -287,6 +317,15 @@ mod tests {
     fn defaults_are_internal_instance_tcp() {
         let a = parse(&map(&[("type", "external")])).unwrap();
         assert!(!a.internet_facing && !a.ip_targets);
+        assert!(a.security_groups.is_empty() && !a.manage_backend_rules);
+        let given = parse(&map(&[
+            ("security-groups", "sg-1,sg-2"),
+            ("manage-backend-security-group-rules", "true"),
+        ]))
+        .unwrap();
+        assert_eq!(given.security_groups, vec!["sg-1", "sg-2"]);
+        assert!(given.manage_backend_rules);
+        assert!(parse(&map(&[("manage-backend-security-group-rules", "yes")])).is_err());
         assert_eq!(a.health, default_health());
     }
 
@@ -403,6 +442,10 @@ mod tests {
         assert!(e[0].contains("cert-b"), "{e:?}");
     }
 
+    fn is_nlb_service_default(s: &Service) -> bool {
+        is_nlb_service(s, NLB_CLASS)
+    }
+
     fn svc(class: Option<&str>, ty: Option<&str>, kind: &str) -> Service {
         let mut ann = serde_json::Map::new();
         if let Some(t) = ty {
@@ -416,16 +459,36 @@ mod tests {
 
     #[test]
     fn which_services_are_ours() {
-        assert!(is_nlb_service(&svc(Some(NLB_CLASS), None, "LoadBalancer")));
-        assert!(is_nlb_service(&svc(None, Some("external"), "LoadBalancer")));
-        assert!(is_nlb_service(&svc(None, Some("nlb-ip"), "LoadBalancer")));
-        assert!(!is_nlb_service(&svc(None, Some("nlb"), "LoadBalancer")));
-        assert!(!is_nlb_service(&svc(None, None, "LoadBalancer")));
-        assert!(!is_nlb_service(&svc(
+        assert!(is_nlb_service_default(&svc(
+            Some(NLB_CLASS),
+            None,
+            "LoadBalancer"
+        )));
+        assert!(is_nlb_service_default(&svc(
+            None,
+            Some("external"),
+            "LoadBalancer"
+        )));
+        assert!(is_nlb_service_default(&svc(
+            None,
+            Some("nlb-ip"),
+            "LoadBalancer"
+        )));
+        assert!(!is_nlb_service_default(&svc(
+            None,
+            Some("nlb"),
+            "LoadBalancer"
+        )));
+        assert!(!is_nlb_service_default(&svc(None, None, "LoadBalancer")));
+        assert!(!is_nlb_service_default(&svc(
             Some("other"),
             Some("external"),
             "LoadBalancer"
         )));
-        assert!(!is_nlb_service(&svc(Some(NLB_CLASS), None, "ClusterIP")));
+        assert!(!is_nlb_service_default(&svc(
+            Some(NLB_CLASS),
+            None,
+            "ClusterIP"
+        )));
     }
 }

@@ -17,18 +17,21 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use stratus_aws::lb::subnets::{choose_subnets, SubnetCache};
 use stratus_kube_kit::EventPublisher;
 
-use crate::ingress::alb_api::{AlbApi, NewTargetGroup};
+use crate::ingress::alb_api::{AlbApi, AlbState, NewTargetGroup};
+use crate::ingress::backend_group::SharedBackendGroup;
 use crate::ingress::controller::CLUSTER_TAG;
-use crate::ingress::drift;
+use crate::ingress::{drift, security};
 use crate::service::annotations::{is_nlb_service, parse};
 use crate::service::listeners::{self, ListenerStep};
-use crate::service::model::{nlb_name, plan_nlb, stack_key, subnet_slots, NlbSpec, SubnetSlot};
+use crate::service::model::{
+    frontend_rules, nlb_name, plan_nlb, stack_key, subnet_slots, NlbSpec, SubnetSlot,
+};
 use crate::service::nlb_api::{protocol_enum, WantedListener};
 use crate::tgb::internal::{self, InternalBinding};
 
@@ -61,6 +64,15 @@ pub struct ServiceSettings {
     pub vpc: String,
     /// `--default-tags`.
     pub default_tags: BTreeMap<String, String>,
+    /// `--load-balancer-class`.
+    pub class: String,
+    /// `--service-max-concurrent-reconciles`.
+    pub concurrency: u16,
+    /// Feature gate `NLBSecurityGroup`: a managed frontend group (and the backend one) on NLBs
+    /// that name none.
+    pub security_groups: bool,
+    /// The shared backend security group.
+    pub backend: Arc<SharedBackendGroup>,
 }
 
 /// Shared state.
@@ -83,7 +95,8 @@ pub async fn run(
     let controller = Controller::new(
         Api::<Service>::all(client.clone()),
         watcher::Config::default().any_semantic(),
-    );
+    )
+    .with_config(Config::default().concurrency(settings.concurrency.max(1)));
     let ctx = Arc::new(ServiceCtx {
         events: EventPublisher::new(client.clone(), "service"),
         client,
@@ -143,7 +156,7 @@ async fn reconcile(svc: Arc<Service>, ctx: Arc<ServiceCtx>) -> Result<Action, Se
     let deleting = svc.metadata.deletion_timestamp.is_some();
     let ns = svc.namespace().unwrap_or_default();
     let name = svc.name_any();
-    if deleting || !is_nlb_service(&svc) {
+    if deleting || !is_nlb_service(&svc, &ctx.settings.class) {
         if has_finalizer(&svc) {
             teardown(&ctx, &ns, &name).await?;
             set_finalizer(&svc, &ctx, false).await?;
@@ -232,12 +245,15 @@ async fn apply(
             return Ok(None);
         }
     };
+    let stack = stack_tags(ctx, &spec.namespace, &spec.service);
+    let (groups, backend) = security_groups(ctx, spec, &stack, &tags).await?;
     let lb = match ctx.alb.find(&spec.name).await? {
         Some(lb) if lb.internet_facing == spec.internet_facing => {
             if subnets_differ(&lb.subnets, &slots) {
                 tracing::info!(load_balancer = %spec.name, "subnets changed: setting them");
                 ctx.alb.set_subnets(&lb.arn, &slots).await?;
             }
+            hold_security_groups(ctx, spec, &lb, &groups, &stack).await?;
             lb
         }
         found => {
@@ -248,7 +264,7 @@ async fn apply(
             let mut lb_tags = tags.clone();
             lb_tags.insert(RESOURCE_TAG.into(), "LoadBalancer".into());
             ctx.alb
-                .create_network(&spec.name, spec.internet_facing, &slots, &lb_tags)
+                .create_network(&spec.name, spec.internet_facing, &slots, &groups, &lb_tags)
                 .await?
         }
     };
@@ -304,7 +320,11 @@ async fn apply(
             port: IntOrString::Int(p.port),
             vpc: &ctx.settings.vpc,
             labels: BTreeMap::from([(STACK_LABEL.to_string(), spec.name.clone())]),
-            networking: None,
+            networking: backend.as_deref().and_then(|b| {
+                p.target_port
+                    .clone()
+                    .map(|port| internal::backend_networking(b, port, p.sg_protocols()))
+            }),
             node_selector: node_selector(&spec.node_labels),
         };
         internal::ensure(&ctx.client, &binding).await?;
@@ -320,6 +340,69 @@ async fn apply(
         }
     }
     Ok(Some(lb.dns_name))
+}
+
+/// Who owns the managed frontend group of a Service's NLB.
+fn owner(stack: &BTreeMap<String, String>) -> security::Owner<'_> {
+    security::Owner {
+        stack_key: STACK_TAG,
+        resource_key: RESOURCE_TAG,
+        stack,
+    }
+}
+
+/// The NLB's security groups and the backend group its targets admit: the given ones (plus
+/// the backend group with `manage-backend-security-group-rules`), else a managed frontend group
+/// kept in step with the listeners plus the backend group; none with the gate off.
+async fn security_groups(
+    ctx: &ServiceCtx,
+    spec: &NlbSpec,
+    stack: &BTreeMap<String, String>,
+    tags: &BTreeMap<String, String>,
+) -> Result<(Vec<String>, Option<String>), ServiceError> {
+    let managed = spec.security_groups.is_empty();
+    if managed && !ctx.settings.security_groups {
+        return Ok((Vec::new(), None));
+    }
+    let ec2 = ctx.subnets.ec2();
+    let (vpc, cluster) = (&ctx.settings.vpc, &ctx.settings.cluster);
+    let backend = if managed || spec.manage_backend_rules {
+        ctx.settings.backend.id(ec2, vpc, cluster).await?
+    } else {
+        None
+    };
+    let mut groups = if managed {
+        let rules = frontend_rules(spec);
+        vec![security::ensure(ec2, vpc, &spec.name, &rules, owner(stack), tags).await?]
+    } else {
+        spec.security_groups.clone()
+    };
+    groups.extend(backend.clone());
+    Ok((groups, backend))
+}
+
+/// Makes a live NLB's groups the wanted ones. AWS cannot add groups to an NLB made without
+/// any: that is logged and left (the Service must be made again to get them).
+async fn hold_security_groups(
+    ctx: &ServiceCtx,
+    spec: &NlbSpec,
+    lb: &AlbState,
+    groups: &[String],
+    stack: &BTreeMap<String, String>,
+) -> Result<(), ServiceError> {
+    let Some(set) = drift::security_groups_to_set(lb, groups) else {
+        return Ok(());
+    };
+    if lb.security_groups.is_empty() {
+        tracing::warn!(load_balancer = %spec.name, "the NLB was made without security groups; AWS cannot add them");
+        return Ok(());
+    }
+    ctx.alb.set_security_groups(&lb.arn, &set).await?;
+    if !spec.security_groups.is_empty() {
+        // Given groups replaced the managed one: it goes.
+        security::remove(ctx.subnets.ec2(), owner(stack)).await?;
+    }
+    Ok(())
 }
 
 /// Whether the live subnets (sorted) are not the chosen ones.
@@ -426,5 +509,11 @@ async fn teardown(ctx: &ServiceCtx, ns: &str, name: &str) -> Result<(), ServiceE
         internal::remove(&ctx.client, &tg).await?;
         ctx.alb.delete_target_group(&arn).await?;
     }
+    let stack = stack_tags(ctx, ns, name);
+    security::remove(ctx.subnets.ec2(), owner(&stack)).await?;
+    ctx.settings
+        .backend
+        .release_if_unused(ctx.subnets.ec2(), &ctx.alb, &ctx.settings.cluster)
+        .await?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! port, TCP_UDP when a TCP and a UDP port share a number), the names, the tags, and the subnet
 //! slots with their static private addresses.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
@@ -11,7 +11,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::ingress::annotations::HealthCheck;
 use crate::ingress::model::{clip, hash8, target_group_name, GroupId};
-use crate::service::annotations::{NlbAnnotations, NlbTls};
+use stratus_aws::lb::rules::{listener_rules, source_ranges as source_ranges_of, CidrRule};
+
+use crate::service::annotations::{NlbAnnotations, NlbTls, SOURCE_RANGES};
 
 /// Layer-4 protocol of a listener or a target group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -50,12 +52,24 @@ pub struct NlbPort {
     /// Target group name (≤ 32 characters, stable per Service port, target protocol and
     /// target type).
     pub target_group: String,
+    /// The port the load balancer reaches on the targets: the targetPort (`ip`; a name is
+    /// resolved by the binding) or the NodePort (`instance`).
+    pub target_port: Option<IntOrString>,
 }
 
 impl NlbPort {
     /// Whether the listener terminates TLS.
     pub fn tls(&self) -> bool {
         self.protocol == L4Protocol::Tls
+    }
+
+    /// The security-group protocols of its traffic (`TCP`, `UDP`).
+    pub fn sg_protocols(&self) -> &'static [&'static str] {
+        match self.protocol {
+            L4Protocol::Udp => &["UDP"],
+            L4Protocol::TcpUdp => &["TCP", "UDP"],
+            L4Protocol::Tcp | L4Protocol::Tls => &["TCP"],
+        }
     }
 }
 
@@ -103,6 +117,13 @@ pub struct NlbSpec {
     pub tls: Option<NlbTls>,
     /// Load-balancer attributes to hold.
     pub lb_attributes: BTreeMap<String, String>,
+    /// Given frontend security groups (none: a managed one, when the gate is on).
+    pub security_groups: Vec<String>,
+    /// With given groups: attach the backend group and manage the targets' rules too.
+    pub manage_backend_rules: bool,
+    /// Who may reach the listeners (`spec.loadBalancerSourceRanges`, else the
+    /// `load-balancer-source-ranges` annotation; none: everyone).
+    pub source_ranges: Vec<String>,
 }
 
 /// The stack key of a Service (`namespace/name`), its `service.k8s.aws/stack` tag.
@@ -176,10 +197,16 @@ pub fn plan_nlb(
         // The key names the target protocol only: turning TLS on at the listener keeps the
         // target group (and its targets).
         let key = IntOrString::String(format!("{}-{}", p.port, target.as_str()));
+        let target_port = if ann.ip_targets {
+            Some(p.target_port.clone().unwrap_or(IntOrString::Int(p.port)))
+        } else {
+            p.node_port.map(IntOrString::Int)
+        };
         ports.push(NlbPort {
             port: p.port,
             protocol: listener,
             target_protocol: target,
+            target_port,
             target_group: target_group_name(
                 cluster,
                 &group,
@@ -212,7 +239,63 @@ pub fn plan_nlb(
         tags: ann.tags.clone(),
         tls: ann.tls.clone(),
         lb_attributes: ann.lb_attributes.clone(),
+        security_groups: ann.security_groups.clone(),
+        manage_backend_rules: ann.manage_backend_rules,
+        source_ranges: source_ranges(svc),
     })
+}
+
+/// `spec.loadBalancerSourceRanges`, else the `load-balancer-source-ranges` annotation.
+fn source_ranges(svc: &Service) -> Vec<String> {
+    let from_spec = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.load_balancer_source_ranges.clone())
+        .unwrap_or_default();
+    if !from_spec.is_empty() {
+        return from_spec;
+    }
+    svc.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SOURCE_RANGES))
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The rules of the NLB's managed frontend group: each listener port over its protocols from
+/// the source ranges, plus ICMP "fragmentation needed" (pure).
+pub fn frontend_rules(spec: &NlbSpec) -> BTreeSet<CidrRule> {
+    let ranges = source_ranges_of(&spec.source_ranges);
+    let tcp: Vec<u16> = spec
+        .ports
+        .iter()
+        .filter(|p| p.sg_protocols().contains(&"TCP"))
+        .map(|p| port_u16(p.port))
+        .collect();
+    let mut rules = listener_rules(&tcp, &ranges);
+    for p in spec
+        .ports
+        .iter()
+        .filter(|p| p.sg_protocols().contains(&"UDP"))
+    {
+        for cidr in &ranges {
+            rules.insert(CidrRule {
+                protocol: "udp".into(),
+                from: p.port,
+                to: p.port,
+                cidr: cidr.clone(),
+                description: String::new(),
+            });
+        }
+    }
+    rules
 }
 
 fn port_u16(port: i32) -> u16 {
@@ -377,6 +460,45 @@ mod tests {
         let twice = svc(serde_json::json!([
             {"port": 53, "protocol": "TCP"}, {"port": 53, "protocol": "TCP"}]));
         assert!(plan_nlb("c", &twice, &ann(true)).is_err());
+    }
+
+    #[test]
+    fn frontend_rules_open_each_listener_over_its_protocols_from_the_source_ranges() {
+        let mut s = svc(serde_json::json!([
+            {"name": "web", "port": 80, "targetPort": 8080},
+            {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 5353},
+            {"name": "dns-udp", "port": 53, "protocol": "UDP", "targetPort": 5353},
+            {"name": "syslog", "port": 514, "protocol": "UDP", "targetPort": 514}]));
+        let spec = plan_nlb("c", &s, &ann(true)).unwrap();
+        let rules: Vec<(String, i32, String)> = frontend_rules(&spec)
+            .into_iter()
+            .filter(|r| !r.protocol.starts_with("icmp"))
+            .map(|r| (r.protocol, r.from, r.cidr))
+            .collect();
+        let everyone = "0.0.0.0/0".to_string();
+        assert_eq!(
+            rules,
+            vec![
+                ("tcp".into(), 53, everyone.clone()),
+                ("tcp".into(), 80, everyone.clone()),
+                ("udp".into(), 53, everyone.clone()),
+                ("udp".into(), 514, everyone.clone()),
+            ]
+        );
+        assert_eq!(spec.ports[0].target_port, Some(IntOrString::Int(8080)));
+        assert_eq!(spec.ports[1].sg_protocols(), &["TCP", "UDP"]);
+        // The spec's source ranges win over the annotation.
+        s.metadata.annotations = Some(BTreeMap::from([(
+            SOURCE_RANGES.to_string(),
+            "192.168.0.0/16".to_string(),
+        )]));
+        let from_annotation = plan_nlb("c", &s, &ann(true)).unwrap();
+        assert_eq!(from_annotation.source_ranges, vec!["192.168.0.0/16"]);
+        s.spec.as_mut().unwrap().load_balancer_source_ranges = Some(vec!["10.0.0.0/8".into()]);
+        let from_spec = plan_nlb("c", &s, &ann(true)).unwrap();
+        assert!(frontend_rules(&from_spec)
+            .iter()
+            .all(|r| r.cidr == "10.0.0.0/8"));
     }
 
     #[test]

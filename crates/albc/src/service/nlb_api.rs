@@ -66,12 +66,13 @@ fn default_certificate(l: &WantedListener) -> Option<Vec<Certificate>> {
 
 impl AlbApi {
     /// Creates a network load balancer on `slots` (a subnet each, with its static private
-    /// address when one is asked for).
+    /// address when one is asked for) with `security_groups` (none: an NLB without groups).
     pub async fn create_network(
         &self,
         name: &str,
         internet_facing: bool,
         slots: &[SubnetSlot],
+        security_groups: &[String],
         wanted: &BTreeMap<String, String>,
     ) -> Result<AlbState, CloudError> {
         let scheme = if internet_facing {
@@ -90,6 +91,7 @@ impl AlbApi {
                     .scheme(scheme.clone())
                     .ip_address_type(IpAddressType::Ipv4)
                     .set_subnet_mappings(Some(mappings.clone()))
+                    .set_security_groups(Some(security_groups.to_vec()).filter(|g| !g.is_empty()))
                     .set_tags(Some(tags(wanted)))
                     .send()
             })

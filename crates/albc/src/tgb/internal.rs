@@ -9,7 +9,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
-use crate::crd::{Networking, ServiceReference, TargetGroupBinding, TargetGroupBindingSpec};
+use crate::crd::{
+    Networking, NetworkingIngressRule, NetworkingPeer, NetworkingPort, SecurityGroupRef,
+    ServiceReference, TargetGroupBinding, TargetGroupBindingSpec,
+};
 
 /// What an internal binding connects.
 #[derive(Debug, Clone)]
@@ -34,6 +37,28 @@ pub struct InternalBinding<'a> {
     pub networking: Option<Networking>,
     /// Instance targets only on nodes matching this.
     pub node_selector: Option<LabelSelector>,
+}
+
+/// `spec.networking` letting the security group `backend` reach `port` over each of
+/// `protocols` (`TCP`, `UDP`).
+pub fn backend_networking(backend: &str, port: IntOrString, protocols: &[&str]) -> Networking {
+    Networking {
+        ingress: vec![NetworkingIngressRule {
+            from: vec![NetworkingPeer {
+                security_group: Some(SecurityGroupRef {
+                    group_id: backend.to_string(),
+                }),
+                ip_block: None,
+            }],
+            ports: protocols
+                .iter()
+                .map(|p| NetworkingPort {
+                    protocol: Some(p.to_string()),
+                    port: Some(port.clone()),
+                })
+                .collect(),
+        }],
+    }
 }
 
 /// Creates the binding unless it exists (a 409 from a racing create counts as made); an
