@@ -172,7 +172,8 @@ async fn ip_mode_nlb_follows_endpoints_and_leaves_nothing_behind() {
         &[
             ("nlb-target-type", "ip"),
             ("scheme", "internal"),
-            ("private-ipv4-addresses", "10.0.0.50,10.0.16.50"),
+            // Given out of order: each goes to the subnet whose CIDR holds it.
+            ("private-ipv4-addresses", "10.0.16.50,10.0.0.50"),
             (
                 "target-group-attributes",
                 "preserve_client_ip.enabled=false",
@@ -184,7 +185,7 @@ async fn ip_mode_nlb_follows_endpoints_and_leaves_nothing_behind() {
     let name = nlb_name("test", NS, "web");
     let all = lbs(&a).await;
     assert_eq!(all, vec![(name.clone(), "network".into(), host)]);
-    // The static addresses went out as subnet mappings, one per subnet, in order.
+    // The static addresses went out as subnet mappings, each with the subnet holding it.
     let bodies = a.env.proxy_control().request_bodies().await.unwrap();
     let create: Vec<&String> = bodies
         .iter()

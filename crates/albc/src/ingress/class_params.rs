@@ -245,6 +245,7 @@ mod tests {
             zone: zone.into(),
             tags: BTreeMap::from([("tier".to_string(), tier.to_string())]),
             public: false,
+            cidr: String::new(),
         };
         let all = [
             subnet("subnet-b", "a", "web"),

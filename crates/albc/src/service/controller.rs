@@ -236,7 +236,11 @@ async fn apply(
         &ctx.settings.cluster,
         !spec.internet_facing,
     )
-    .and_then(|chosen| subnet_slots(&chosen, &spec.private_ips, &spec.eip_allocations));
+    .and_then(|chosen| {
+        let cidrs: BTreeMap<String, String> =
+            all.iter().map(|s| (s.id.clone(), s.cidr.clone())).collect();
+        subnet_slots(&chosen, &cidrs, &spec.private_ips, &spec.eip_allocations)
+    });
     let slots = match slots {
         Ok(s) => s,
         Err(problem) => {

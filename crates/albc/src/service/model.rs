@@ -330,10 +330,12 @@ fn tcp_udp_twin(p: &ServicePort, q: &ServicePort, ip: bool) -> Result<(), String
     Ok(())
 }
 
-/// Pairs the chosen subnets with the static addresses and the Elastic IP allocations, in order:
-/// as many of each as subnets, or none.
+/// Pairs the chosen subnets with the static addresses, as upstream: each address with the
+/// subnet whose CIDR (`cidrs`, by subnet ID) holds it (in order where a CIDR is unknown), and
+/// the Elastic IP allocations in order; as many of each as subnets, or none.
 pub fn subnet_slots(
     chosen: &[String],
+    cidrs: &BTreeMap<String, String>,
     ips: &[Ipv4Addr],
     allocations: &[String],
 ) -> Result<Vec<SubnetSlot>, String> {
@@ -349,15 +351,56 @@ pub fn subnet_slots(
             ));
         }
     }
+    let paired = pair_by_cidr(chosen, cidrs, ips)?;
     Ok(chosen
         .iter()
         .enumerate()
         .map(|(i, s)| SubnetSlot {
             subnet: s.clone(),
-            private_ip: ips.get(i).copied(),
+            private_ip: paired.get(i).copied(),
             allocation: allocations.get(i).cloned(),
         })
         .collect())
+}
+
+/// The address of each chosen subnet, in `chosen` order: the one its CIDR holds when every
+/// CIDR is known, else `ips` as given.
+fn pair_by_cidr(
+    chosen: &[String],
+    cidrs: &BTreeMap<String, String>,
+    ips: &[Ipv4Addr],
+) -> Result<Vec<Ipv4Addr>, String> {
+    const KEY: &str = "service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses";
+    let blocks: Option<Vec<stratus_cloud::Cidr>> = chosen
+        .iter()
+        .map(|s| {
+            cidrs
+                .get(s)
+                .and_then(|c| stratus_cloud::Cidr::parse(c).ok())
+        })
+        .collect();
+    let Some(blocks) = blocks.filter(|_| !ips.is_empty()) else {
+        return Ok(ips.to_vec());
+    };
+    let mut out = Vec::new();
+    for (subnet, block) in chosen.iter().zip(&blocks) {
+        let inside: Vec<&Ipv4Addr> = ips
+            .iter()
+            .filter(|ip| block.contains_ip(std::net::IpAddr::V4(**ip)))
+            .collect();
+        match inside.as_slice() {
+            [one] => out.push(**one),
+            [] => return Err(format!("{KEY}: no address in subnet {subnet} ({block})")),
+            many => {
+                let list: Vec<String> = many.iter().map(ToString::to_string).collect();
+                return Err(format!(
+                    "{KEY}: {} are all in subnet {subnet} ({block}): give one per subnet",
+                    list.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -512,17 +555,38 @@ mod tests {
     fn private_addresses_pair_with_subnets() {
         let chosen = vec!["subnet-1".to_string(), "subnet-2".to_string()];
         let ips: Vec<Ipv4Addr> = vec!["10.0.0.5".parse().unwrap(), "10.0.16.5".parse().unwrap()];
-        let slots = subnet_slots(&chosen, &ips, &[]).unwrap();
+        let none = BTreeMap::new();
+        let slots = subnet_slots(&chosen, &none, &ips, &[]).unwrap();
         assert_eq!(slots[1].private_ip, Some(ips[1]));
-        assert!(subnet_slots(&chosen, &ips[..1], &[]).is_err());
-        assert!(subnet_slots(&chosen, &[], &[])
+        assert!(subnet_slots(&chosen, &none, &ips[..1], &[]).is_err());
+        assert!(subnet_slots(&chosen, &none, &[], &[])
             .unwrap()
             .iter()
             .all(|s| s.private_ip.is_none() && s.allocation.is_none()));
         let eips = vec!["eipalloc-1".to_string(), "eipalloc-2".to_string()];
-        let slots = subnet_slots(&chosen, &[], &eips).unwrap();
+        let slots = subnet_slots(&chosen, &none, &[], &eips).unwrap();
         assert_eq!(slots[0].allocation.as_deref(), Some("eipalloc-1"));
-        let e = subnet_slots(&chosen, &[], &eips[..1]).unwrap_err();
+        let e = subnet_slots(&chosen, &none, &[], &eips[..1]).unwrap_err();
         assert!(e.contains("eip-allocations"), "{e}");
+    }
+
+    #[test]
+    fn private_addresses_go_to_the_subnet_that_holds_them() {
+        let chosen = vec!["subnet-1".to_string(), "subnet-2".to_string()];
+        let cidrs = BTreeMap::from([
+            ("subnet-1".to_string(), "10.0.0.0/20".to_string()),
+            ("subnet-2".to_string(), "10.0.16.0/20".to_string()),
+        ]);
+        // Given in the other order: still each in its own subnet.
+        let ips: Vec<Ipv4Addr> = vec!["10.0.16.5".parse().unwrap(), "10.0.0.5".parse().unwrap()];
+        let slots = subnet_slots(&chosen, &cidrs, &ips, &[]).unwrap();
+        assert_eq!(slots[0].private_ip, Some(ips[1]));
+        assert_eq!(slots[1].private_ip, Some(ips[0]));
+        let outside: Vec<Ipv4Addr> = vec!["10.0.0.5".parse().unwrap(), "10.9.0.5".parse().unwrap()];
+        let e = subnet_slots(&chosen, &cidrs, &outside, &[]).unwrap_err();
+        assert!(e.contains("no address in subnet subnet-2"), "{e}");
+        let same: Vec<Ipv4Addr> = vec!["10.0.0.5".parse().unwrap(), "10.0.0.6".parse().unwrap()];
+        let e = subnet_slots(&chosen, &cidrs, &same, &[]).unwrap_err();
+        assert!(e.contains("are all in subnet subnet-1"), "{e}");
     }
 }

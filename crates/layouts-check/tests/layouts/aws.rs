@@ -83,6 +83,7 @@ fn subnet(id: &str, public: bool, tags: BTreeMap<String, String>) -> SubnetInfo 
         zone: "eu-central-1a".into(),
         tags,
         public,
+        cidr: String::new(),
     }
 }
 

@@ -19,6 +19,8 @@ pub struct SubnetInfo {
     pub tags: BTreeMap<String, String>,
     /// Whether its route table sends 0.0.0.0/0 to an internet gateway.
     pub public: bool,
+    /// Its IPv4 CIDR block (empty when unknown).
+    pub cidr: String,
 }
 
 impl SubnetInfo {
@@ -75,6 +77,7 @@ mod tests {
             id: id.into(),
             zone: zone.into(),
             public,
+            cidr: String::new(),
             tags: tags
                 .iter()
                 .map(|t| (t.to_string(), "1".to_string()))

@@ -189,6 +189,7 @@ impl Ec2 {
                     public: explicit.get(&id).copied().unwrap_or(main_public),
                     zone: s.availability_zone().unwrap_or("").to_string(),
                     tags: tags_of(s.tags()),
+                    cidr: s.cidr_block().unwrap_or_default().to_string(),
                     id,
                 })
             })

@@ -109,6 +109,7 @@ mod tests {
             zone: zone.into(),
             tags: BTreeMap::from([("Name".to_string(), name.to_string())]),
             public,
+            cidr: String::new(),
         }
     }
 
