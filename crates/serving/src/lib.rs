@@ -11,6 +11,7 @@ pub mod handler;
 pub mod listener;
 pub mod paths;
 pub mod readiness;
+pub mod reload;
 pub mod self_signed;
 pub mod server;
 pub mod tls;

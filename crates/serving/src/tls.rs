@@ -1,5 +1,6 @@
 //! The rustls server configuration (aws-lc-rs provider, HTTP/1.1): from the certificate and key
-//! files given, from a `tls.crt`/`tls.key` directory, or from a self-signed certificate.
+//! files given or a `tls.crt`/`tls.key` directory (read again when they change, see
+//! [`crate::reload`]), or from a self-signed certificate.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use anyhow::Context;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
+use crate::reload::{ReloadingCert, CHECK_EVERY};
 use crate::self_signed;
 
 /// Where the serving certificate comes from.
@@ -39,19 +41,47 @@ pub enum TlsSource {
 
 /// The server configuration for `source`.
 pub fn server_config(source: &TlsSource) -> anyhow::Result<Arc<rustls::ServerConfig>> {
-    let (chain, key) = match source {
-        TlsSource::Files { cert, key } => load_files(cert, key, FILE_FLAGS)?,
-        TlsSource::PairDir { dir, flag } => load_files(
-            &dir.join(PAIR_DIR_CERT),
-            &dir.join(PAIR_DIR_KEY),
-            (flag, flag),
-        )?,
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_no_client_auth();
+    let files = match source {
+        TlsSource::Files { cert, key } => Some((cert.clone(), key.clone(), FILE_FLAGS)),
+        TlsSource::PairDir { dir, flag } => Some((
+            dir.join(PAIR_DIR_CERT),
+            dir.join(PAIR_DIR_KEY),
+            (*flag, *flag),
+        )),
+        TlsSource::SelfSigned { .. } => None,
+    };
+    let mut config = match files {
+        Some((cert, key, flags)) => {
+            let resolver = ReloadingCert::load(&cert, &key, flags, provider, CHECK_EVERY)?;
+            builder.with_cert_resolver(Arc::new(resolver))
+        }
+        None => {
+            let (chain, key) = self_signed_pair(source)?;
+            builder
+                .with_single_cert(chain, key)
+                .context("the serving certificate does not match its private key")?
+        }
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The certificate and key of a [`TlsSource::SelfSigned`].
+fn self_signed_pair(
+    source: &TlsSource,
+) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    match source {
         TlsSource::SelfSigned {
             cert_dir: Some(dir),
             hosts,
         } => {
             let (cert, key) = self_signed::load_or_generate(dir, hosts)?;
-            load_files(&cert, &key, FILE_FLAGS)?
+            load_files(&cert, &key, FILE_FLAGS)
         }
         TlsSource::SelfSigned {
             cert_dir: None,
@@ -59,21 +89,13 @@ pub fn server_config(source: &TlsSource) -> anyhow::Result<Arc<rustls::ServerCon
         } => {
             let generated = self_signed::generate(hosts)?;
             tracing::info!(hosts = ?hosts, "serving with a self-signed certificate kept in memory");
-            (
+            Ok((
                 vec![CertificateDer::from(generated.cert_der)],
                 PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(generated.key_der)),
-            )
+            ))
         }
-    };
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .context("TLS protocol versions")?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .context("the serving certificate does not match its private key")?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+        _ => anyhow::bail!("not a self-signed source"),
+    }
 }
 
 /// The flags naming [`TlsSource::Files`]' certificate and key, as errors name them.
@@ -84,7 +106,7 @@ pub const PAIR_DIR_CERT: &str = "tls.crt";
 /// The private key file of a [`TlsSource::PairDir`].
 pub const PAIR_DIR_KEY: &str = "tls.key";
 
-fn load_files(
+pub(crate) fn load_files(
     cert: &Path,
     key: &Path,
     (cert_flag, key_flag): (&str, &str),
