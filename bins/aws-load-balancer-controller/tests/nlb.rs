@@ -89,16 +89,22 @@ async fn target_group_arns(a: &Albc) -> Vec<String> {
         .collect()
 }
 
-/// (port, protocol, forward target group) of the NLB's listeners.
-async fn listeners(a: &Albc, lb_name: &str) -> Vec<(i32, String, String)> {
+/// The load balancer `name` as moto describes it.
+async fn described(a: &Albc, name: &str) -> aws_sdk_elasticloadbalancingv2::types::LoadBalancer {
     let out = a
         .elbv2
         .describe_load_balancers()
-        .names(lb_name)
+        .names(name)
         .send()
         .await
         .unwrap();
-    let arn = out.load_balancers()[0].load_balancer_arn().unwrap();
+    out.load_balancers()[0].clone()
+}
+
+/// (port, protocol, forward target group) of the NLB's listeners.
+async fn listeners(a: &Albc, lb_name: &str) -> Vec<(i32, String, String)> {
+    let lb = described(a, lb_name).await;
+    let arn = lb.load_balancer_arn().unwrap();
     let ls = a
         .elbv2
         .describe_listeners()
@@ -554,17 +560,11 @@ async fn service_with_ports(a: &Albc, name: &str, ports: serde_json::Value, ann:
 }
 
 async fn listener_arn(a: &Albc, lb_name: &str, port: i32) -> String {
-    let out = a
-        .elbv2
-        .describe_load_balancers()
-        .names(lb_name)
-        .send()
-        .await
-        .unwrap();
+    let lb = described(a, lb_name).await;
     let ls = a
         .elbv2
         .describe_listeners()
-        .load_balancer_arn(out.load_balancers()[0].load_balancer_arn().unwrap())
+        .load_balancer_arn(lb.load_balancer_arn().unwrap())
         .send()
         .await
         .unwrap();
@@ -634,14 +634,14 @@ async fn tls_listeners_attributes_and_tcp_udp_ports() {
     assert_eq!(protocols, vec![(80, "TCP"), (443, "TLS")]);
     // The TLS listener: the first certificate by default, the second added, upstream's policy.
     let tls = listener_arn(&a, &name, 443).await;
-    let described = a
+    let tls_listener = a
         .elbv2
         .describe_listeners()
         .listener_arns(&tls)
         .send()
         .await
         .unwrap();
-    let l = &described.listeners()[0];
+    let l = &tls_listener.listeners()[0];
     assert_eq!(
         l.certificates()[0].certificate_arn(),
         Some(certs[0].as_str())
@@ -658,14 +658,8 @@ async fn tls_listeners_attributes_and_tcp_udp_ports() {
         "{bodies:?}"
     );
     // Attributes: cross-zone on the NLB, proxy protocol v2 on every target group (both TCP).
-    let lb_arn = a
-        .elbv2
-        .describe_load_balancers()
-        .names(&name)
-        .send()
+    let lb_arn = described(&a, &name)
         .await
-        .unwrap()
-        .load_balancers()[0]
         .load_balancer_arn()
         .unwrap()
         .to_string();
@@ -788,14 +782,7 @@ async fn tls_listeners_attributes_and_tcp_udp_ports() {
 
 /// (ARN, scheme, sorted subnets) of the load balancer `name`.
 async fn nlb_placement(a: &Albc, name: &str) -> (String, String, Vec<String>) {
-    let out = a
-        .elbv2
-        .describe_load_balancers()
-        .names(name)
-        .send()
-        .await
-        .unwrap();
-    let l = &out.load_balancers()[0];
+    let l = described(a, name).await;
     let mut subnets: Vec<String> = l
         .availability_zones()
         .iter()
@@ -944,14 +931,7 @@ async fn inbound(a: &Albc, group: &str) -> Vec<(String, i32, String)> {
 
 /// The NLB's security groups, sorted.
 async fn nlb_groups(a: &Albc, name: &str) -> Vec<String> {
-    let out = a
-        .elbv2
-        .describe_load_balancers()
-        .names(name)
-        .send()
-        .await
-        .unwrap();
-    let mut groups = out.load_balancers()[0].security_groups().to_vec();
+    let mut groups = described(a, name).await.security_groups().to_vec();
     groups.sort();
     groups
 }
