@@ -127,6 +127,22 @@ async fn listeners(a: &Albc, lb_name: &str) -> Vec<(i32, String, String)> {
         .collect()
 }
 
+/// The value of a target group's attribute `key`.
+async fn tg_attribute(a: &Albc, tg: &str, key: &str) -> Option<String> {
+    let attrs = a
+        .elbv2
+        .describe_target_group_attributes()
+        .target_group_arn(tg)
+        .send()
+        .await
+        .unwrap();
+    attrs
+        .attributes()
+        .iter()
+        .find(|x| x.key() == Some(key))
+        .and_then(|x| x.value().map(str::to_string))
+}
+
 /// ELBv2 requests other than reads.
 fn writes(counts: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
     counts
@@ -217,19 +233,9 @@ async fn ip_mode_nlb_follows_endpoints_and_leaves_nothing_behind() {
     assert_eq!((ls[0].0, ls[0].1.as_str()), (80, "TCP"));
     let tg = ls[0].2.clone();
     assert_eq!(target_group_arns(&a).await, vec![tg.clone()]);
-    let attrs = a
-        .elbv2
-        .describe_target_group_attributes()
-        .target_group_arn(&tg)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        attrs
-            .attributes()
-            .iter()
-            .any(|x| x.key() == Some("preserve_client_ip.enabled") && x.value() == Some("false")),
-        "{attrs:?}"
+    assert_eq!(
+        tg_attribute(&a, &tg, "preserve_client_ip.enabled").await,
+        Some("false".into())
     );
     a.wait_targets(&tg, &three).await;
     let svc = Api::<Service>::namespaced(a.admin.clone(), NS)
@@ -690,19 +696,9 @@ async fn tls_listeners_attributes_and_tcp_udp_ports() {
             g.target_groups()[0].protocol().map(|p| p.as_str()),
             Some("TCP")
         );
-        let attrs = a
-            .elbv2
-            .describe_target_group_attributes()
-            .target_group_arn(tg)
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            attrs
-                .attributes()
-                .iter()
-                .any(|x| x.key() == Some("proxy_protocol_v2.enabled") && x.value() == Some("true")),
-            "{attrs:?}"
+        assert_eq!(
+            tg_attribute(&a, tg, "proxy_protocol_v2.enabled").await,
+            Some("true".into())
         );
     }
 
