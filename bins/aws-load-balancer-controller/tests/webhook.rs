@@ -4,7 +4,9 @@
 //! selectors and failure policy). A pod of a namespace labelled for injection gets the gate of
 //! the `ip` binding whose Service selects it (and no other); pods of an unlabelled namespace or
 //! with other labels get none; a binding without ARN and an update changing the ARN are refused
-//! by the API server with the webhook's message; valid bindings and updates go through.
+//! by the API server with the webhook's message; valid bindings and updates go through; a
+//! binding naming only its target group gets the ARN, target type and VPC from AWS (moto), and
+//! one naming no existing group is refused.
 
 mod common;
 
@@ -19,7 +21,7 @@ use k8s_openapi::ByteString;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 use stratus_albc::crd::TargetGroupBinding;
-use stratus_albc::webhook::{MUTATE_POD, VALIDATE_TGB};
+use stratus_albc::webhook::{MUTATE_POD, MUTATE_TGB, VALIDATE_TGB};
 use stratus_scenarios::wait_for;
 
 const GATED: &str = "gated";
@@ -59,7 +61,7 @@ fn binding(name: &str, service: &str, arn: &str, target_type: &str) -> TargetGro
     .unwrap()
 }
 
-/// The chart's two webhook configurations, calling `https://127.0.0.1:<port>` instead of the
+/// The chart's webhook configurations (three webhooks), calling `https://127.0.0.1:<port>` instead of the
 /// Service.
 async fn register(admin: &kube::Client, port: u16, ca: &str) {
     let url = |path: &str| format!("https://127.0.0.1:{port}{path}");
@@ -76,11 +78,17 @@ async fn register(admin: &kube::Client, port: u16, ca: &str) {
                 {"key": "app.kubernetes.io/name", "operator": "NotIn",
                  "values": ["aws-load-balancer-controller"]}]},
             "failurePolicy": "Fail", "sideEffects": "None",
+            "admissionReviewVersions": ["v1"]}, {
+            "name": MUTATE_TGB.name,
+            "clientConfig": {"url": url(MUTATE_TGB.path)},
+            "rules": [{"apiGroups": ["elbv2.k8s.aws"], "apiVersions": ["v1beta1"],
+                       "operations": ["CREATE"], "resources": ["targetgroupbindings"]}],
+            "failurePolicy": "Fail", "sideEffects": "None",
             "admissionReviewVersions": ["v1"]}]}))
     .unwrap();
-    mutating.webhooks.as_mut().unwrap()[0]
-        .client_config
-        .ca_bundle = Some(ByteString(ca.as_bytes().to_vec()));
+    for w in mutating.webhooks.as_mut().unwrap() {
+        w.client_config.ca_bundle = Some(ByteString(ca.as_bytes().to_vec()));
+    }
     let mut validating: ValidatingWebhookConfiguration = serde_json::from_value(json!({
         "metadata": {"name": "aws-load-balancer-webhook"},
         "webhooks": [{
@@ -238,6 +246,35 @@ async fn gates_are_injected_and_bindings_validated_through_the_apiserver() {
             ),
         "{e}"
     );
+    // Defaults: a binding naming its target group gets the ARN, target type, IP address type
+    // and VPC from it (and, now an ip binding, its pods get the gate); an unknown name is
+    // refused.
+    let named: TargetGroupBinding = serde_json::from_value(json!({
+        "apiVersion": "elbv2.k8s.aws/v1beta1", "kind": "TargetGroupBinding",
+        "metadata": {"name": "named"},
+        "spec": {"serviceRef": {"name": "web", "port": 80}, "targetGroupName": "plain-tg"}}))
+    .unwrap();
+    let made = plain_tgbs.create(&pp, &named).await.unwrap();
+    assert_eq!(made.spec.target_group_arn, plain_arn);
+    assert_eq!(made.spec.target_type.as_deref(), Some("ip"));
+    assert_eq!(made.spec.vpc_id.as_deref(), Some(t.vpc.as_str()));
+    let mut unknown = named.clone();
+    unknown.metadata.name = Some("unknown".into());
+    unknown.spec.target_group_name = Some("no-such-tg".into());
+    let e = plain_tgbs
+        .create(&pp, &unknown)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(MUTATE_TGB.name) && e.contains("no target group is named \"no-such-tg\""),
+        "{e}"
+    );
+    plain_tgbs
+        .delete("named", &Default::default())
+        .await
+        .unwrap();
+
     // A valid update goes through.
     tgbs.patch(
         "web",

@@ -157,7 +157,10 @@ pub async fn run(
                 namespace: watch_namespace.clone(),
                 inject: opts.pod_readiness_gate,
             };
-            Some(WebhookServer::start(&kube, settings, webhook_metrics, filled).await?)
+            Some(
+                WebhookServer::start(&kube, elbv2.clone(), settings, webhook_metrics, filled)
+                    .await?,
+            )
         }
         _ => {
             tracing::info!("--webhook-bind-port=0: the admission webhooks are off");

@@ -1,10 +1,13 @@
 //! The admission webhooks, drop-in for upstream's: `mpod.elbv2.k8s.aws` adds the
-//! `target-health.elbv2.k8s.aws/<binding>` readiness gates to new pods, and
+//! `target-health.elbv2.k8s.aws/<binding>` readiness gates to new pods,
+//! `mtargetgroupbinding.elbv2.k8s.aws` fills in a new TargetGroupBinding's target group ARN,
+//! target type, IP address type and VPC from its target group, and
 //! `vtargetgroupbinding.elbv2.k8s.aws` refuses TargetGroupBindings without a target group ARN,
 //! with an unknown target type, or whose ARN or target type an update changes. Served over HTTPS
 //! on every replica (not only the leader).
 
 pub mod caches;
+pub mod defaults;
 pub mod gates;
 pub mod metrics;
 pub mod review;
@@ -24,6 +27,12 @@ pub struct Webhook {
 pub const MUTATE_POD: Webhook = Webhook {
     name: "mpod.elbv2.k8s.aws",
     path: "/mutate-v1-pod",
+};
+
+/// The TargetGroupBinding defaults.
+pub const MUTATE_TGB: Webhook = Webhook {
+    name: "mtargetgroupbinding.elbv2.k8s.aws",
+    path: "/mutate-elbv2-k8s-aws-v1beta1-targetgroupbinding",
 };
 
 /// The TargetGroupBinding validation.

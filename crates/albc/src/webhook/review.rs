@@ -12,6 +12,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 
 use crate::crd::TargetGroupBinding;
+use crate::webhook::defaults::{default_patch, TargetGroupFacts};
 use crate::webhook::gates::{gate_patch, gates_to_add, PodView};
 use crate::webhook::validate::problems;
 
@@ -72,6 +73,36 @@ pub fn mutate_pod<'a>(
         .with_patch(gate_patch(view.gates.as_deref(), &gates))
         .map_err(|e| format!("the patch: {e}"))?;
     Ok((patched, Outcome::Patched))
+}
+
+/// The answer to a TargetGroupBinding's defaulting: on CREATE, the patch of
+/// [`default_patch`] from the target group's `facts` (looked up by the caller when
+/// [`crate::webhook::defaults::needs_defaults`]; None: nothing to add); a target group that
+/// does not exist or cannot be bound is a denial.
+pub fn default_binding(
+    request: &AdmissionRequest<TargetGroupBinding>,
+    facts: Option<Result<TargetGroupFacts, String>>,
+) -> Result<(AdmissionResponse, Outcome), String> {
+    let allowed = AdmissionResponse::from(request);
+    let Some(facts) = facts.filter(|_| request.operation == Operation::Create) else {
+        return Ok((allowed, Outcome::Allowed));
+    };
+    let new = request.object.as_ref().ok_or("a request without object")?;
+    match facts.and_then(|f| default_patch(&new.spec, &f)) {
+        Ok(None) => Ok((allowed, Outcome::Allowed)),
+        Ok(Some(patch)) => Ok((
+            allowed
+                .with_patch(patch)
+                .map_err(|e| format!("the patch: {e}"))?,
+            Outcome::Patched,
+        )),
+        Err(problem) => {
+            let mut denied = allowed.deny(problem);
+            denied.result.code = 403;
+            denied.result.reason = "Forbidden".into();
+            Ok((denied, Outcome::Denied))
+        }
+    }
 }
 
 /// The answer to a TargetGroupBinding admission: CREATE and UPDATE are checked, the rest

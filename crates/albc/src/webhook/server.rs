@@ -1,6 +1,7 @@
 //! The webhook HTTPS server (`--webhook-bind-port`, certificate `tls.crt`/`tls.key` in
-//! `--webhook-cert-dir`, the shared `stratus-serving` listener): routes `POST` bodies to the two
-//! webhooks and writes their AdmissionReview answers. Our own failures (a body that is not an
+//! `--webhook-cert-dir`, the shared `stratus-serving` listener): routes `POST` bodies to the
+//! three webhooks and writes their AdmissionReview answers (the binding defaults look the target
+//! group up in AWS, one or two DescribeTargetGroups, only when something is left out). Our own failures (a body that is not an
 //! AdmissionReview, caches not filled in time) are HTTP errors, so the API server applies the
 //! webhook's `failurePolicy`.
 
@@ -21,9 +22,11 @@ use tokio::time::Instant;
 
 use crate::crd::TargetGroupBinding;
 use crate::webhook::caches::Caches;
+use crate::webhook::defaults::{needs_defaults, TargetGroupFacts};
 use crate::webhook::metrics::WebhookMetrics;
-use crate::webhook::review::{decode, mutate_pod, validate_binding, Outcome};
-use crate::webhook::{MUTATE_POD, VALIDATE_TGB};
+use crate::webhook::review::{decode, default_binding, mutate_pod, validate_binding, Outcome};
+use crate::webhook::{MUTATE_POD, MUTATE_TGB, VALIDATE_TGB};
+use stratus_aws::lb::elbv2_api::ElbV2Api;
 
 /// Largest AdmissionReview read (an object and its old version, each at most etcd's 1.5 MiB).
 const MAX_BODY: usize = 4 << 20;
@@ -53,6 +56,7 @@ impl WebhookServer {
     /// Loads the certificate, starts the caches (`filled` set once they are in) and listens.
     pub async fn start(
         client: &kube::Client,
+        elbv2: ElbV2Api,
         settings: WebhookSettings,
         metrics: WebhookMetrics,
         filled: ReadyFlag,
@@ -65,12 +69,13 @@ impl WebhookServer {
             caches: Caches::start(client, &settings.namespace, filled),
             inject: settings.inject,
             metrics,
+            elbv2,
         });
         let listener =
             HttpsListener::start(settings.address, &tls, "--webhook-bind-port", webhooks)
                 .await
                 .context("the admission webhooks (--webhook-bind-port=0 turns them off)")?;
-        tracing::info!(address = %listener.local_addr(), paths = ?[MUTATE_POD.path, VALIDATE_TGB.path], "serving the admission webhooks");
+        tracing::info!(address = %listener.local_addr(), paths = ?[MUTATE_POD.path, MUTATE_TGB.path, VALIDATE_TGB.path], "serving the admission webhooks");
         Ok(WebhookServer { listener })
     }
 
@@ -89,12 +94,13 @@ struct Webhooks {
     caches: Caches,
     inject: bool,
     metrics: WebhookMetrics,
+    elbv2: ElbV2Api,
 }
 
 impl Respond for Webhooks {
     async fn respond(&self, request: Request<Incoming>) -> Response<Body> {
         let path = request.uri().path();
-        let webhook = [MUTATE_POD, VALIDATE_TGB]
+        let webhook = [MUTATE_POD, MUTATE_TGB, VALIDATE_TGB]
             .into_iter()
             .find(|w| w.path == path);
         let Some(webhook) = webhook else {
@@ -136,6 +142,21 @@ impl Webhooks {
             let request = decode::<TargetGroupBinding>(body).map_err(bad)?;
             return validate_binding(&request).map_err(bad);
         }
+        if webhook == MUTATE_TGB.name {
+            let request = decode::<TargetGroupBinding>(body).map_err(bad)?;
+            let facts = match &request.object {
+                Some(tgb) if needs_defaults(&tgb.spec) => {
+                    Some(self.target_group(tgb).await.map_err(|e| {
+                        (
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            format!("looking the target group up: {e}"),
+                        )
+                    })?)
+                }
+                _ => None,
+            };
+            return default_binding(&request, facts).map_err(bad);
+        }
         let request = decode::<DynamicObject>(body).map_err(bad)?;
         if self.inject && !self.caches.filled(CACHE_WAIT).await {
             return Err((
@@ -152,6 +173,33 @@ impl Webhooks {
             |service| self.caches.selector_of(&namespace, service),
         )
         .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e))
+    }
+}
+
+impl Webhooks {
+    /// The binding's target group by ARN, else by name; `Err` inside when it does not exist.
+    async fn target_group(
+        &self,
+        tgb: &TargetGroupBinding,
+    ) -> Result<Result<TargetGroupFacts, String>, stratus_cloud::CloudError> {
+        let spec = &tgb.spec;
+        let mut arn = spec.target_group_arn.trim().to_string();
+        if arn.is_empty() {
+            let name = spec.target_group_name.clone().unwrap_or_default();
+            match self.elbv2.target_group(&name).await? {
+                Some(g) => arn = g.arn,
+                None => return Ok(Err(format!("no target group is named {name:?}"))),
+            }
+        }
+        Ok(match self.elbv2.target_group_info(&arn).await? {
+            Some(info) => Ok(TargetGroupFacts {
+                arn: info.arn,
+                target_type: info.target_type,
+                ip_address_type: info.ip_address_type,
+                vpc_id: info.vpc_id,
+            }),
+            None => Err(format!("target group {arn} not found")),
+        })
     }
 }
 

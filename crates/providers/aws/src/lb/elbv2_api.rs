@@ -85,6 +85,8 @@ pub struct TargetGroupInfo {
     pub port: Option<i32>,
     /// Its VPC.
     pub vpc_id: Option<String>,
+    /// `ipv4` or `ipv6`, when AWS says.
+    pub ip_address_type: Option<String>,
 }
 
 /// Most targets one RegisterTargets or DeregisterTargets call carries.
@@ -662,6 +664,7 @@ impl ElbV2Api {
                 .map_or("instance".into(), |t| t.as_str().to_string()),
             port: g.port(),
             vpc_id: g.vpc_id().map(str::to_string),
+            ip_address_type: g.ip_address_type().map(|t| t.as_str().to_string()),
         }))
     }
 
