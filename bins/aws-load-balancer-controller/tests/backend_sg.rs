@@ -3,7 +3,9 @@
 //! binding names the backend group on the Service's target port, and the security group of each
 //! pod's network interface (the one tagged for the cluster where an interface has two) gets
 //! exactly that rule; a user binding's CIDR rule joins it on the same group and goes again with
-//! the binding while the backend rule stays; deleting the Ingress removes the rule, the ALB and
+//! the binding while the backend rule stays; given groups with
+//! `manage-backend-security-group-rules: "true"` keep the backend group and its rule (the managed
+//! frontend group goes), `"false"` drops both; deleting the Ingress removes the rule, the ALB and
 //! the backend group.
 
 mod common;
@@ -190,6 +192,50 @@ async fn the_backend_group_reaches_the_pods_through_their_interface_groups() {
     .await;
     a.delete_binding("manual").await;
     wait_rules(&a, &ctl, &nodes, &[rule(8080, &backend)]).await;
+
+    // Given groups with `manage-backend-security-group-rules`: the given group and the backend
+    // group on the ALB, the managed frontend group gone, the backend rule kept; turned off, the
+    // given group alone and the rule revoked.
+    let given = a.security_group("given", &[]).await;
+    let alb_groups = || async {
+        let lb = a
+            .elbv2
+            .describe_load_balancers()
+            .names(&lb_name)
+            .send()
+            .await?;
+        let mut groups = lb.load_balancers()[0].security_groups().to_vec();
+        groups.sort();
+        anyhow::Ok(groups)
+    };
+    for (manage, mut want, rules) in [
+        (
+            "true",
+            vec![given.clone(), backend.clone()],
+            vec![rule(8080, &backend)],
+        ),
+        ("false", vec![given.clone()], vec![]),
+    ] {
+        want.sort();
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            "alb.ingress.kubernetes.io/security-groups": given,
+            "alb.ingress.kubernetes.io/manage-backend-security-group-rules": manage}}});
+        ings.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+        wait_for(
+            &format!("ALB groups with manage={manage}"),
+            WAIT,
+            || async { Ok((alb_groups().await? == want).then_some(())) },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
+        wait_rules(&a, &ctl, &nodes, &rules).await;
+    }
+    assert!(a
+        .groups_tagged("ingress.k8s.aws/resource", "ManagedLBSecurityGroup")
+        .await
+        .is_empty());
 
     // Deleting the Ingress takes the rule, the ALB and the backend group with it.
     ings.delete("web", &DeleteParams::default()).await.unwrap();

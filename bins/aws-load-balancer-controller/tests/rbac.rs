@@ -105,6 +105,20 @@ const REQUIRED: &[Access] = &[
     ),
     access(
         "get",
+        "networking.k8s.io",
+        "ingressclasses",
+        None,
+        "webhook/server.rs vingress",
+    ),
+    access(
+        "get",
+        "elbv2.k8s.aws",
+        "ingressclassparams",
+        None,
+        "webhook/server.rs vingress",
+    ),
+    access(
+        "get",
         "",
         "services",
         Some("default"),

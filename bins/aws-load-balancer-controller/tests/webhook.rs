@@ -6,7 +6,9 @@
 //! with other labels get none; a binding without ARN and an update changing the ARN are refused
 //! by the API server with the webhook's message; valid bindings and updates go through; a
 //! binding naming only its target group gets the ARN, target type and VPC from AWS (moto), and
-//! one naming no existing group is refused.
+//! one naming no existing group is refused; an Ingress naming a missing class, a class whose
+//! params are missing, or params whose namespaceSelector leaves its namespace out is refused,
+//! and admitted once the namespace is labelled.
 
 mod common;
 
@@ -17,11 +19,12 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::ByteString;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 use stratus_albc::crd::TargetGroupBinding;
-use stratus_albc::webhook::{MUTATE_POD, MUTATE_TGB, VALIDATE_TGB};
+use stratus_albc::webhook::{MUTATE_POD, MUTATE_TGB, VALIDATE_INGRESS, VALIDATE_TGB};
 use stratus_scenarios::wait_for;
 
 const GATED: &str = "gated";
@@ -97,11 +100,18 @@ async fn register(admin: &kube::Client, port: u16, ca: &str) {
             "rules": [{"apiGroups": ["elbv2.k8s.aws"], "apiVersions": ["v1beta1"],
                        "operations": ["CREATE", "UPDATE"], "resources": ["targetgroupbindings"]}],
             "failurePolicy": "Fail", "sideEffects": "None",
+            "admissionReviewVersions": ["v1"]}, {
+            "name": VALIDATE_INGRESS.name,
+            "clientConfig": {"url": url(VALIDATE_INGRESS.path)},
+            "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["ingresses"]}],
+            "matchPolicy": "Equivalent",
+            "failurePolicy": "Fail", "sideEffects": "None",
             "admissionReviewVersions": ["v1"]}]}))
     .unwrap();
-    validating.webhooks.as_mut().unwrap()[0]
-        .client_config
-        .ca_bundle = Some(ByteString(ca.as_bytes().to_vec()));
+    for w in validating.webhooks.as_mut().unwrap() {
+        w.client_config.ca_bundle = Some(ByteString(ca.as_bytes().to_vec()));
+    }
     let pp = PostParams::default();
     Api::<MutatingWebhookConfiguration>::all(admin.clone())
         .create(&pp, &mutating)
@@ -111,6 +121,47 @@ async fn register(admin: &kube::Client, port: u16, ca: &str) {
         .create(&pp, &validating)
         .await
         .unwrap();
+}
+
+/// IngressClasses: `alb-strict` (params `strict`, selecting namespaces labelled `team=edge`),
+/// `alb-ghost` (params that do not exist), `other` (another controller's).
+async fn ingress_classes(admin: &kube::Client) {
+    let params = ApiResource::erase::<stratus_albc::crd::IngressClassParams>(&());
+    let strict: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "elbv2.k8s.aws/v1beta1", "kind": "IngressClassParams",
+        "metadata": {"name": "strict"},
+        "spec": {"namespaceSelector": {"matchLabels": {"team": "edge"}}}}))
+    .unwrap();
+    Api::<DynamicObject>::all_with(admin.clone(), &params)
+        .create(&PostParams::default(), &strict)
+        .await
+        .unwrap();
+    let classes = Api::<IngressClass>::all(admin.clone());
+    for (name, controller, params) in [
+        ("alb-strict", "ingress.k8s.aws/alb", Some("strict")),
+        ("alb-ghost", "ingress.k8s.aws/alb", Some("ghost")),
+        ("other", "example.com/other", None),
+    ] {
+        let mut spec = json!({"controller": controller});
+        if let Some(p) = params {
+            spec["parameters"] =
+                json!({"apiGroup": "elbv2.k8s.aws", "kind": "IngressClassParams", "name": p});
+        }
+        let class: IngressClass =
+            serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .unwrap();
+    }
+}
+
+fn ingress(class: &str) -> Ingress {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("web-{class}")},
+        "spec": {"ingressClassName": class,
+                 "defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}}))
+    .unwrap()
 }
 
 async fn namespace(admin: &kube::Client, name: &str, inject: bool) {
@@ -284,6 +335,42 @@ async fn gates_are_injected_and_bindings_validated_through_the_apiserver() {
     .await
     .unwrap();
     assert_eq!(tgbs.get("web").await.unwrap().spec.target_group_arn, arn);
+
+    // Ingresses: a class that does not exist, params that do not exist or do not select the
+    // namespace are refused; another controller's class passes; labelling the namespace lets
+    // the Ingress in.
+    ingress_classes(&t.admin).await;
+    let ingresses = Api::<Ingress>::namespaced(t.admin.clone(), PLAIN);
+    for (class, want) in [
+        ("nope", "ingressclasses.networking.k8s.io \"nope\" not found"),
+        ("alb-ghost", "IngressClassParams ghost not found"),
+        (
+            "alb-strict",
+            "namespace plain is not selected by the spec.namespaceSelector of IngressClassParams strict",
+        ),
+    ] {
+        let e = ingresses
+            .create(&pp, &ingress(class))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(VALIDATE_INGRESS.name) && e.contains(want),
+            "{class}: {e}"
+        );
+    }
+    ingresses.create(&pp, &ingress("other")).await.unwrap();
+    Api::<Namespace>::all(t.admin.clone())
+        .patch(
+            PLAIN,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "edge"}}})),
+        )
+        .await
+        .unwrap();
+    let mut strict = ingress("alb-strict");
+    strict.metadata.name = Some("strict".into());
+    ingresses.create(&pp, &strict).await.unwrap();
 
     // The controller's own finalizer writes pass the webhook: deletion completes.
     for (api, name) in [(&tgbs, "web"), (&tgbs, "web-inst"), (&plain_tgbs, "web")] {

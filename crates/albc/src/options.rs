@@ -16,6 +16,18 @@ pub const UNSUPPORTED_FLAGS: &[(&str, &str)] = &[
     ("--enable-shield", "AWS Shield is not implemented"),
     ("--enable-waf", "AWS WAF is not implemented"),
     ("--enable-wafv2", "AWS WAFv2 is not implemented"),
+    (
+        "--disable-ingress-class-annotation",
+        "the kubernetes.io/ingress.class annotation cannot be turned off in this build",
+    ),
+    (
+        "--disable-ingress-group-name-annotation",
+        "the group.name annotation cannot be turned off in this build",
+    ),
+    (
+        "--enable-service-mutator-webhook",
+        "the Service mutator webhook is not in this build (it would take LoadBalancer Services from the cloud-controller-manager)",
+    ),
 ];
 
 /// The `--feature-gates` this build implements, with upstream's defaults; any other gate name
@@ -318,12 +330,15 @@ mod tests {
             "--cluster-name=x",
             "--enable-wafv2=true",
             "--enable-shield",
+            "--disable-ingress-class-annotation",
             "--webhook-bind-port=9443",
         ])
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("--enable-wafv2: AWS WAFv2") && e.contains("--enable-shield"),
+            e.contains("--enable-wafv2: AWS WAFv2")
+                && e.contains("--enable-shield")
+                && e.contains("--disable-ingress-class-annotation: the kubernetes.io"),
             "{e}"
         );
         let e = Options::parse_args([

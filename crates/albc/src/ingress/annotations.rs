@@ -31,6 +31,7 @@ pub const KNOWN: &[&str] = &[
     "success-codes",
     "subnets",
     "security-groups",
+    "manage-backend-security-group-rules",
     "tags",
     "inbound-cidrs",
     "target-group-attributes",
@@ -108,6 +109,9 @@ pub struct IngressAnnotations {
     pub subnets: Vec<String>,
     /// Security groups instead of the managed one.
     pub security_groups: Vec<String>,
+    /// `manage-backend-security-group-rules: "true"`: with given groups, the shared backend
+    /// group is attached too and the targets admit it.
+    pub manage_backend_rules: bool,
     /// Extra tags.
     pub tags: BTreeMap<String, String>,
     /// Inbound CIDRs of the managed security group.
@@ -270,6 +274,11 @@ fn parse_raw(annotations: &BTreeMap<String, String>) -> (IngressAnnotations, Vec
             "success-codes" => a.health.success_codes = v.clone(),
             "subnets" => a.subnets = list(v),
             "security-groups" => a.security_groups = list(v),
+            "manage-backend-security-group-rules" => match v.as_str() {
+                "true" => a.manage_backend_rules = true,
+                "false" => a.manage_backend_rules = false,
+                _ => p.push(format!("{k}: {v:?} (true or false)")),
+            },
             "inbound-cidrs" => {
                 a.inbound_cidrs = list(v);
                 if let Err(e) = stratus_aws::lb::rules::check_source_ranges(&a.inbound_cidrs) {

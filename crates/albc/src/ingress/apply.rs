@@ -89,13 +89,14 @@ pub async fn apply(
     tags.extend(stack.clone());
     // The managed frontend group, kept in step with the listeners (a changed plan only).
     let managed = spec.security_groups.is_empty();
-    // With a managed frontend group, the shared backend group too: it is the targets' source.
-    let backend = if managed {
+    // With a managed frontend group (or given ones and `manage-backend-security-group-rules`),
+    // the shared backend group too: it is the targets' source.
+    let backend = if managed || spec.manage_backend_rules {
         backend_group(ctx).await?
     } else {
         None
     };
-    let wanted_groups = if managed {
+    let wanted_groups: Vec<String> = if managed {
         let ec2 = ctx.subnets.ec2();
         let rules = security::wanted_rules(spec);
         let owner = security::Owner::ingress(&stack);
@@ -103,7 +104,11 @@ pub async fn apply(
             security::ensure(ec2, &ctx.settings.vpc, &spec.name, &rules, owner, &tags).await?;
         std::iter::once(frontend).chain(backend.clone()).collect()
     } else {
-        spec.security_groups.clone()
+        spec.security_groups
+            .iter()
+            .cloned()
+            .chain(backend.clone())
+            .collect()
     };
     let (mut lb, created) = load_balancer(ctx, spec, &known, &wanted_groups, &tags).await?;
     if !created {

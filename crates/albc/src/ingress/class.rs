@@ -29,6 +29,50 @@ pub enum Served {
     Broken(String),
 }
 
+/// What an IngressClass says of its params.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParamsRef {
+    /// Another controller's class.
+    NotOurs,
+    /// Ours, without `spec.parameters`.
+    NoParams,
+    /// Ours, naming this IngressClassParams.
+    Named(String),
+    /// Ours, with parameters of another kind: why.
+    Broken(String),
+}
+
+/// What the IngressClass `name` says of its params (pure).
+pub fn params_ref(name: &str, class: &IngressClass) -> ParamsRef {
+    let spec = class.spec.clone().unwrap_or_default();
+    if spec.controller.as_deref() != Some(CONTROLLER) {
+        return ParamsRef::NotOurs;
+    }
+    let Some(p) = spec.parameters else {
+        return ParamsRef::NoParams;
+    };
+    if p.api_group.as_deref() != Some(GROUP) || p.kind != "IngressClassParams" {
+        return ParamsRef::Broken(format!(
+            "IngressClass {name}: parameters {}/{} are not {GROUP}/IngressClassParams",
+            p.api_group.unwrap_or_default(),
+            p.kind
+        ));
+    }
+    ParamsRef::Named(p.name)
+}
+
+/// Why an Ingress of the class `class` cannot be served: its params `params` do not exist.
+pub fn params_missing(class: &str, params: &str) -> String {
+    format!("IngressClass {class}: IngressClassParams {params} not found")
+}
+
+/// Why an Ingress of `namespace` cannot use the IngressClassParams `params`.
+pub fn namespace_refused(namespace: &str, params: &str) -> String {
+    format!(
+        "namespace {namespace} is not selected by the spec.namespaceSelector of IngressClassParams {params}"
+    )
+}
+
 /// The watch caches of IngressClasses and IngressClassParams.
 #[derive(Clone)]
 pub struct Classes {
@@ -67,26 +111,14 @@ impl Classes {
         let Some(class) = self.classes.get(&ObjectRef::new(name)) else {
             return Served::No;
         };
-        let spec = class.spec.clone().unwrap_or_default();
-        if spec.controller.as_deref() != Some(CONTROLLER) {
-            return Served::No;
-        }
-        let Some(p) = spec.parameters else {
-            return Served::Yes(None);
-        };
-        if p.api_group.as_deref() != Some(GROUP) || p.kind != "IngressClassParams" {
-            return Served::Broken(format!(
-                "IngressClass {name}: parameters {}/{} are not {GROUP}/IngressClassParams",
-                p.api_group.unwrap_or_default(),
-                p.kind
-            ));
-        }
-        match self.params.get(&ObjectRef::new(&p.name)) {
-            Some(params) => Served::Yes(Some(params)),
-            None => Served::Broken(format!(
-                "IngressClass {name}: IngressClassParams {} not found",
-                p.name
-            )),
+        match params_ref(name, &class) {
+            ParamsRef::NotOurs => Served::No,
+            ParamsRef::NoParams => Served::Yes(None),
+            ParamsRef::Broken(why) => Served::Broken(why),
+            ParamsRef::Named(p) => match self.params.get(&ObjectRef::new(&p)) {
+                Some(params) => Served::Yes(Some(params)),
+                None => Served::Broken(params_missing(name, &p)),
+            },
         }
     }
 }

@@ -27,7 +27,7 @@ use crate::ingress::alb_api::AlbApi;
 use crate::ingress::annotations::{self, IngressAnnotations};
 use crate::ingress::apply::{apply, teardown, Applied};
 use crate::ingress::backend_group::SharedBackendGroup;
-use crate::ingress::class::{Classes, Served};
+use crate::ingress::class::{namespace_refused, Classes, Served};
 use crate::ingress::class_params::namespace_allowed;
 use crate::ingress::model::{group_of, member_name, plan_parsed, GroupId};
 
@@ -182,9 +182,9 @@ async fn member_annotations(
             namespaces.insert(ns.clone(), labels);
         }
         if !namespace_allowed(Some(selector), &namespaces[&ns]).map_err(|e| vec![e])? {
-            return Err(vec![format!(
-                "namespace {ns} is not selected by the spec.namespaceSelector of IngressClassParams {}",
-                params.as_ref().map(|p| p.name_any()).unwrap_or_default()
+            return Err(vec![namespace_refused(
+                &ns,
+                &params.as_ref().map(|p| p.name_any()).unwrap_or_default(),
             )]);
         }
     }

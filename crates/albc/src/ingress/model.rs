@@ -101,6 +101,9 @@ pub struct AlbSpec {
     pub subnet_tags: BTreeMap<String, Vec<String>>,
     /// Security groups given (empty: a managed one).
     pub security_groups: Vec<String>,
+    /// With given groups: attach the backend group and manage the targets' rules (any member
+    /// asking for it).
+    pub manage_backend_rules: bool,
     /// Inbound CIDRs of the managed group.
     pub inbound_cidrs: Vec<String>,
     /// Tags from the members.
@@ -124,6 +127,7 @@ impl AlbSpec {
             subnets: Vec::new(),
             subnet_tags: BTreeMap::new(),
             security_groups: Vec::new(),
+            manage_backend_rules: false,
             inbound_cidrs: Vec::new(),
             tags: BTreeMap::new(),
             members: Vec::new(),
@@ -483,6 +487,7 @@ pub fn plan_parsed(
         target_groups,
         subnets,
         subnet_tags: subnet_tags.unwrap_or_default(),
+        manage_backend_rules: parsed.iter().any(|(_, a)| a.manage_backend_rules),
         security_groups,
         inbound_cidrs,
         tags,

@@ -3,12 +3,15 @@
 //! `mtargetgroupbinding.elbv2.k8s.aws` fills in a new TargetGroupBinding's target group ARN,
 //! target type, IP address type and VPC from its target group, and
 //! `vtargetgroupbinding.elbv2.k8s.aws` refuses TargetGroupBindings without a target group ARN,
-//! with an unknown target type, or whose ARN or target type an update changes. Served over HTTPS
-//! on every replica (not only the leader).
+//! with an unknown target type, or whose ARN or target type an update changes, and
+//! `vingress.elbv2.k8s.aws` refuses an Ingress whose new class does not exist or whose params
+//! do not exist or do not select its namespace. Served over HTTPS on every replica (not only the
+//! leader).
 
 pub mod caches;
 pub mod defaults;
 pub mod gates;
+pub mod ingress;
 pub mod metrics;
 pub mod review;
 pub mod server;
@@ -39,6 +42,12 @@ pub const MUTATE_TGB: Webhook = Webhook {
 pub const VALIDATE_TGB: Webhook = Webhook {
     name: "vtargetgroupbinding.elbv2.k8s.aws",
     path: "/validate-elbv2-k8s-aws-v1beta1-targetgroupbinding",
+};
+
+/// The Ingress validation.
+pub const VALIDATE_INGRESS: Webhook = Webhook {
+    name: "vingress.elbv2.k8s.aws",
+    path: "/validate-networking-v1-ingress",
 };
 
 /// Upstream's default `--webhook-cert-dir`.

@@ -96,13 +96,28 @@ pub fn default_binding(
                 .map_err(|e| format!("the patch: {e}"))?,
             Outcome::Patched,
         )),
-        Err(problem) => {
-            let mut denied = allowed.deny(problem);
-            denied.result.code = 403;
-            denied.result.reason = "Forbidden".into();
-            Ok((denied, Outcome::Denied))
-        }
+        Err(problem) => Ok((forbidden(allowed, problem), Outcome::Denied)),
     }
+}
+
+/// The answer to an Ingress admission: denied with `refusal` when there is one.
+pub fn validate_ingress<T: Resource>(
+    request: &AdmissionRequest<T>,
+    refusal: Option<String>,
+) -> (AdmissionResponse, Outcome) {
+    let allowed = AdmissionResponse::from(request);
+    match refusal {
+        None => (allowed, Outcome::Allowed),
+        Some(why) => (forbidden(allowed, why), Outcome::Denied),
+    }
+}
+
+/// `response` denied with `why`, 403 Forbidden.
+fn forbidden(response: AdmissionResponse, why: String) -> AdmissionResponse {
+    let mut denied = response.deny(why);
+    denied.result.code = 403;
+    denied.result.reason = "Forbidden".into();
+    denied
 }
 
 /// The answer to a TargetGroupBinding admission: CREATE and UPDATE are checked, the rest
@@ -126,10 +141,7 @@ pub fn validate_binding(
     if found.is_empty() {
         return Ok((allowed, Outcome::Allowed));
     }
-    let mut denied = allowed.deny(found.join("; "));
-    denied.result.code = 403;
-    denied.result.reason = "Forbidden".into();
-    Ok((denied, Outcome::Denied))
+    Ok((forbidden(allowed, found.join("; ")), Outcome::Denied))
 }
 
 #[cfg(test)]

@@ -20,12 +20,22 @@ use stratus_serving::handler::{text, Body};
 use stratus_serving::{HttpsListener, ReadyFlag, Respond, TlsSource};
 use tokio::time::Instant;
 
+use crate::crd::IngressClassParams;
 use crate::crd::TargetGroupBinding;
+use crate::ingress::class::{params_ref, ParamsRef};
 use crate::webhook::caches::Caches;
 use crate::webhook::defaults::{needs_defaults, TargetGroupFacts};
+use crate::webhook::ingress::{class_refusal, class_to_check};
 use crate::webhook::metrics::WebhookMetrics;
-use crate::webhook::review::{decode, default_binding, mutate_pod, validate_binding, Outcome};
-use crate::webhook::{MUTATE_POD, MUTATE_TGB, VALIDATE_TGB};
+use crate::webhook::review::{
+    decode, default_binding, mutate_pod, validate_binding, validate_ingress, Outcome,
+};
+use crate::webhook::{MUTATE_POD, MUTATE_TGB, VALIDATE_INGRESS, VALIDATE_TGB};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::core::admission::Operation;
+use kube::{Api, ResourceExt};
+use std::collections::BTreeMap;
 use stratus_aws::lb::elbv2_api::ElbV2Api;
 
 /// Largest AdmissionReview read (an object and its old version, each at most etcd's 1.5 MiB).
@@ -70,12 +80,13 @@ impl WebhookServer {
             inject: settings.inject,
             metrics,
             elbv2,
+            client: client.clone(),
         });
         let listener =
             HttpsListener::start(settings.address, &tls, "--webhook-bind-port", webhooks)
                 .await
                 .context("the admission webhooks (--webhook-bind-port=0 turns them off)")?;
-        tracing::info!(address = %listener.local_addr(), paths = ?[MUTATE_POD.path, MUTATE_TGB.path, VALIDATE_TGB.path], "serving the admission webhooks");
+        tracing::info!(address = %listener.local_addr(), paths = ?[MUTATE_POD.path, MUTATE_TGB.path, VALIDATE_TGB.path, VALIDATE_INGRESS.path], "serving the admission webhooks");
         Ok(WebhookServer { listener })
     }
 
@@ -95,12 +106,13 @@ struct Webhooks {
     inject: bool,
     metrics: WebhookMetrics,
     elbv2: ElbV2Api,
+    client: kube::Client,
 }
 
 impl Respond for Webhooks {
     async fn respond(&self, request: Request<Incoming>) -> Response<Body> {
         let path = request.uri().path();
-        let webhook = [MUTATE_POD, MUTATE_TGB, VALIDATE_TGB]
+        let webhook = [MUTATE_POD, MUTATE_TGB, VALIDATE_TGB, VALIDATE_INGRESS]
             .into_iter()
             .find(|w| w.path == path);
         let Some(webhook) = webhook else {
@@ -142,6 +154,25 @@ impl Webhooks {
             let request = decode::<TargetGroupBinding>(body).map_err(bad)?;
             return validate_binding(&request).map_err(bad);
         }
+        if webhook == VALIDATE_INGRESS.name {
+            let request = decode::<Ingress>(body).map_err(bad)?;
+            let checked = match (&request.operation, &request.object) {
+                (Operation::Create | Operation::Update, Some(new)) => {
+                    class_to_check(new, request.old_object.as_ref()).map(|c| (new, c))
+                }
+                _ => None,
+            };
+            let refusal = match checked {
+                Some((new, class)) => self.class_refusal(new, &class).await.map_err(|e| {
+                    (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("looking the class up: {e}"),
+                    )
+                })?,
+                None => None,
+            };
+            return Ok(validate_ingress(&request, refusal));
+        }
         if webhook == MUTATE_TGB.name {
             let request = decode::<TargetGroupBinding>(body).map_err(bad)?;
             let facts = match &request.object {
@@ -177,6 +208,58 @@ impl Webhooks {
 }
 
 impl Webhooks {
+    /// Why `ing` may not use the IngressClass `class` (read from the API server: a class made
+    /// just before its Ingresses is found), if it may not.
+    async fn class_refusal(
+        &self,
+        ing: &Ingress,
+        class: &str,
+    ) -> Result<Option<String>, kube::Error> {
+        let ns = ing.namespace().unwrap_or_default();
+        let none = BTreeMap::new();
+        let Some(found) = Api::<IngressClass>::all(self.client.clone())
+            .get_opt(class)
+            .await?
+        else {
+            return Ok(class_refusal(class, false, None, None, None, &ns, &none));
+        };
+        let (broken, named) = match params_ref(class, &found) {
+            ParamsRef::NotOurs | ParamsRef::NoParams => return Ok(None),
+            ParamsRef::Broken(why) => (Some(why), None),
+            ParamsRef::Named(p) => (None, Some(p)),
+        };
+        let params = match &named {
+            Some(p) => {
+                Api::<IngressClassParams>::all(self.client.clone())
+                    .get_opt(p)
+                    .await?
+            }
+            None => None,
+        };
+        let selects = params
+            .as_ref()
+            .is_some_and(|p| p.spec.namespace_selector.is_some());
+        let labels = if selects {
+            Api::<Namespace>::all(self.client.clone())
+                .get(&ns)
+                .await?
+                .metadata
+                .labels
+                .unwrap_or_default()
+        } else {
+            none
+        };
+        Ok(class_refusal(
+            class,
+            true,
+            broken,
+            named.as_deref(),
+            params.as_ref(),
+            &ns,
+            &labels,
+        ))
+    }
+
     /// The binding's target group by ARN, else by name; `Err` inside when it does not exist.
     async fn target_group(
         &self,
