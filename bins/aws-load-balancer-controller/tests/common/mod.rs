@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod nlb;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
