@@ -334,8 +334,14 @@ fn certificates(arns: &[String]) -> Vec<elbv2::types::Certificate> {
 
 /// The certificates of a planned listener beyond its default one, sorted.
 pub fn sorted_extra(l: &ListenerSpec) -> Vec<String> {
-    let mut extra: Vec<String> = l.certificates.iter().skip(1).cloned().collect();
+    extra_of(&l.certificates)
+}
+
+/// The certificates of a list beyond the first (the listener's default one), sorted, once each.
+pub fn extra_of(certificates: &[String]) -> Vec<String> {
+    let mut extra: Vec<String> = certificates.iter().skip(1).cloned().collect();
     extra.sort();
+    extra.dedup();
     extra
 }
 

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::ingress::listener_api::extra_of;
 use crate::service::nlb_api::{LiveListener, WantedListener};
 
 /// One listener change.
@@ -56,10 +57,7 @@ fn differs(live: &LiveListener, want: &WantedListener) -> bool {
 
 /// The certificates a TLS listener carries beyond its default one, sorted.
 pub fn extra_certificates(want: &WantedListener) -> Vec<String> {
-    let mut extra: Vec<String> = want.certificates.iter().skip(1).cloned().collect();
-    extra.sort();
-    extra.dedup();
-    extra
+    extra_of(&want.certificates)
 }
 
 #[cfg(test)]
