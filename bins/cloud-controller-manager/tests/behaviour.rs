@@ -31,6 +31,7 @@ async fn aws_passes_the_behavioural_scenarios() {
         cluster_id: s.cluster_id.clone(),
         route_tables: vec![table],
         node_group,
+        proxy: s.env.aws_endpoint().into(),
     };
     let ccm = s.start_ccm(&["--cluster-cidr=10.244.0.0/16"]);
     let result = async {
@@ -41,5 +42,32 @@ async fn aws_passes_the_behavioural_scenarios() {
     .await;
     if let Err(e) = result {
         panic!("{e:#}\n--- ccm log ---\n{}", ccm.log());
+    }
+}
+
+#[tokio::test]
+async fn aws_lifecycle_is_prompt_and_cheap_at_the_default_flags() {
+    let s = setup("behaviour-defaults", true).await;
+    let node_group = ec2_fixture::node_security_group(&s.ec2, &s.subnet, &s.cluster_id)
+        .await
+        .unwrap();
+    let fixture = AwsFixture {
+        ec2: s.ec2.clone(),
+        lb: LbClients::new(s.env.moto_endpoint()).await,
+        subnet: s.subnet.clone(),
+        zone: ZONE.into(),
+        cluster_id: s.cluster_id.clone(),
+        route_tables: Vec::new(),
+        node_group,
+        proxy: s.env.aws_endpoint().into(),
+    };
+    let ccm = s.start_ccm_at_defaults(&[]);
+    match behaviour::lifecycle_is_prompt_and_cheap(&fixture, &s.admin).await {
+        Ok(cost) => eprintln!("AWS lifecycle at the default flags: {cost:?}"),
+        Err(e) => panic!(
+            "{e:#}\n--- requests ---\n{:?}\n--- ccm log ---\n{}",
+            s.env.aws_request_counts().await,
+            ccm.log()
+        ),
     }
 }

@@ -41,17 +41,29 @@ async fn setup() -> (DvpEnv, Client, Vec<(String, String)>) {
 }
 
 fn start_ccm(env: &DvpEnv, vars: &[(String, String)]) -> CcmProcess {
+    start_ccm_with(
+        env,
+        vars,
+        &[
+            "--node-monitor-period=500ms",
+            "--leader-elect-lease-duration=2s",
+            "--leader-elect-renew-deadline=1500ms",
+            "--leader-elect-retry-period=500ms",
+        ],
+    )
+}
+
+/// The CCM with the node controllers and `extra` flags (none: the default periods).
+fn start_ccm_with(env: &DvpEnv, vars: &[(String, String)], extra: &[&str]) -> CcmProcess {
     let args: Vec<String> = [
         "--cloud-provider=dvp",
         "--controllers=cloud-node,cloud-node-lifecycle",
-        "--node-monitor-period=500ms",
-        "--leader-elect-lease-duration=2s",
-        "--leader-elect-renew-deadline=1500ms",
-        "--leader-elect-retry-period=500ms",
         "--v=4",
     ]
-    .map(String::from)
-    .to_vec();
+    .iter()
+    .chain(extra)
+    .map(|s| s.to_string())
+    .collect();
     CcmProcess::start_on(&ccm_binary(), &env.tenant, vars.to_vec(), &args).expect("start ccm")
 }
 
@@ -97,6 +109,20 @@ async fn dvp_nodes_are_initialised_tainted_when_stopped_and_deleted_with_their_v
     behaviour::nodes_join_stop_and_leave(&fixture, &admin)
         .await
         .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dvp_lifecycle_is_prompt_and_cheap_at_the_default_flags() {
+    let (env, admin, vars) = setup().await;
+    let user = format!("system:serviceaccount:{}:{PARENT_ACCOUNT}", env.namespace());
+    let fixture = fixture(&env, "defaults")
+        .await
+        .counting_reads_of(env.parent.audit_log(), &user);
+    let ccm = start_ccm_with(&env, &vars, &[]);
+    match behaviour::lifecycle_is_prompt_and_cheap(&fixture, &admin).await {
+        Ok(cost) => eprintln!("DVP lifecycle at the default flags: {cost:?}"),
+        Err(e) => panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()),
+    }
 }
 
 /// How long the parent apiserver stays down.

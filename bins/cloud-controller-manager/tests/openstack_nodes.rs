@@ -178,6 +178,24 @@ async fn openstack_passes_the_node_scenarios() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openstack_lifecycle_is_prompt_and_cheap_at_the_default_flags() {
+    // A cloud of its own: the proxy then counts this CCM's requests alone.
+    let cloud = OpenStackEnv::start().await.expect("OpenStack environment");
+    let s = setup(&cloud, "defaults").await;
+    let fixture = OpenStackFixture::new(s.sim().clone(), &s.prefix)
+        .counting_at(cloud.proxy_control().endpoint);
+    let ccm = s.start_ccm_at_defaults("", &[]);
+    match behaviour::lifecycle_is_prompt_and_cheap(&fixture, &s.admin).await {
+        Ok(cost) => eprintln!("OpenStack lifecycle at the default flags: {cost:?}"),
+        Err(e) => panic!(
+            "{e:#}\n--- requests ---\n{:?}\n--- ccm log ---\n{}",
+            cloud.request_counts().await,
+            ccm.log()
+        ),
+    }
+}
+
 /// How long Nova answers 503 in [`nova_outage_deletes_nothing_and_converges_after`].
 const OUTAGE: Duration = Duration::from_secs(60);
 

@@ -47,3 +47,33 @@ async fn the_fake_cloud_passes_the_behavioural_scenarios() {
         .unwrap();
     ccm.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fake_cloud_lifecycle_is_prompt_and_cheap_at_the_default_flags() {
+    let cluster = KubeCluster::start().await.expect("cluster");
+    let admin = cluster.kube_client(Identity::Admin).await.unwrap();
+    let cloud = FakeCloud::new();
+    let provider = FakeProvider {
+        cloud: cloud.clone(),
+    };
+    let kubeconfig = cluster.kubeconfig(Identity::Admin);
+    let opts = Options::try_parse_from([
+        "cloud-controller-manager".to_string(),
+        "--cloud-provider=fake".into(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--secure-port=0".into(),
+        "--leader-elect=false".into(),
+    ])
+    .unwrap();
+    let network = opts.pod_network().unwrap();
+    let ccm = tokio::spawn(async move {
+        let list: [&dyn stratus_cloud::Provider; 1] = [&provider];
+        stratus_ccm::supervisor::run(Providers(&list), opts, network).await
+    });
+    let fixture = FakeFixture::new(cloud);
+    let cost = behaviour::lifecycle_is_prompt_and_cheap(&fixture, &admin)
+        .await
+        .unwrap();
+    eprintln!("fake cloud lifecycle at the default flags: {cost:?}");
+    ccm.abort();
+}

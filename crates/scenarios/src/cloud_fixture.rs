@@ -37,6 +37,9 @@ pub trait CloudFixture: Send + Sync {
     async fn load_balancer_targets(&self, svc: &Service) -> anyhow::Result<Option<Vec<String>>>;
     /// For each route table of the cluster, the machine the route to `cidr` points at, if any.
     async fn route_targets(&self, cidr: &str) -> anyhow::Result<Vec<Option<String>>>;
+    /// Requests the CCM has made to the cloud so far, as the cloud's side counts them (never
+    /// the fixture's own set-up calls).
+    async fn cloud_requests(&self) -> anyhow::Result<u64>;
 }
 
 /// AWS over moto: instances in one subnet, Classic ELBs, the cluster's route tables.
@@ -55,6 +58,8 @@ pub struct AwsFixture {
     pub route_tables: Vec<String>,
     /// The nodes' security group, which instances are put in (load balancers open it).
     pub node_group: String,
+    /// The counting proxy the CCM reaches AWS through.
+    pub proxy: String,
 }
 
 #[async_trait]
@@ -116,6 +121,18 @@ impl CloudFixture for AwsFixture {
         }
         Ok(out)
     }
+
+    async fn cloud_requests(&self) -> anyhow::Result<u64> {
+        proxy_total(&self.proxy).await
+    }
+}
+
+/// Every request the counting proxy at `endpoint` has seen.
+pub async fn proxy_total(endpoint: &str) -> anyhow::Result<u64> {
+    let counts = stratus_testenv::proxy_control::ProxyControl { endpoint }
+        .counts()
+        .await?;
+    Ok(counts.values().sum())
 }
 
 /// The fake cloud, in memory: the CCM must run in the same process.
@@ -197,5 +214,12 @@ impl CloudFixture for FakeFixture {
                 })
         };
         Ok(vec![target(self.cloud.routes_of("rt-main"))])
+    }
+
+    /// The fake answers instance questions from memory, as a provider answers them from its
+    /// view (the node controller asks for metadata at every Node change, and real providers
+    /// answer that from their caches); what stands for a cloud request is a batched refresh.
+    async fn cloud_requests(&self) -> anyhow::Result<u64> {
+        Ok(self.cloud.count("refresh_instances") as u64)
     }
 }

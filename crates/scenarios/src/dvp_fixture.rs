@@ -28,6 +28,9 @@ pub struct DvpFixture {
     pub namespace: String,
     /// Prefix of VM and node names (unique per test).
     pub prefix: String,
+    /// The parent's audit log and the CCM's parent user, when the test counts the CCM's reads
+    /// of VirtualMachines.
+    pub reads: Option<(std::path::PathBuf, String)>,
     next: AtomicUsize,
 }
 
@@ -59,8 +62,16 @@ impl DvpFixture {
             vms: Api::namespaced(parent_admin, namespace),
             namespace: namespace.into(),
             prefix: prefix.into(),
+            reads: None,
             next: AtomicUsize::new(1),
         }
+    }
+
+    /// The same fixture, counting the `get`/`list` requests of VirtualMachines that `user` makes
+    /// to the parent whose audit log is `audit_log`.
+    pub fn counting_reads_of(mut self, audit_log: &std::path::Path, user: &str) -> DvpFixture {
+        self.reads = Some((audit_log.to_path_buf(), user.to_owned()));
+        self
     }
 
     /// Creates the VM `vm` for node `node` without waiting.
@@ -141,5 +152,14 @@ impl CloudFixture for DvpFixture {
 
     async fn route_targets(&self, _: &str) -> anyhow::Result<Vec<Option<String>>> {
         anyhow::bail!("DVP has no routes")
+    }
+
+    /// The CCM's `get` and `list` requests of the parent's VirtualMachines (its watch is one
+    /// long request, not a question asked per node).
+    async fn cloud_requests(&self) -> anyhow::Result<u64> {
+        let Some((audit_log, user)) = &self.reads else {
+            anyhow::bail!("this DVP fixture does not count requests (see counting_reads_of)");
+        };
+        stratus_testenv::audit::reads_by(audit_log, user, "virtualmachines")
     }
 }

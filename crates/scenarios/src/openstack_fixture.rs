@@ -24,6 +24,9 @@ pub struct OpenStackFixture {
     pub prefix: String,
     /// The flavor servers boot with.
     pub flavor: String,
+    /// The counting proxy the CCM reaches this cloud through, when the test counts requests
+    /// (its own cloud: a shared one counts every test's CCM).
+    pub proxy: Option<String>,
     next: AtomicUsize,
 }
 
@@ -34,8 +37,15 @@ impl OpenStackFixture {
             sim,
             prefix: prefix.to_owned(),
             flavor: "m1.small".to_owned(),
+            proxy: None,
             next: AtomicUsize::new(1),
         }
+    }
+
+    /// The same fixture, counting the CCM's requests at the proxy at `endpoint`.
+    pub fn counting_at(mut self, endpoint: &str) -> OpenStackFixture {
+        self.proxy = Some(endpoint.to_owned());
+        self
     }
 
     fn set_status(&self, machine: &Machine, status: ServerStatus) -> anyhow::Result<()> {
@@ -83,5 +93,12 @@ impl CloudFixture for OpenStackFixture {
 
     async fn route_targets(&self, _cidr: &str) -> anyhow::Result<Vec<Option<String>>> {
         anyhow::bail!("routes on the Neutron router are not part of the OpenStack provider yet")
+    }
+
+    async fn cloud_requests(&self) -> anyhow::Result<u64> {
+        let Some(proxy) = &self.proxy else {
+            anyhow::bail!("this OpenStack fixture does not count requests (see counting_at)");
+        };
+        crate::cloud_fixture::proxy_total(proxy).await
     }
 }

@@ -1,5 +1,5 @@
 //! The writes of one user read back from a [`KubeCluster`]'s audit log (which records the
-//! metadata of every write request): verb, API group, resource (`name/subresource`), namespace
+//! metadata of every write request, and of reads of the DVP parent's VirtualMachines): verb, API group, resource (`name/subresource`), namespace
 //! and the answer's status code, for least-privilege tests of what a component really did.
 
 use std::collections::BTreeSet;
@@ -61,19 +61,45 @@ struct Status {
     code: u16,
 }
 
-/// The distinct writes `username` made to `cluster` so far.
-pub fn writes_by(cluster: &KubeCluster, username: &str) -> Result<BTreeSet<Write>> {
-    let path = cluster.dir().join("audit.log");
-    let text = match std::fs::read_to_string(&path) {
+/// The verbs that write.
+pub(crate) const WRITE_VERBS: &[&str] =
+    &["create", "update", "patch", "delete", "deletecollection"];
+
+/// The completed requests of the audit log at `path` (none when it does not exist yet); a line
+/// being written concurrently may be incomplete and is skipped.
+fn completed(path: &std::path::Path) -> Result<Vec<Event>> {
+    let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
-    // A line being written concurrently may be incomplete and is skipped.
     Ok(text
         .lines()
         .filter_map(|line| serde_json::from_str::<Event>(line).ok())
-        .filter(|e| e.stage == "ResponseComplete" && e.user.username == username)
+        .filter(|e| e.stage == "ResponseComplete")
+        .collect())
+}
+
+/// How many `get` and `list` requests of `resource` `username` completed, from the audit log at
+/// `path` (the policy records reads of the DVP parent's VirtualMachines only).
+pub fn reads_by(path: &std::path::Path, username: &str, resource: &str) -> Result<u64> {
+    Ok(completed(path)?
+        .iter()
+        .filter(|e| e.user.username == username && (e.verb == "get" || e.verb == "list"))
+        .filter(|e| {
+            e.object_ref
+                .as_ref()
+                .is_some_and(|o| o.resource == resource)
+        })
+        .count() as u64)
+}
+
+/// The distinct writes `username` made to `cluster` so far.
+pub fn writes_by(cluster: &KubeCluster, username: &str) -> Result<BTreeSet<Write>> {
+    let path = cluster.dir().join("audit.log");
+    Ok(completed(&path)?
+        .into_iter()
+        .filter(|e| e.user.username == username && WRITE_VERBS.contains(&e.verb.as_str()))
         .filter_map(|e| {
             let o = e.object_ref?;
             Some(Write {

@@ -109,10 +109,14 @@ omitStages: [RequestReceived, ResponseStarted, Panic]
 rules:
 - level: Metadata
   verbs: [create, update, patch, delete, deletecollection]
+# Reads of the DVP parent's VirtualMachines: what the tenant's components ask of their cloud.
+- level: Metadata
+  verbs: [get, list]
+  resources:
+  - group: virtualization.deckhouse.io
+    resources: [virtualmachines]
 - level: None
 ";
-
-const WRITE_VERBS: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
 
 impl KubeCluster {
     /// Installs the tools if needed and starts a cluster in a fresh temporary directory; returns
@@ -287,6 +291,17 @@ impl KubeCluster {
         })
     }
 
+    /// Completed `get` and `list` requests `username` made of `resource` (only the parent's
+    /// VirtualMachines are recorded: see the audit policy).
+    pub fn kube_reads_by(&self, username: &str, resource: &str) -> Result<u64> {
+        crate::audit::reads_by(&self.audit_log, username, resource)
+    }
+
+    /// The audit log's path.
+    pub fn audit_log(&self) -> &std::path::Path {
+        &self.audit_log
+    }
+
     fn count_writes(&self, matches: impl Fn(&AuditEvent) -> bool) -> Result<u64> {
         let text = match std::fs::read_to_string(&self.audit_log) {
             Ok(text) => text,
@@ -302,7 +317,7 @@ impl KubeCluster {
             .filter_map(|line| serde_json::from_str::<AuditEvent>(line).ok())
         {
             if event.stage == "ResponseComplete"
-                && WRITE_VERBS.contains(&event.verb.as_str())
+                && crate::audit::WRITE_VERBS.contains(&event.verb.as_str())
                 && matches(&event)
             {
                 writes += 1;

@@ -51,17 +51,25 @@ pub async fn setup(cluster_id: &str, rbac: bool) -> Setup {
 impl Setup {
     /// Starts the CCM binary with a cloud config for this cluster and fast periods.
     pub fn start_ccm(&self, extra: &[&str]) -> CcmProcess {
+        let mut args = vec![
+            "--node-monitor-period=500ms",
+            "--instance-cache-refresh-period=1s",
+            // Leader election stays on (the upstream default), with short timings so a
+            // restarted CCM does not wait long for its predecessor's lease.
+            "--leader-elect-lease-duration=2s",
+            "--leader-elect-renew-deadline=1500ms",
+            "--leader-elect-retry-period=500ms",
+        ];
+        args.extend(extra);
+        self.start_ccm_at_defaults(&args)
+    }
+
+    /// Starts the CCM binary with a cloud config for this cluster and the default periods.
+    pub fn start_ccm_at_defaults(&self, extra: &[&str]) -> CcmProcess {
         let config = write_cloud_config(self.env.dir(), &self.cluster_id).expect("cloud config");
         let mut args: Vec<String> = vec![
             "--cloud-provider=aws".into(),
             format!("--cloud-config={}", config.display()),
-            "--node-monitor-period=500ms".into(),
-            "--instance-cache-refresh-period=1s".into(),
-            // Leader election stays on (the upstream default), with short timings so a
-            // restarted CCM does not wait long for its predecessor's lease.
-            "--leader-elect-lease-duration=2s".into(),
-            "--leader-elect-renew-deadline=1500ms".into(),
-            "--leader-elect-retry-period=500ms".into(),
             "--v=4".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));

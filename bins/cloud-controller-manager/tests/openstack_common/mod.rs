@@ -124,17 +124,26 @@ impl Setup<'_> {
     /// The CCM on this cluster, against the cloud's `cloud.conf` (and `extra_conf` appended),
     /// with periods of about a second.
     pub fn start_ccm(&self, extra_conf: &str, extra: &[&str]) -> CcmProcess {
+        let mut args = vec![
+            "--node-monitor-period=500ms",
+            "--instance-cache-refresh-period=1s",
+            "--leader-elect-lease-duration=2s",
+            "--leader-elect-renew-deadline=1500ms",
+            "--leader-elect-retry-period=500ms",
+        ];
+        args.extend(extra);
+        self.start_ccm_at_defaults(extra_conf, &args)
+    }
+
+    /// The CCM on this cluster, against the cloud's `cloud.conf` (and `extra_conf` appended),
+    /// with the default periods.
+    pub fn start_ccm_at_defaults(&self, extra_conf: &str, extra: &[&str]) -> CcmProcess {
         let conf = self.cluster.dir().join("cloud.conf");
         std::fs::write(&conf, format!("{}{extra_conf}", self.cloud.cloud_conf()))
             .expect("write cloud.conf");
         let mut args: Vec<String> = vec![
             "--cloud-provider=openstack".into(),
             format!("--cloud-config={}", conf.display()),
-            "--node-monitor-period=500ms".into(),
-            "--instance-cache-refresh-period=1s".into(),
-            "--leader-elect-lease-duration=2s".into(),
-            "--leader-elect-renew-deadline=1500ms".into(),
-            "--leader-elect-retry-period=500ms".into(),
             "--v=4".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));

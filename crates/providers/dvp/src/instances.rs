@@ -99,6 +99,19 @@ impl InstancesV2 for DvpInstances {
         Ok(is_shut_down(vm.phase()))
     }
 
+    /// The VMs of the NotReady nodes that the watch cache lacks are confirmed by one listing of
+    /// the namespace (none at all when the cache holds them: a stopped VM is still there).
+    async fn refresh_instances(&self, nodes: &[NodeInfo]) -> Result<(), CloudError> {
+        let names: Vec<&str> = nodes
+            .iter()
+            .filter_map(|n| n.provider_id.as_deref().and_then(vm_name))
+            .collect();
+        if names.is_empty() {
+            return Ok(());
+        }
+        self.view.confirm(&names).await
+    }
+
     async fn instance_metadata(&self, node: &NodeInfo) -> Result<InstanceMetadata, CloudError> {
         let vm = self.find(node).await?.ok_or_else(|| not_found(node))?;
         let id = provider_id(vm.name()).ok_or_else(|| {

@@ -1,8 +1,10 @@
 //! The shared view of the tenant's VirtualMachines: one watch of the parent namespace feeding a
 //! reflector store; every instance question is answered from it. Only an answer of "no such VM"
 //! is confirmed with the parent directly (a cache that missed an event must not delete a Node),
+//! by one listing of the namespace shared by every miss of the moment (not one request per VM),
 //! and a parent that cannot be reached makes that answer an error, never "gone".
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +23,17 @@ use crate::metrics::{DvpMetrics, EventLabels};
 /// How long a question waits for the first listing before asking the parent directly.
 pub const SYNC_WAIT: Duration = Duration::from_secs(10);
 
+/// How long one listing answers for the VMs the watch cache lacked: long enough for the
+/// node-lifecycle pass (and the node updates) that asked for it, short enough that no later
+/// question relies on it.
+pub const CONFIRMED_FOR: Duration = Duration::from_secs(3);
+
+/// One listing of the namespace, taken to confirm VMs the watch cache lacked.
+struct Confirmed {
+    at: tokio::time::Instant,
+    vms: Arc<HashMap<String, Arc<VirtualMachine>>>,
+}
+
 /// The watch cache of the namespace's VMs.
 pub struct VmView {
     api: Api<VirtualMachine>,
@@ -31,6 +44,7 @@ pub struct VmView {
     settled: watch::Receiver<bool>,
     metrics: DvpMetrics,
     task: tokio::task::JoinHandle<()>,
+    confirmed: tokio::sync::Mutex<Option<Confirmed>>,
 }
 
 impl Drop for VmView {
@@ -88,6 +102,7 @@ impl VmView {
             settled,
             metrics,
             task,
+            confirmed: tokio::sync::Mutex::new(None),
         })
     }
 
@@ -132,24 +147,58 @@ impl VmView {
         }
     }
 
-    /// The VM called `name`, asking the parent when the cache has none: `Ok(None)` only when the
-    /// parent says it does not exist.
+    /// When any of the VMs `names` is missing from the watch cache, confirms them all with one
+    /// listing of the namespace (see [`VmView::vm`]); makes no request when the cache holds
+    /// them all.
+    pub async fn confirm(&self, names: &[&str]) -> Result<(), CloudError> {
+        self.settle().await;
+        if names.iter().all(|name| self.cached(name).is_some()) {
+            return Ok(());
+        }
+        self.listing().await.map(drop)
+    }
+
+    /// The VMs of the namespace as the parent lists them now: one listing serves every question
+    /// asked while it runs and for [`CONFIRMED_FOR`] after (single flight), so that misses of
+    /// the watch cache cost one request together, not one each.
+    async fn listing(&self) -> Result<Arc<HashMap<String, Arc<VirtualMachine>>>, CloudError> {
+        let mut confirmed = self.confirmed.lock().await;
+        if let Some(recent) = confirmed
+            .as_ref()
+            .filter(|c| c.at.elapsed() < CONFIRMED_FOR)
+        {
+            return Ok(recent.vms.clone());
+        }
+        match self.api.list(&ListParams::default()).await {
+            Ok(list) => {
+                self.metrics.request("list_vms", "ok");
+                let vms: Arc<HashMap<_, _>> = Arc::new(
+                    list.items
+                        .into_iter()
+                        .map(|vm| (vm.name().to_string(), Arc::new(vm)))
+                        .collect(),
+                );
+                *confirmed = Some(Confirmed {
+                    at: tokio::time::Instant::now(),
+                    vms: vms.clone(),
+                });
+                Ok(vms)
+            }
+            Err(e) => {
+                self.metrics.request("list_vms", "error");
+                Err(unavailable("list VirtualMachines", &e))
+            }
+        }
+    }
+
+    /// The VM called `name`, from the watch cache, else from a listing of the parent (shared
+    /// with every other miss of the moment): `Ok(None)` only when the parent's listing lacks it.
     pub async fn vm(&self, name: &str) -> Result<Option<Arc<VirtualMachine>>, CloudError> {
         self.settle().await;
         if let Some(vm) = self.cached(name) {
             return Ok(Some(vm));
         }
-        match self.api.get_opt(name).await {
-            Ok(found) => {
-                let outcome = if found.is_some() { "ok" } else { "not_found" };
-                self.metrics.request("get_vm", outcome);
-                Ok(found.map(Arc::new))
-            }
-            Err(e) => {
-                self.metrics.request("get_vm", "error");
-                Err(unavailable("get VirtualMachine", &e))
-            }
-        }
+        Ok(self.listing().await?.get(name).cloned())
     }
 
     /// The VMs labelled with `hostname`, asking the parent when the cache has none.

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use stratus_cloud::CloudError;
 
 use crate::client::errors::is_not_found;
+use crate::client::service::Listing;
 use crate::client::ServiceClient;
 
 /// Servers per page of the listing.
@@ -116,12 +117,32 @@ impl Nova {
         Nova { client }
     }
 
-    /// Every server of the project.
-    pub async fn list_servers(&self) -> Result<Vec<Server>, CloudError> {
+    /// Every server of the project, with Nova's clock reading when it answered.
+    pub async fn list_servers(&self) -> Result<Listing<Server>, CloudError> {
         self.client
-            .list(
+            .list_dated(
                 "ListServers",
                 &format!("/servers/detail?limit={PAGE_SIZE}"),
+                "servers",
+            )
+            .await
+    }
+
+    /// The project's servers that changed at or after `since` (Nova's clock), deleted ones
+    /// included (status `DELETED`): one request however many servers the caller cares about.
+    pub async fn servers_changed_since(
+        &self,
+        since: jiff::Timestamp,
+    ) -> Result<Listing<Server>, CloudError> {
+        // Whole seconds in UTC, as Nova's ISO 8601 parser takes them everywhere.
+        let since = jiff::Timestamp::from_second(since.as_second()).unwrap_or(since);
+        self.client
+            .list_dated(
+                "ListChangedServers",
+                &format!(
+                    "/servers/detail?changes-since={}&limit={PAGE_SIZE}",
+                    encode(&since.to_string())
+                ),
                 "servers",
             )
             .await

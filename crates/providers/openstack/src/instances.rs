@@ -141,6 +141,16 @@ impl InstancesV2 for OpenStackInstances {
         })
     }
 
+    /// One Nova request for all the NotReady nodes together (the servers changed since the last
+    /// complete listing), so a stopped or deleted server is seen within one monitor period
+    /// rather than at the next complete listing (`--instance-cache-refresh-period`, 5 minutes).
+    async fn refresh_instances(&self, nodes: &[NodeInfo]) -> Result<(), CloudError> {
+        if nodes.is_empty() {
+            return Ok(());
+        }
+        self.view.refresh_changed().await
+    }
+
     fn is_same_instance(&self, existing: &str, found: &ProviderId) -> bool {
         matches!(
             (OpenStackProviderId::parse(existing), OpenStackProviderId::parse(found.as_str())),

@@ -80,12 +80,41 @@ pub fn keys(node: &NodeInfo, region: Option<&str>) -> Result<Vec<Key>, CloudErro
     Ok(keys)
 }
 
+/// How far before a complete listing's first answer its changes are asked for again: Nova's
+/// times have whole seconds and a listing's pages are read one after another.
+pub const CHANGES_MARGIN: Duration = Duration::from_secs(5);
+
+/// Without a `Date` header, how far before our own clock at the listing changes are asked for
+/// (room for the clocks of Nova and this host to disagree).
+pub const UNDATED_MARGIN: Duration = Duration::from_secs(120);
+
 /// Servers and indexes.
 #[derive(Debug, Default)]
 struct Snapshot {
     by_id: HashMap<String, Arc<Entry>>,
     by_name: HashMap<String, Vec<String>>,
     by_ip: HashMap<String, Vec<String>>,
+    /// Nova's time from which a change may be missing from this snapshot (`None` before the
+    /// first listing).
+    changes_since: Option<jiff::Timestamp>,
+}
+
+/// Nova's time from which changes must be asked for after a listing Nova answered at
+/// `answered_at` (its clock) and we started at `started` (ours).
+pub fn changes_since(
+    answered_at: Option<jiff::Timestamp>,
+    started: std::time::SystemTime,
+) -> jiff::Timestamp {
+    let (at, margin) = match answered_at {
+        Some(at) => (at, CHANGES_MARGIN),
+        None => (
+            jiff::Timestamp::try_from(started).unwrap_or(jiff::Timestamp::UNIX_EPOCH),
+            UNDATED_MARGIN,
+        ),
+    };
+    let margin = jiff::SignedDuration::try_from(margin).unwrap_or(jiff::SignedDuration::ZERO);
+    at.checked_sub(margin)
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
 }
 
 impl Snapshot {
@@ -100,6 +129,30 @@ impl Snapshot {
             snap.insert(Entry { server: s, ports });
         }
         snap
+    }
+
+    /// Folds servers that changed into the snapshot: a server it holds takes its new state (its
+    /// ports stay as listed); a server it does not hold is left to the lookups, which read its
+    /// ports too. Returns how many held servers changed.
+    fn update(&mut self, changed: Vec<Server>) -> usize {
+        let mut updated = 0;
+        for server in changed {
+            let Some(old) = self.by_id.get(&server.id) else {
+                continue;
+            };
+            if old.server == server {
+                continue;
+            }
+            let ports = old.ports.clone();
+            if old.server.name != server.name {
+                if let Some(ids) = self.by_name.get_mut(&old.server.name) {
+                    ids.retain(|id| *id != server.id);
+                }
+            }
+            self.insert(Entry { server, ports });
+            updated += 1;
+        }
+        updated
     }
 
     fn insert(&mut self, entry: Entry) {
@@ -244,10 +297,12 @@ impl ServerView {
         if last.is_some_and(|t| t.elapsed() < min_age) {
             return Ok(());
         }
+        let started = std::time::SystemTime::now();
         let result = tokio::try_join!(self.nova.list_servers(), self.neutron.list_server_ports());
         match result {
             Ok((servers, ports)) => {
-                let fresh = Snapshot::build(servers, ports);
+                let mut fresh = Snapshot::build(servers.items, ports);
+                fresh.changes_since = Some(changes_since(servers.answered_at, started));
                 let count = fresh.by_id.len();
                 // The old snapshot is dropped here, before the next listing allocates.
                 *self.snapshot.write().expect("snapshot") = fresh;
@@ -263,6 +318,29 @@ impl ServerView {
                 Err(e)
             }
         }
+    }
+
+    /// Asks Nova once for the servers that changed since the last complete listing (stopped,
+    /// started, deleted: deleted ones come back with status `DELETED`) and folds them into the
+    /// view, so the answers that follow are current. One request (one page for up to
+    /// [`crate::compute::PAGE_SIZE`] changed servers) however many nodes the caller asks about;
+    /// the node-lifecycle controller calls it once per pass while some node is NotReady.
+    pub async fn refresh_changed(&self) -> Result<(), CloudError> {
+        self.wait_synced().await?;
+        // One at a time with the complete listings, which replace the snapshot and its time.
+        let _listing = self.last_list.lock().await;
+        let Some(since) = self.snapshot.read().expect("snapshot").changes_since else {
+            return Ok(());
+        };
+        let changed = self.nova.servers_changed_since(since).await?;
+        let count = changed.items.len();
+        let updated = self
+            .snapshot
+            .write()
+            .expect("snapshot")
+            .update(changed.items);
+        tracing::debug!(changed = count, updated, %since, "server view caught up with Nova's changes");
+        Ok(())
     }
 
     async fn wait_synced(&self) -> Result<(), CloudError> {
@@ -435,6 +513,70 @@ mod tests {
             "gone servers give way"
         );
         assert!(snap.get(&Key::Name("nope".into())).unwrap().is_none());
+    }
+
+    #[test]
+    fn changes_fold_into_held_servers_and_keep_their_ports() {
+        let ports = vec![Port {
+            id: "p1".into(),
+            device_id: "s1".into(),
+            device_owner: "compute:nova".into(),
+            status: "ACTIVE".into(),
+            fixed_ips: vec![FixedIp {
+                ip_address: "10.0.0.9".into(),
+            }],
+        }];
+        let mut snap = Snapshot::build(
+            vec![
+                server("s1", "w1", "10.0.0.1", "ACTIVE"),
+                server("s2", "w2", "10.0.0.2", "ACTIVE"),
+            ],
+            ports,
+        );
+        let updated = snap.update(vec![
+            server("s1", "w1", "10.0.0.1", "SHUTOFF"),
+            server("s2", "w2-renamed", "10.0.0.2", "DELETED"),
+            server("s9", "new", "10.0.0.99", "ACTIVE"),
+            server("s1", "w1", "10.0.0.1", "SHUTOFF"),
+        ]);
+        assert_eq!(
+            updated, 2,
+            "s1 once, s2; the repeat and the unknown s9 change nothing"
+        );
+        let s1 = snap.get(&Key::Id("s1".into())).unwrap().unwrap();
+        assert!(s1.server.is_shutdown());
+        assert_eq!(s1.ports.len(), 1, "the listed ports stay");
+        assert!(snap
+            .get(&Key::Id("s2".into()))
+            .unwrap()
+            .unwrap()
+            .server
+            .is_gone());
+        assert!(
+            snap.get(&Key::Name("w2".into())).unwrap().is_none(),
+            "the old name no longer finds the renamed server"
+        );
+        assert!(
+            snap.get(&Key::Id("s9".into())).unwrap().is_none(),
+            "a server the listing did not hold is left to the lookups (which read its ports)"
+        );
+    }
+
+    #[test]
+    fn changes_are_asked_for_in_novas_time_with_a_margin() {
+        let nova: jiff::Timestamp = "2026-11-27T10:00:00Z".parse().unwrap();
+        // Our clock is an hour behind Nova's: Nova's Date wins.
+        let ours =
+            std::time::SystemTime::from("2026-11-27T09:00:00Z".parse::<jiff::Timestamp>().unwrap());
+        assert_eq!(
+            changes_since(Some(nova), ours).to_string(),
+            "2026-11-27T09:59:55Z"
+        );
+        assert_eq!(
+            changes_since(None, ours).to_string(),
+            "2026-11-27T08:58:00Z",
+            "without a Date header, our clock with a wide margin"
+        );
     }
 
     #[test]

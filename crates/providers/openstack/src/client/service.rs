@@ -19,6 +19,23 @@ use super::session::Session;
 /// Most pages one listing follows (a runaway `next` link must not loop forever).
 const MAX_PAGES: usize = 10_000;
 
+/// The items of a paged listing and when the service answered its first page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing<T> {
+    /// Every item of every page.
+    pub items: Vec<T>,
+    /// The service's `Date` header on the first page (`None` when it sent none we can read).
+    pub answered_at: Option<jiff::Timestamp>,
+}
+
+/// The `Date` header of an answer (an HTTP date: `Sun, 06 Nov 1994 08:49:37 GMT`).
+fn response_date(response: &HttpResponse) -> Option<jiff::Timestamp> {
+    let value = response.headers.get(http::header::DATE)?.to_str().ok()?;
+    jiff::fmt::rfc2822::parse(value)
+        .ok()
+        .map(|zoned| zoned.timestamp())
+}
+
 /// A client of one service.
 #[derive(Debug, Clone)]
 pub struct ServiceClient {
@@ -118,14 +135,30 @@ impl ServiceClient {
         path: &str,
         collection: &str,
     ) -> Result<Vec<T>, CloudError> {
+        Ok(self.list_dated(operation, path, collection).await?.items)
+    }
+
+    /// [`ServiceClient::list`], with the service's own clock reading when it answered the first
+    /// page (its `Date` header), so that a later "changed since" question can be asked in the
+    /// service's time rather than ours.
+    pub async fn list_dated<T: DeserializeOwned>(
+        &self,
+        operation: &'static str,
+        path: &str,
+        collection: &str,
+    ) -> Result<Listing<T>, CloudError> {
         let base = path.split('?').next().unwrap_or(path).to_string();
         let mut next = Some(path.to_string());
         let mut items = Vec::new();
+        let mut answered_at = None;
         for _ in 0..MAX_PAGES {
             let Some(page_path) = next.take() else {
-                return Ok(items);
+                return Ok(Listing { items, answered_at });
             };
             let response = self.send(operation, Method::GET, &page_path, None).await?;
+            if items.is_empty() && answered_at.is_none() {
+                answered_at = response_date(&response);
+            }
             let page = parse_page::<T>(&response.body, collection)
                 .map_err(|e| parse_error(operation, e))?;
             drop(response);
@@ -140,5 +173,34 @@ impl ServiceClient {
             operation,
             format!("more than {MAX_PAGES} pages"),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(date: Option<&str>) -> HttpResponse {
+        let mut headers = http::HeaderMap::new();
+        if let Some(d) = date {
+            headers.insert(http::header::DATE, HeaderValue::from_str(d).unwrap());
+        }
+        HttpResponse {
+            status: http::StatusCode::OK,
+            headers,
+            body: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_date_header_is_read_as_the_services_clock() {
+        assert_eq!(
+            response_date(&answer(Some("Fri, 27 Nov 2026 13:48:13 GMT")))
+                .unwrap()
+                .to_string(),
+            "2026-11-27T13:48:13Z"
+        );
+        assert_eq!(response_date(&answer(Some("yesterday"))), None);
+        assert_eq!(response_date(&answer(None)), None);
     }
 }
