@@ -179,8 +179,10 @@ MDBOOK_ROOT := $(STRATUS_CACHE)/tools/mdbook-$(MDBOOK_VERSION)
 export STRATUS_MDBOOK := $(MDBOOK_ROOT)/bin/mdbook
 docs-tools: $(STRATUS_MDBOOK)
 $(STRATUS_MDBOOK):
-	@echo "docs-tools: building mdbook $(MDBOOK_VERSION) from crates.io into $(MDBOOK_ROOT) (once; cargo prints each crate it compiles)"
-	@start=$$(date +%s); \
+	@mkdir -p $(STRATUS_CACHE)/tools && exec 9>$(STRATUS_CACHE)/tools/mdbook.lock && flock 9 || exit 1; \
+	if [ -x $@ ]; then exit 0; fi; \
+	echo "docs-tools: building mdbook $(MDBOOK_VERSION) from crates.io into $(MDBOOK_ROOT) (once; cargo prints each crate it compiles)"; \
+	start=$$(date +%s); \
 	rm -rf $(MDBOOK_ROOT).build && \
 	$(CARGO) install mdbook --version =$(MDBOOK_VERSION) --locked --no-default-features --features search \
 		--root $(MDBOOK_ROOT).build --target-dir $(STRATUS_CACHE)/tools/mdbook-target && \
