@@ -24,7 +24,7 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install build lint unit test demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi env-up env-down clean-env images
+.PHONY: all install build lint unit test docs docs-check docs-tools demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi env-up env-down clean-env images
 
 all: test
 
@@ -43,8 +43,8 @@ lint:
 	@if $(CARGO) tree -p stratus-ccm -e normal --prefix none | grep -E '^(stratus-aws|aws-(sdk|config|types|smithy|runtime|sigv4|credential))'; then \
 		echo "lint: stratus-ccm must not depend on a provider or an AWS SDK crate (see above)"; exit 1; fi
 
-## test: everything on a fresh machine — tools, lint, unit, integration (real apiserver + moto)
-test: install lint
+## test: everything on a fresh machine — tools, lint, the docs' checks, unit, integration (real apiserver + moto)
+test: install lint docs-check
 	# Every binary, also of packages without integration tests: the image tests package them.
 	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace --no-fail-fast
@@ -171,3 +171,32 @@ env-up: install
 
 env-down:
 	$(CARGO) run -q -p stratus-testenv --bin testenv -- down --dir .stratus/env
+
+## docs-tools: mdBook, built once from crates.io at an exact version into $(STRATUS_CACHE)/tools
+## (the path carries the version: a warm run finds the binary and does nothing)
+MDBOOK_VERSION := 0.5.4
+MDBOOK_ROOT := $(STRATUS_CACHE)/tools/mdbook-$(MDBOOK_VERSION)
+export STRATUS_MDBOOK := $(MDBOOK_ROOT)/bin/mdbook
+docs-tools: $(STRATUS_MDBOOK)
+$(STRATUS_MDBOOK):
+	@mkdir -p $(STRATUS_CACHE)/tools && exec 9>$(STRATUS_CACHE)/tools/mdbook.lock && flock 9 || exit 1; \
+	if [ -x $@ ]; then exit 0; fi; \
+	echo "docs-tools: building mdbook $(MDBOOK_VERSION) from crates.io into $(MDBOOK_ROOT) (once; cargo prints each crate it compiles)"; \
+	start=$$(date +%s); \
+	rm -rf $(MDBOOK_ROOT).build && \
+	$(CARGO) install mdbook --version =$(MDBOOK_VERSION) --locked --no-default-features --features search \
+		--root $(MDBOOK_ROOT).build --target-dir $(STRATUS_CACHE)/tools/mdbook-target && \
+	$(MDBOOK_ROOT).build/bin/mdbook --version | grep -qx "mdbook v$(MDBOOK_VERSION)" && \
+	rm -rf $(MDBOOK_ROOT) && mv $(MDBOOK_ROOT).build $(MDBOOK_ROOT) && \
+	rm -rf $(STRATUS_CACHE)/tools/mdbook-target && \
+	echo "docs-tools: mdbook $(MDBOOK_VERSION) built in $$(( $$(date +%s) - start )) s"
+
+## docs: regenerate docs/src/performance.md from bench/results/*.json, then render the book into docs/book
+docs: docs-tools
+	$(CARGO) run -q -p stratus-docs-check --bin docs-gen
+	$(STRATUS_MDBOOK) build docs
+
+## docs-check: the generated page is current, the crate table matches cargo metadata, every link and
+## anchor resolves, the README stays a front door, and mdbook builds without a warning
+docs-check: docs-tools
+	$(CARGO) test -q -p stratus-docs-check
