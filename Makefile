@@ -24,13 +24,18 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install build lint unit test docs docs-check docs-tools demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi env-up env-down clean-env images
+.PHONY: all install tools build lint unit test docs docs-check docs-tools demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi env-up env-down clean-env images
 
 all: test
 
-## install: build kube-apiserver, etcd and helm from their Go modules and the moto venv; apt-get xfsprogs when mkfs.xfs is missing (idempotent)
+## install: build kube-apiserver, kube-controller-manager, etcd (one Go build) and helm from their Go modules and the moto venv; apt-get xfsprogs when mkfs.xfs is missing (idempotent)
 install:
 	$(CARGO) run -q -p stratus-testenv --bin testenv -- install
+
+## tools: also every tool only some suites use (Cluster API, csi-sanity, the CSI sidecars, Keystone,
+## the virtualization CRDs, amazon-ec2-metadata-mock, crane, OpenTofu), each one's build time printed
+tools: install
+	$(CARGO_TARGET_DIR)/debug/testenv install --all
 
 build:
 	$(CARGO) build --workspace --all-targets
@@ -44,10 +49,19 @@ lint:
 		echo "lint: stratus-ccm must not depend on a provider or an AWS SDK crate (see above)"; exit 1; fi
 
 ## test: everything on a fresh machine — tools, lint, the docs' checks, unit, integration (real apiserver + moto)
-test: install lint docs-check
-	# Every binary, also of packages without integration tests: the image tests package them.
-	$(CARGO) build --workspace --bins
-	$(CARGO) test --workspace --no-fail-fast
+## (the tools only some suites use build in the background, at low priority, while Rust compiles;
+## a suite that needs one before it is ready waits for its lock; their log is tools.log in the cache)
+test: install
+	@set -e; \
+	nice -n 10 $(CARGO_TARGET_DIR)/debug/testenv install --all > $(STRATUS_CACHE)/tools.log 2>&1 & tools=$$!; \
+	trap 'kill $$tools 2>/dev/null || true' EXIT; \
+	echo "test: on-demand tools building in the background (pid $$tools, log $(STRATUS_CACHE)/tools.log)"; \
+	$(MAKE) --no-print-directory lint docs-check; \
+	$(CARGO) build --workspace --bins; \
+	status=0; $(CARGO) test --workspace --no-fail-fast || status=$$?; \
+	if wait $$tools; then echo "test: on-demand tools: $$(grep -c 'ready after' $(STRATUS_CACHE)/tools.log) ready"; \
+	else echo "test: some on-demand tool failed to build:"; tail -20 $(STRATUS_CACHE)/tools.log; status=1; fi; \
+	trap - EXIT; exit $$status
 
 ## demo: local control plane + emulated AWS, nodes initialised and retired by the CCM;
 ## CLOUD=openstack: real Keystone + the OpenStack simulators instead

@@ -30,9 +30,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build kube-apiserver, etcd and helm and install moto into the cache, and xfsprogs on the
-    /// system when missing (idempotent).
-    Install,
+    /// Build kube-apiserver, kube-controller-manager, etcd and helm and install moto into the
+    /// cache, and xfsprogs on the system when missing (idempotent).
+    Install {
+        /// Also every tool a suite builds on first use (Cluster API, csi-sanity, the CSI
+        /// sidecars, Keystone, the virtualization CRDs, amazon-ec2-metadata-mock, crane,
+        /// OpenTofu with its provider), in the order the suites need them, each one's time
+        /// printed; `make test` runs this in the background while Rust compiles.
+        #[arg(long)]
+        all: bool,
+    },
     /// Start a detached environment with its files in DIR; prints the env file to source.
     Up {
         #[arg(long)]
@@ -74,7 +81,7 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Install => install(),
+        Command::Install { all } => install(all),
         Command::Up { dir, cloud } if cloud == "openstack" => runtime().and_then(|rt| {
             rt.block_on(async {
                 refuse_running(&dir)?;
@@ -109,8 +116,10 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-fn install() -> Result<()> {
+fn install(all: bool) -> Result<()> {
+    let started = std::time::Instant::now();
     let paths = crate::ensure_installed()?;
+    println!("kube-controller-manager: {}", paths.kube_controller_manager().display());
     println!("kube-apiserver: {}", paths.kube_apiserver.display());
     println!("etcd:           {}", paths.etcd.display());
     println!("helm:           {}", paths.helm.display());
@@ -118,6 +127,43 @@ fn install() -> Result<()> {
     // A system package, not a cached tool: the CSI drivers' xfs tests need it.
     let mkfs_xfs = crate::tools::xfsprogs::ensure()?;
     println!("mkfs.xfs:       {}", mkfs_xfs.display());
+    println!("core tools ready after {} s", started.elapsed().as_secs());
+    if all {
+        install_on_demand_tools()?;
+    }
+    Ok(())
+}
+
+/// Every tool a suite builds on first use, in the order `cargo test` reaches the suites that need
+/// them; each is skipped in a few `stat`s when current, and one that fails does not stop the others
+/// (its suites then report the build's error themselves).
+fn install_on_demand_tools() -> Result<()> {
+    use crate::tools;
+    type Step = (&'static str, fn() -> Result<()>);
+    let steps: [Step; 8] = [
+        ("cluster-api", || tools::cluster_api::ensure_installed().map(drop)),
+        ("csi-sanity", || tools::csi_sanity::ensure_installed().map(drop)),
+        ("csi-sidecars", || tools::csi_sidecars::ensure_installed().map(drop)),
+        ("keystone", || tools::keystone::ensure_keystone().map(drop)),
+        ("virtualization-crds", || {
+            tools::virtualization_crds::ensure_virtualization_crds().map(drop)
+        }),
+        ("ec2-metadata-mock", || tools::ec2_metadata_mock::ensure_installed().map(drop)),
+        ("crane", || tools::crane::ensure_installed().map(drop)),
+        ("opentofu", || tools::opentofu::ensure_opentofu().map(drop)),
+    ];
+    let mut failed = Vec::new();
+    for (name, step) in steps {
+        let started = std::time::Instant::now();
+        match step() {
+            Ok(()) => println!("{name}: ready after {} s", started.elapsed().as_secs()),
+            Err(e) => {
+                eprintln!("testenv: {name} failed after {} s: {e:#}", started.elapsed().as_secs());
+                failed.push(name);
+            }
+        }
+    }
+    anyhow::ensure!(failed.is_empty(), "tools that failed to build: {}", failed.join(", "));
     Ok(())
 }
 

@@ -68,10 +68,15 @@ impl Paths {
     pub fn bin_dir(&self) -> PathBuf {
         self.cache.join("bin")
     }
+
+    /// kube-controller-manager, built with kube-apiserver.
+    pub fn kube_controller_manager(&self) -> PathBuf {
+        self.bin_dir().join("kube-controller-manager")
+    }
 }
 
-/// Makes sure kube-apiserver, etcd, helm and moto are installed in the cache, building them if
-/// missing or stale. Blocking; safe to call from several processes at once.
+/// Makes sure kube-apiserver, kube-controller-manager, etcd, helm and moto are installed in the
+/// cache, building them if missing or stale. Blocking; safe to call from several processes at once.
 pub fn ensure_installed() -> Result<Paths> {
     with_lock(|paths| {
         crate::tools::kubernetes::ensure(paths)?;
@@ -101,23 +106,18 @@ pub fn with_lock<T>(install: impl FnOnce(&Paths) -> Result<T>) -> Result<Paths> 
     Ok(paths)
 }
 
-/// One binary of a Go module.
-pub(crate) struct GoBuild<'a> {
-    pub(crate) out: &'a Path,
-    pub(crate) package: &'a str,
-    pub(crate) ldflags: &'a str,
-    pub(crate) cgo: bool,
-}
-
-/// Builds `builds` from `module` unless every output exists and `stamp` records the module's
-/// current go.mod/go.sum (and the recipe version). The link flags are derived from go.mod, so
-/// they need no place in the fingerprint (which must stay as it is: other checkouts share the
-/// cache, and a changed fingerprint would rebuild kube-apiserver for all of them).
-pub(crate) fn ensure_go_builds(
+/// Builds every package of `builds` from `module` in ONE `go build` (so the binaries share the
+/// compiled packages of their common dependencies and link in parallel) unless every output
+/// exists and `stamp` records the module's current go.mod/go.sum (and the recipe version). All
+/// take `ldflags` (an `-X` for a package a binary does not link is ignored by the linker), which
+/// derive from go.mod and so need no place in the fingerprint; `cgo: false` builds static
+/// binaries.
+pub(crate) fn ensure_go_build_together(
     paths: &Paths,
     module: &Path,
     stamp: &Path,
-    builds: &[GoBuild],
+    (ldflags, cgo): (&str, bool),
+    builds: &[(&Path, &str)],
 ) -> Result<()> {
     let mut fingerprint = RECIPE_VERSION.as_bytes().to_vec();
     for file in ["go.mod", "go.sum"] {
@@ -125,42 +125,64 @@ pub(crate) fn ensure_go_builds(
         fingerprint.extend(fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
     }
     let stamp_value = format!("{:016x}\n", fnv1a64(&fingerprint));
-    if builds.iter().all(|b| b.out.is_file())
+    if builds.iter().all(|(out, _)| out.is_file())
         && fs::read_to_string(stamp).ok().as_deref() == Some(stamp_value.as_str())
     {
         return Ok(());
     }
-
     fs::create_dir_all(paths.bin_dir())?;
+    // Build into a directory of our own and rename, so a concurrently running binary is never
+    // overwritten in place and an interrupted build never leaves a truncated binary.
+    let tmp = paths
+        .bin_dir()
+        .join(format!(".build-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&tmp);
+    fs::create_dir_all(&tmp)?;
     let go = std::env::var_os("STRATUS_GO").unwrap_or_else(|| "go".into());
-    for build in builds {
-        // Build next to the target and rename, so a concurrently running binary is never
-        // overwritten in place and an interrupted build never leaves a truncated binary.
-        let tmp = build
-            .out
-            .with_extension(format!("tmp-{}", std::process::id()));
-        let mut cmd = Command::new(&go);
-        cmd.current_dir(module)
-            .args(["build", "-trimpath", "-ldflags", build.ldflags, "-o"])
-            .arg(&tmp)
-            .arg(build.package);
-        if !build.cgo {
-            cmd.env("CGO_ENABLED", "0");
-        }
-        let result = run_logged(
-            cmd,
-            &paths.install_log,
-            &format!("go build {}", build.package),
-        );
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result?;
-        fs::rename(&tmp, build.out)
-            .with_context(|| format!("moving {} to {}", tmp.display(), build.out.display()))?;
+    let mut cmd = Command::new(&go);
+    cmd.current_dir(module)
+        .args(["build", "-trimpath", "-ldflags", ldflags, "-o"])
+        .arg(format!("{}/", tmp.display()));
+    if !cgo {
+        cmd.env("CGO_ENABLED", "0");
     }
+    let mut packages = Vec::new();
+    for (_, package) in builds {
+        cmd.arg(package);
+        packages.push(*package);
+    }
+    let result = run_logged(
+        cmd,
+        &paths.install_log,
+        &format!("go build {}", packages.join(" ")),
+    );
+    if let Err(e) = result {
+        let _ = fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    for (out, package) in builds {
+        let built = tmp.join(go_binary_name(package));
+        fs::rename(&built, out)
+            .with_context(|| format!("moving {} to {}", built.display(), out.display()))?;
+    }
+    let _ = fs::remove_dir_all(&tmp);
     fs::write(stamp, stamp_value).with_context(|| format!("writing {}", stamp.display()))?;
     Ok(())
+}
+
+/// The file `go build -o dir/` writes for `package`: its last path element, or the one before a
+/// major-version suffix (`go.etcd.io/etcd/server/v3` → `server`).
+pub(crate) fn go_binary_name(package: &str) -> &str {
+    let mut elements = package.rsplit('/');
+    let last = elements.next().unwrap_or(package);
+    let is_major_version = last.len() > 1
+        && last.starts_with('v')
+        && last[1..].bytes().all(|b| b.is_ascii_digit());
+    if is_major_version {
+        elements.next().unwrap_or(last)
+    } else {
+        last
+    }
 }
 
 /// Runs `cmd` with stdout and stderr appended to `log`; on failure the error names the log and

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::install::{ensure_go_builds, required_version, GoBuild, Paths};
+use crate::install::{ensure_go_build_together, required_version, Paths};
 
 /// The Go module pinning helm (separate, so helm's k8s.io/* versions never have to agree with
 /// kube-apiserver's).
@@ -20,17 +20,13 @@ pub(crate) fn ensure(paths: &Paths) -> Result<()> {
     let module = helm_module_dir();
     let go_mod = fs::read_to_string(module.join("go.mod"))?;
     let ldflags = helm_ldflags(&go_mod)?;
-    ensure_go_builds(
+    ensure_go_build_together(
         paths,
         &module,
         &paths.bin_dir().join(".stamp-helm"),
-        &[GoBuild {
-            out: &paths.helm,
-            package: "helm.sh/helm/v3/cmd/helm",
-            ldflags: &ldflags,
-            // As helm's own Makefile builds it: a static binary.
-            cgo: false,
-        }],
+        // As helm's own Makefile builds it: a static binary.
+        (&ldflags, false),
+        &[(&paths.helm, "helm.sh/helm/v3/cmd/helm")],
     )
 }
 
