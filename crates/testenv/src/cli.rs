@@ -117,9 +117,12 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn install(all: bool) -> Result<()> {
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let paths = crate::ensure_installed()?;
-    println!("kube-controller-manager: {}", paths.kube_controller_manager().display());
+    println!(
+        "kube-controller-manager: {}",
+        paths.kube_controller_manager().display()
+    );
     println!("kube-apiserver: {}", paths.kube_apiserver.display());
     println!("etcd:           {}", paths.etcd.display());
     println!("helm:           {}", paths.helm.display());
@@ -141,29 +144,44 @@ fn install_on_demand_tools() -> Result<()> {
     use crate::tools;
     type Step = (&'static str, fn() -> Result<()>);
     let steps: [Step; 8] = [
-        ("cluster-api", || tools::cluster_api::ensure_installed().map(drop)),
-        ("csi-sanity", || tools::csi_sanity::ensure_installed().map(drop)),
-        ("csi-sidecars", || tools::csi_sidecars::ensure_installed().map(drop)),
+        ("cluster-api", || {
+            tools::cluster_api::ensure_installed().map(drop)
+        }),
+        ("csi-sanity", || {
+            tools::csi_sanity::ensure_installed().map(drop)
+        }),
+        ("csi-sidecars", || {
+            tools::csi_sidecars::ensure_installed().map(drop)
+        }),
         ("keystone", || tools::keystone::ensure_keystone().map(drop)),
         ("virtualization-crds", || {
             tools::virtualization_crds::ensure_virtualization_crds().map(drop)
         }),
-        ("ec2-metadata-mock", || tools::ec2_metadata_mock::ensure_installed().map(drop)),
+        ("ec2-metadata-mock", || {
+            tools::ec2_metadata_mock::ensure_installed().map(drop)
+        }),
         ("crane", || tools::crane::ensure_installed().map(drop)),
         ("opentofu", || tools::opentofu::ensure_opentofu().map(drop)),
     ];
     let mut failed = Vec::new();
     for (name, step) in steps {
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         match step() {
             Ok(()) => println!("{name}: ready after {} s", started.elapsed().as_secs()),
             Err(e) => {
-                eprintln!("testenv: {name} failed after {} s: {e:#}", started.elapsed().as_secs());
+                eprintln!(
+                    "testenv: {name} failed after {} s: {e:#}",
+                    started.elapsed().as_secs()
+                );
                 failed.push(name);
             }
         }
     }
-    anyhow::ensure!(failed.is_empty(), "tools that failed to build: {}", failed.join(", "));
+    anyhow::ensure!(
+        failed.is_empty(),
+        "tools that failed to build: {}",
+        failed.join(", ")
+    );
     Ok(())
 }
 

@@ -175,9 +175,8 @@ pub(crate) fn ensure_go_build_together(
 pub(crate) fn go_binary_name(package: &str) -> &str {
     let mut elements = package.rsplit('/');
     let last = elements.next().unwrap_or(package);
-    let is_major_version = last.len() > 1
-        && last.starts_with('v')
-        && last[1..].bytes().all(|b| b.is_ascii_digit());
+    let is_major_version =
+        last.len() > 1 && last.starts_with('v') && last[1..].bytes().all(|b| b.is_ascii_digit());
     if is_major_version {
         elements.next().unwrap_or(last)
     } else {

@@ -30,7 +30,10 @@ pub(crate) fn ensure(paths: &Paths) -> Result<()> {
         &paths.bin_dir().join(".stamp"),
         (&ldflags, true),
         &[
-            (&paths.kube_apiserver, "k8s.io/kubernetes/cmd/kube-apiserver"),
+            (
+                &paths.kube_apiserver,
+                "k8s.io/kubernetes/cmd/kube-apiserver",
+            ),
             (&kcm, "k8s.io/kubernetes/cmd/kube-controller-manager"),
             (&paths.etcd, "go.etcd.io/etcd/server/v3"),
         ],
@@ -44,7 +47,10 @@ mod tests {
     #[test]
     fn go_names_binaries_after_the_package_or_before_its_major_version() {
         use crate::install::go_binary_name;
-        assert_eq!(go_binary_name("k8s.io/kubernetes/cmd/kube-apiserver"), "kube-apiserver");
+        assert_eq!(
+            go_binary_name("k8s.io/kubernetes/cmd/kube-apiserver"),
+            "kube-apiserver"
+        );
         assert_eq!(go_binary_name("go.etcd.io/etcd/server/v3"), "server");
         assert_eq!(go_binary_name("example.com/v2tool"), "v2tool");
     }
