@@ -124,7 +124,7 @@ bench-albc: install
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-albc --scenario $(ALBC_SCENARIO) --ingresses $(ALBC_INGRESSES) --groups $(ALBC_GROUPS) --bindings $(ALBC_BINDINGS) --endpoints $(ALBC_ENDPOINTS) --changes $(ALBC_CHANGES) | tee bench/results/bench-albc.json
 
-## bench-csi: CSI_VOLUMES PVCs per backend (CSI_BACKEND ebs|cinder|both) provisioned and attached through the real external-provisioner and external-attacher: seconds, cloud requests per volume, controller and node plugin RSS, deletion (JSON, release build)
+## bench-csi: CSI_VOLUMES PVCs per backend (CSI_BACKEND ebs|cinder|both) provisioned and attached through the real external-provisioner and external-attacher: seconds, cloud requests per volume, controller, sidecar and node plugin RSS, deletion (JSON, release build)
 CSI_VOLUMES ?= 200
 CSI_BACKEND ?= both
 bench-csi: install

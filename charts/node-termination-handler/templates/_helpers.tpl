@@ -29,7 +29,8 @@ app.kubernetes.io/component: {{ if .Values.enableSqsTerminationDraining }}queue{
 {{- end -}}
 
 {{- define "nth.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default (printf "v%s" .Chart.AppVersion)) -}}
+{{- /* `make images` tags the image with the bare version (0.1.0, no "v"), as the chart's appVersion. */ -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
 {{/* Environment shared by both modes (upstream variable names). */}}

@@ -111,7 +111,9 @@ pub fn render_chart_with(
 }
 
 /// A sidecar's arguments from the chart, run outside a pod: the socket, the ServiceAccount's
-/// kubeconfig and the lease namespace a pod would take from its own namespace.
+/// kubeconfig and the lease namespace a pod would take from its own namespace. The chart's
+/// `--http-endpoint` (a fixed port on every interface, the pod's own) becomes a free loopback
+/// port, so that sidecars of parallel tests never collide and nothing is served off the host.
 pub fn sidecar_args(
     chart: &RenderedChart,
     name: &str,
@@ -125,7 +127,13 @@ pub fn sidecar_args(
         .with_context(|| format!("the chart has no {name} container"))?;
     let mut out: Vec<String> = args
         .iter()
-        .map(|a| a.replace("$(ADDRESS)", &socket.display().to_string()))
+        .map(|a| {
+            if a.starts_with("--http-endpoint=") {
+                "--http-endpoint=127.0.0.1:0".to_string()
+            } else {
+                a.replace("$(ADDRESS)", &socket.display().to_string())
+            }
+        })
         .collect();
     out.push(format!("--kubeconfig={}", kubeconfig.display()));
     out.push(format!("--leader-election-namespace={namespace}"));

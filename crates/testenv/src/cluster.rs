@@ -535,6 +535,9 @@ fn apiserver_args(
     flag("service-account-key-file", &files.sa_public_key);
     flag("service-account-signing-key-file", &files.sa_private_key);
     flag("service-cluster-ip-range", &"10.96.0.0/16");
+    // As clusters that run CSI node plugins are (kubeadm's default): the charts' node plugins are
+    // privileged, and the chart test has this apiserver accept them.
+    flag("allow-privileged", &"true");
     flag("audit-policy-file", &files.audit_policy);
     flag("audit-log-path", &audit_log);
     // Write each event before the response goes out, so counts are exact once a call returns.

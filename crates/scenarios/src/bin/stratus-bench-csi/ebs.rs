@@ -182,6 +182,7 @@ pub async fn run(args: &Args, tools: &Tools) -> Result<Value> {
             "peak_rss_after_attach_mib": mib(controller_peak_after_attach),
             "peak_rss_mib": mib(pod.driver.peak_rss_kib()),
         },
+        "sidecars": pod.sidecars_json(),
         "node_plugin": node_plugin,
         "node_plugin_target_mib": 20,
         "deletion": {

@@ -1,15 +1,16 @@
 //! The cluster side both backends share: the chart's RBAC and its controller ServiceAccount's
 //! kubeconfig, kube-controller-manager's PV controllers, and the controller pod — the driver
-//! (a measured process) with the real external-provisioner and external-attacher run with the
-//! chart's arguments.
+//! with the real external-provisioner and external-attacher run with the chart's arguments, all
+//! three measured (the charts size the sidecars' memory from their peak RSS).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::Result;
+use serde_json::{json, Value};
 use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::csi_flow::{self, kubeconfig_with_token, sidecar_args, spawn};
-use stratus_scenarios::csi_node_probe;
+use stratus_scenarios::csi_node_probe::{self, mib};
 use stratus_scenarios::kube_fixture::apply_rbac_manifest;
 use stratus_scenarios::nth_fixture::service_account_token;
 use stratus_testenv::tools::csi_sidecars::Sidecars;
@@ -42,8 +43,31 @@ pub struct Pod {
     /// The driver's controller service.
     pub driver: CcmProcess,
     _kcm: Child,
-    _provisioner: Child,
-    _attacher: Child,
+    provisioner: Child,
+    attacher: Child,
+}
+
+impl Pod {
+    /// The sidecars' peak RSS so far, by container name (`{"csi-provisioner": {"peak_rss_mib": …}}`).
+    pub fn sidecars_json(&self) -> Value {
+        let peak = |child: &Child| mib(child.id().and_then(peak_rss_kib));
+        json!({
+            "csi-provisioner": { "peak_rss_mib": peak(&self.provisioner) },
+            "csi-attacher": { "peak_rss_mib": peak(&self.attacher) },
+        })
+    }
+}
+
+/// VmHWM of a running process, in KiB.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// Applies `chart`'s RBAC, then starts kube-controller-manager's PV controllers, the driver
@@ -105,7 +129,7 @@ pub async fn start(
     Ok(Pod {
         driver,
         _kcm: kcm,
-        _provisioner: provisioner,
-        _attacher: attacher,
+        provisioner,
+        attacher,
     })
 }
