@@ -23,7 +23,8 @@
 //!   init containers), on a port the container declares when named.
 //!
 //! Every violation of every chart is listed in one failure, as `chart/Kind/name/container: rule`.
-//! A second test has a real kube-apiserver accept (server-side dry run) every workload rendered.
+//! Beside it: every chart lints with `helm lint --strict` (given its [`REQUIRED`] values), and a
+//! real kube-apiserver accepts every workload rendered (server-side dry run).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -239,6 +240,41 @@ const CSI_NODE_PEAKS: &[(&str, &str)] = &[
     ("bench-csi.json", "/cinder/node_plugin/peak_rss_mib"),
 ];
 
+/// The provisioner and the attacher, measured by bench-csi with each backend; the resizer and
+/// the snapshotter watch the same claims and volumes as the provisioner and are sized like it.
+const PROVISIONER_PEAKS: &[(&str, &str)] = &[
+    (
+        "bench-csi.json",
+        "/ebs/sidecars/csi-provisioner/peak_rss_mib",
+    ),
+    (
+        "bench-csi.json",
+        "/cinder/sidecars/csi-provisioner/peak_rss_mib",
+    ),
+];
+const ATTACHER_PEAKS: &[(&str, &str)] = &[
+    ("bench-csi.json", "/ebs/sidecars/csi-attacher/peak_rss_mib"),
+    (
+        "bench-csi.json",
+        "/cinder/sidecars/csi-attacher/peak_rss_mib",
+    ),
+];
+
+/// A sidecar of a CSI chart's controller Deployment.
+const fn sidecar(
+    chart: &'static str,
+    workload: &'static str,
+    container: &'static str,
+    peaks: &'static [(&'static str, &'static str)],
+) -> Sizing {
+    Sizing {
+        chart,
+        workload,
+        container,
+        peaks,
+    }
+}
+
 /// The benchmark behind each container's memory. Every container running a Stratus image needs
 /// an entry.
 const SIZING: &[Sizing] = &[
@@ -318,6 +354,66 @@ const SIZING: &[Sizing] = &[
         container: "dvp-csi-driver",
         peaks: CSI_NODE_PEAKS,
     },
+    sidecar(
+        "aws-ebs-csi-driver",
+        "ebs-csi-controller",
+        "csi-provisioner",
+        PROVISIONER_PEAKS,
+    ),
+    sidecar(
+        "aws-ebs-csi-driver",
+        "ebs-csi-controller",
+        "csi-attacher",
+        ATTACHER_PEAKS,
+    ),
+    sidecar(
+        "aws-ebs-csi-driver",
+        "ebs-csi-controller",
+        "csi-resizer",
+        PROVISIONER_PEAKS,
+    ),
+    sidecar(
+        "aws-ebs-csi-driver",
+        "ebs-csi-controller",
+        "csi-snapshotter",
+        PROVISIONER_PEAKS,
+    ),
+    sidecar(
+        "cinder-csi-plugin",
+        "csi-cinder-controllerplugin",
+        "csi-provisioner",
+        PROVISIONER_PEAKS,
+    ),
+    sidecar(
+        "cinder-csi-plugin",
+        "csi-cinder-controllerplugin",
+        "csi-attacher",
+        ATTACHER_PEAKS,
+    ),
+    sidecar(
+        "cinder-csi-plugin",
+        "csi-cinder-controllerplugin",
+        "csi-resizer",
+        PROVISIONER_PEAKS,
+    ),
+    sidecar(
+        "dvp-csi-driver",
+        "csi-dvp-controllerplugin",
+        "csi-provisioner",
+        PROVISIONER_PEAKS,
+    ),
+    sidecar(
+        "dvp-csi-driver",
+        "csi-dvp-controllerplugin",
+        "csi-attacher",
+        ATTACHER_PEAKS,
+    ),
+    sidecar(
+        "dvp-csi-driver",
+        "csi-dvp-controllerplugin",
+        "csi-resizer",
+        PROVISIONER_PEAKS,
+    ),
 ];
 
 /// The namespace charts are rendered into.
