@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 export STRATUS_CACHE ?= $(HOME)/.cache/stratus
 export CARGO_TARGET_DIR ?= $(STRATUS_CACHE)/target
+# No incremental caches: a clean clone (CI) gains nothing from them and they cost gigabytes.
+export CARGO_INCREMENTAL ?= 0
 CARGO ?= cargo
 NODES ?= 1000
 # Idle window of bench-nodes in seconds (also STRATUS_BENCH_IDLE_SECONDS); ≥ 6 minutes covers a
