@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use common::{Bed, Counts};
 use stratus_scenarios::kube_fixture::repo_root;
-use stratus_testenv::https::{get, Trust};
+use stratus_testenv::core::https::{get, Trust};
 use stratus_testenv::Identity;
 
 fn parent_requests(metrics: &str) -> f64 {

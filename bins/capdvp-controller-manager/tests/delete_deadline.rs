@@ -12,7 +12,7 @@ use common::{Bed, NS};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use stratus_dvp_api::VirtualMachine;
-use stratus_testenv::https::{get, Trust};
+use stratus_testenv::core::https::{get, Trust};
 use stratus_testenv::Identity;
 
 const WAIT: Duration = Duration::from_secs(90);

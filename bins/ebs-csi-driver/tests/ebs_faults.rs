@@ -23,10 +23,11 @@ use common::ZONE;
 use stratus_scenarios::csi_flow;
 use stratus_scenarios::ec2_fixture;
 use stratus_scenarios::wait::wait_for;
-use stratus_testenv::proxy::{EbsKnobs, Fault, FaultKind, Hold};
+use stratus_testenv::aws::EbsKnobs;
 use stratus_testenv::tools::csi_sidecars;
 use stratus_testenv::tools::kube_controller_manager;
 use stratus_testenv::TestEnv;
+use stratus_testenv::{Fault, FaultKind, Hold};
 use tokio::time::Instant;
 
 /// How long each step may take.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use common::{driver_log, loops_dir, start_driver, ZONE};
 use stratus_scenarios::ec2_fixture;
-use stratus_testenv::proxy::EbsKnobs;
+use stratus_testenv::aws::EbsKnobs;
 use stratus_testenv::tools::csi_sanity;
 use stratus_testenv::AwsEnv;
 

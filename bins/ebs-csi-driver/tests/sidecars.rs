@@ -24,7 +24,7 @@ use stratus_scenarios::ec2_fixture;
 use stratus_scenarios::kube_fixture::apply_rbac_manifest;
 use stratus_scenarios::nth_fixture::service_account_token;
 use stratus_scenarios::wait::wait_for;
-use stratus_testenv::proxy::EbsKnobs;
+use stratus_testenv::aws::EbsKnobs;
 use stratus_testenv::tools::csi_sidecars::{self, Sidecars};
 use stratus_testenv::tools::kube_controller_manager;
 use stratus_testenv::{Identity, TestEnv};

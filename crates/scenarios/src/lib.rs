@@ -14,7 +14,7 @@ pub mod csi_node_probe;
 pub mod dvp_fixture;
 pub mod dvp_rbac;
 pub mod ec2_fixture;
-pub use stratus_testenv::https;
+pub use stratus_testenv::core::https;
 pub mod kube_fixture;
 pub mod kubelet;
 pub mod lb_fixture;

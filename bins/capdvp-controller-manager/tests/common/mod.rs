@@ -24,7 +24,7 @@ use stratus_dvp_api::{VirtualDisk, VirtualMachine, VirtualMachineBlockDeviceAtta
 use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::dvp_rbac::rules_in;
 use stratus_scenarios::kube_fixture::repo_root;
-use stratus_testenv::capi::{install_crds, ClusterApiManager};
+use stratus_testenv::core::capi::{install_crds, ClusterApiManager};
 use stratus_testenv::{DvpEnv, Identity};
 
 /// The parent RBAC manifest.

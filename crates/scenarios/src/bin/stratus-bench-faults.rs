@@ -26,7 +26,7 @@ use stratus_scenarios::service_fixture::{
     create_lb_service, create_ready_node, ingress_hostname, set_ready,
 };
 use stratus_scenarios::svg_chart::{line_chart, Period, Series};
-use stratus_testenv::proxy::{Fault, FaultKind};
+use stratus_testenv::{Fault, FaultKind};
 use stratus_testenv::{Identity, TestEnv};
 
 const CLUSTER: &str = "bench-faults";

@@ -12,7 +12,7 @@ use stratus_scenarios::ccm::{sibling_binary, CcmProcess};
 use stratus_scenarios::csi_bench::{self, LoadSpec};
 use stratus_scenarios::csi_node_probe::{self, mib};
 use stratus_scenarios::{csi_flow, ec2_fixture, wait_for};
-use stratus_testenv::proxy::EbsKnobs;
+use stratus_testenv::aws::EbsKnobs;
 use stratus_testenv::{Identity, TestEnv};
 use tokio::time::Instant;
 

@@ -1,5 +1,5 @@
 //! The AWS cloud of the environment: moto behind the counting and fault proxy (the AWS protocol
-//! of [`crate::proxy`]), each on a free 127.0.0.1 port. Alone it serves components that never
+//! of [`crate::core::proxy`], [`super::proxy`]), each on a free 127.0.0.1 port. Alone it serves components that never
 //! talk to Kubernetes (the ECR credential provider) and starts in about a second; [`TestEnv`]
 //! pairs it with a [`crate::KubeCluster`].
 //!
@@ -12,32 +12,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::cluster::start_timeout;
-use crate::install::ensure_installed;
-use crate::process::{Lifetime, Proc};
-use crate::proxy::{self, ProxyThread};
-use crate::proxy_control::ProxyControl;
-use crate::util::{free_listeners, is_port_conflict, random_token, remove_env_dir, HttpClient};
-
-/// How the processes relate to the caller.
-pub(crate) enum Launch {
-    /// Children of this process, killed on drop; the proxy runs in-process.
-    Owned,
-    /// Survive this process (`testenv up`); the proxy runs as `PROXY_EXE proxy ...`.
-    Detached {
-        /// The `testenv` executable.
-        proxy_exe: PathBuf,
-    },
-}
-
-impl Launch {
-    pub(crate) fn lifetime(&self) -> Lifetime {
-        match self {
-            Launch::Owned => Lifetime::Attached,
-            Launch::Detached { .. } => Lifetime::Detached,
-        }
-    }
-}
+use crate::aws::ProxyControl;
+use crate::core::cluster::start_timeout;
+use crate::core::process::{Launch, Proc};
+use crate::core::proxy::{self, ProxyThread};
+use crate::core::util::{
+    free_listeners, is_port_conflict, random_token, remove_env_dir, HttpClient,
+};
+use crate::tools::install::ensure_installed;
 
 /// Where the AWS proxy runs.
 enum ProxyRunner {
@@ -119,7 +101,7 @@ impl AwsEnv {
             Launch::Owned => ProxyRunner::InProcess(ProxyThread::start(
                 proxy_listener,
                 moto_endpoint.clone(),
-                proxy::aws(),
+                super::proxy::aws(),
             )?),
             Launch::Detached { proxy_exe } => {
                 drop(proxy_listener);
@@ -243,10 +225,10 @@ impl Drop for AwsEnv {
         match &mut self.proxy {
             ProxyRunner::InProcess(proxy) => proxy.stop(),
             ProxyRunner::Process(proxy) => {
-                crate::process::stop_all(&mut [proxy], Duration::from_secs(5))
+                crate::core::process::stop_all(&mut [proxy], Duration::from_secs(5))
             }
         }
-        crate::process::stop_all(&mut [&mut self.moto], Duration::from_secs(5));
+        crate::core::process::stop_all(&mut [&mut self.moto], Duration::from_secs(5));
         remove_env_dir(&self.dir, self.remove_dir);
     }
 }

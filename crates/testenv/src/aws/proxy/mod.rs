@@ -14,13 +14,17 @@
 //!   calls are forwarded to moto, which rejects them.
 //!
 //! And one for the cloud-controller-manager: moto has no EC2 `DescribeInstanceTopology`; the
-//! proxy answers it (see [`super::aws_topology`]).
+//! proxy answers it (see [`topology`]).
 //!
-//! EC2 volume states and errors moto skips are knobs of [`super::aws_ebs`].
+//! EC2 volume states and errors moto skips are knobs of [`ebs`].
 //!
 //! Moto drops request fields it does not model (an NLB's subnet-mapping private addresses), so
 //! the form bodies of the actions in [`RECORDED_BODIES`] are kept and served at
 //! [`REQUEST_BODIES_PATH`] for tests to read what was asked.
+
+pub mod ebs;
+pub mod paging;
+pub mod topology;
 
 use std::sync::{Arc, Mutex};
 
@@ -28,8 +32,10 @@ use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode, Uri};
 use http_body_util::BodyExt;
 use hyper::body::Bytes;
 
-use super::{error_response, full, json_response, Protocol, ProxyBody, RequestInfo, Upstream};
-use crate::faults::FaultKind;
+use crate::core::proxy::FaultKind;
+use crate::core::proxy::{
+    error_response, full, json_response, Protocol, ProxyBody, RequestInfo, Upstream,
+};
 
 /// Path of the ECR token lifetime endpoint.
 pub const ECR_TOKEN_PATH: &str = "/__stratus/ecr-token";
@@ -61,17 +67,17 @@ const ECR_PUBLIC_TOKEN: &str = "QVdTOmVjci1wdWJsaWMtYXV0aC10b2tlbg==";
 const MOTO_ECR_EXPIRY: f64 = 1_420_070_400.0;
 
 /// The AWS protocol, with the ECR token lifetime it answers with and the ASG lifecycle actions
-/// it answers for moto (see [`crate::lifecycle`]).
+/// it answers for moto (see [`crate::aws::lifecycle`]).
 #[derive(Debug, Default)]
 pub struct AwsProtocol {
     ecr_token_lifetime: Mutex<Option<u64>>,
-    lifecycle: crate::lifecycle::LifecycleState,
-    paged: super::aws_paging::PagedAnswers,
-    ebs: super::aws_ebs::EbsState,
+    lifecycle: crate::aws::lifecycle::LifecycleState,
+    paged: paging::PagedAnswers,
+    ebs: ebs::EbsState,
     bodies: Mutex<Vec<(String, String)>>,
 }
 
-/// The AWS protocol, ready for [`super::serve`].
+/// The AWS protocol, ready for [`crate::core::proxy::serve`].
 pub fn aws() -> Arc<dyn Protocol> {
     Arc::new(AwsProtocol::default())
 }
@@ -132,10 +138,10 @@ impl Protocol for AwsProtocol {
     fn control_paths(&self) -> &'static [&'static str] {
         &[
             ECR_TOKEN_PATH,
-            super::aws_ebs::EBS_PATH,
+            ebs::EBS_PATH,
             REQUEST_BODIES_PATH,
-            crate::lifecycle::ACTIONS_PATH,
-            crate::lifecycle::NOTIFY_PATH,
+            crate::aws::lifecycle::ACTIONS_PATH,
+            crate::aws::lifecycle::NOTIFY_PATH,
         ]
     }
 
@@ -147,7 +153,7 @@ impl Protocol for AwsProtocol {
         upstream: &Upstream,
     ) -> Option<Response<ProxyBody>> {
         match (method, path) {
-            (&Method::GET, crate::lifecycle::ACTIONS_PATH) => {
+            (&Method::GET, crate::aws::lifecycle::ACTIONS_PATH) => {
                 let calls = self.lifecycle.calls();
                 return Some(json_response(
                     StatusCode::OK,
@@ -165,11 +171,11 @@ impl Protocol for AwsProtocol {
                     serde_json::to_vec(&bodies).unwrap_or_default(),
                 ));
             }
-            (&Method::POST, crate::lifecycle::NOTIFY_PATH) => {
+            (&Method::POST, crate::aws::lifecycle::NOTIFY_PATH) => {
                 return Some(lifecycle_notify(body, upstream).await);
             }
             (&Method::POST, ECR_TOKEN_PATH) => {}
-            (_, super::aws_ebs::EBS_PATH) => return self.ebs.control(method, body),
+            (_, ebs::EBS_PATH) => return self.ebs.control(method, body),
             _ => return None,
         }
         Some(match serde_json::from_slice::<EcrToken>(body) {
@@ -202,7 +208,7 @@ impl Protocol for AwsProtocol {
             return ecr_public_token(self.ecr_token_expiry());
         }
         if info.service == "ec2" && info.action == "DescribeInstanceTopology" {
-            return super::aws_topology::answer(&parts, &body, upstream).await;
+            return topology::answer(&parts, &body, upstream).await;
         }
         if info.service == "ec2" && self.ebs.handles(&info.action) {
             return self.ebs.exchange(&info.action, parts, body, upstream).await;
@@ -216,7 +222,7 @@ impl Protocol for AwsProtocol {
                 return page;
             }
         }
-        if crate::lifecycle::INTERCEPTED.contains(&info.key().as_str()) {
+        if crate::aws::lifecycle::INTERCEPTED.contains(&info.key().as_str()) {
             let form = std::str::from_utf8(&body).unwrap_or_default();
             let (status, xml) = self.lifecycle.answer(&info.action, form);
             let mut response = Response::new(full(xml.into_bytes()));
@@ -236,14 +242,14 @@ impl Protocol for AwsProtocol {
     }
 }
 
-/// Puts an ASG lifecycle hook notification to moto's EventBridge (see [`crate::lifecycle`]);
+/// Puts an ASG lifecycle hook notification to moto's EventBridge (see [`crate::aws::lifecycle`]);
 /// answers the action's token.
 async fn lifecycle_notify(body: &Bytes, upstream: &Upstream) -> Response<ProxyBody> {
-    let notify = match serde_json::from_slice::<crate::lifecycle::Notify>(body) {
+    let notify = match serde_json::from_slice::<crate::aws::lifecycle::Notify>(body) {
         Ok(n) => n,
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &format!("notify: {e}")),
     };
-    let (events, token) = crate::lifecycle::put_events_body(&notify);
+    let (events, token) = crate::aws::lifecycle::put_events_body(&notify);
     let (mut parts, ()) = http::Request::post("/")
         .body(())
         .expect("static request")
@@ -370,7 +376,7 @@ async fn with_ecr_expiry(response: Response<ProxyBody>, expires_at: f64) -> Resp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proxy::{error_response, json_response};
+    use crate::core::proxy::{error_response, json_response};
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         pairs

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use stratus_dvp_api::VmPhase;
 
-use super::sim::Knobs;
+use crate::sim::Knobs;
 
 /// How often a stalled object is looked at again (so releasing a stall takes effect).
 pub const STALL_POLL: Duration = Duration::from_millis(200);

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 
-use crate::process::{Lifetime, Proc};
+use crate::core::process::{Lifetime, Proc};
 use crate::tools::cluster_api::{self, ClusterApi};
 use crate::{Identity, KubeCluster};
 
@@ -84,7 +84,7 @@ pub async fn install_crds(client: &kube::Client, dir: &std::path::Path) -> Resul
         names.push(name);
     }
     for name in &names {
-        crate::dvp::wait_established(client, name).await?;
+        crate::core::cluster::wait_established(client, name).await?;
     }
     Ok(names)
 }
@@ -170,7 +170,7 @@ impl ClusterApiManager {
 
     /// The last `lines` of its log.
     pub fn log_tail(&self, lines: usize) -> String {
-        crate::util::log_tail(&self.log, lines)
+        crate::core::util::log_tail(&self.log, lines)
     }
 
     /// The process id.

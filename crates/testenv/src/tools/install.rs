@@ -205,7 +205,7 @@ pub(crate) fn run_logged(mut cmd: Command, log: &Path, what: &str) -> Result<()>
         bail!(
             "{what} failed ({status}); see {}:\n{}",
             log.display(),
-            crate::util::log_tail(log, 30)
+            crate::core::util::log_tail(log, 30)
         );
     }
     Ok(())

@@ -1,8 +1,8 @@
 //! A counting and fault-injecting HTTP/1 reverse proxy in front of a cloud emulator. The core
 //! knows no cloud: a [`Protocol`] names each request `service:Action`, speaks the cloud's error
 //! format for injected faults, and may answer or rewrite what the emulator lacks
-//! ([`aws::AwsProtocol`] for moto, [`openstack::OpenStackProtocol`] for Keystone and the
-//! OpenStack simulators).
+//! ([`crate::aws::proxy::AwsProtocol`] for moto, [`crate::openstack::proxy::OpenStackProtocol`]
+//! for Keystone and the OpenStack simulators).
 //!
 //! Control endpoints served by the proxy itself:
 //! - `GET /__stratus/counts`: the counters as a JSON object, e.g. `{"ec2:DescribeInstances": 3}`
@@ -13,9 +13,9 @@
 //!   list releases nothing already held but stops holding new requests.
 //! - `POST /__stratus/release`: lets every request held so far go on (carried like any other
 //!   request, or answered with the answer held back), as if the network came back.
-//! - protocol-specific endpoints (AWS: `POST /__stratus/ecr-token`, see [`aws`]; `GET`/`POST
-//!   /__stratus/ebs`, the EC2 volume knobs `VolumeInUse`, ClientToken idempotency, `attaching`
-//!   and `modifying` states, see [`aws_ebs`]).
+//! - protocol-specific endpoints (AWS: `POST /__stratus/ecr-token`, see [`crate::aws::proxy`];
+//!   `GET`/`POST /__stratus/ebs`, the EC2 volume knobs `VolumeInUse`, ClientToken idempotency,
+//!   `attaching` and `modifying` states, see [`crate::aws::proxy::ebs`]).
 //!
 //! - `POST /__stratus/faults`: a JSON list of [`Fault`] rules (e.g. `[{"service": "ec2",
 //!   "kind": "throttle", "rate": 0.3}]`): matching requests are throttled, failed with a 5xx,
@@ -52,22 +52,11 @@ pub const FAULTS_PATH: &str = "/__stratus/faults";
 /// Path of the per-second timeline endpoint.
 pub const TIMELINE_PATH: &str = "/__stratus/timeline";
 
-use crate::faults::{latency, pick, Timeline};
-pub use crate::faults::{Fault, FaultKind, Second};
-
-pub mod aws;
-pub mod aws_ebs;
-pub mod aws_paging;
-pub mod aws_topology;
-pub mod openstack;
+pub mod faults;
 mod thread;
 
-pub use aws::{
-    aws, AwsProtocol, EcrToken, ECR_PUBLIC_PASSWORD, ECR_TOKEN_PATH, RECORDED_BODIES,
-    REQUEST_BODIES_PATH,
-};
-pub use aws_ebs::{EbsKnobs, EBS_PATH};
-pub use openstack::{openstack, OpenStackProtocol};
+use faults::{latency, pick, Timeline};
+pub use faults::{Fault, FaultKind, Second};
 pub use thread::ProxyThread;
 
 /// What the proxy understood about a request.

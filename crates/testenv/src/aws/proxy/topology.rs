@@ -18,7 +18,7 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Bytes;
 
-use super::{full, ProxyBody, Upstream};
+use crate::core::proxy::{full, ProxyBody, Upstream};
 
 /// Instance types EC2 describes a topology for, with their number of network-node layers.
 pub const SUPPORTED_TYPES: &[(&str, usize)] = &[

@@ -9,11 +9,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use crate::aws_env::{AwsEnv, Launch};
-use crate::cluster::{Identity, KubeCluster};
-use crate::proxy;
-use crate::proxy_control::ProxyControl;
-use crate::util::{random_token, remove_env_dir};
+use crate::aws::env::AwsEnv;
+use crate::aws::ProxyControl;
+use crate::core::cluster::{Identity, KubeCluster};
+use crate::core::process::Launch;
+use crate::core::proxy;
+use crate::core::util::{random_token, remove_env_dir};
 
 /// A running environment. Dropping it stops the processes and deletes its directory (unless
 /// `STRATUS_KEEP_ENV=1`, or it was started by `testenv up` and released).

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use crate::util::log_tail;
+use crate::core::util::log_tail;
 
 /// How long a child may outlive the process that started it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +26,26 @@ pub(crate) enum Lifetime {
     Attached,
     /// Own session (`setsid`): survives this process and its terminal.
     Detached,
+}
+
+/// How the processes relate to the caller.
+pub(crate) enum Launch {
+    /// Children of this process, killed on drop; the proxy runs in-process.
+    Owned,
+    /// Survive this process (`testenv up`); the proxy runs as `PROXY_EXE proxy ...`.
+    Detached {
+        /// The `testenv` executable.
+        proxy_exe: PathBuf,
+    },
+}
+
+impl Launch {
+    pub(crate) fn lifetime(&self) -> Lifetime {
+        match self {
+            Launch::Owned => Lifetime::Attached,
+            Launch::Detached { .. } => Lifetime::Detached,
+        }
+    }
 }
 
 /// One child process, restartable with the same command line. Dropping it stops the process
@@ -291,4 +311,36 @@ fn spawn_from_long_lived_thread(cmd: Command) -> io::Result<Child> {
     answer
         .recv()
         .map_err(|_| io::Error::other("spawner thread is gone"))?
+}
+
+/// Resident memory of a process and its children (uWSGI's master and workers), in bytes.
+pub(crate) fn process_tree_rss(pid: u32) -> Option<u64> {
+    let rss = |p: u32| -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace()
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+            .map(|kb| kb * 1024)
+    };
+    let mut total = rss(pid)?;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if parent == Some(pid) {
+            total += rss(child).unwrap_or(0);
+        }
+    }
+    Some(total)
 }

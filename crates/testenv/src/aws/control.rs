@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::proxy::{self, EcrToken, Fault, Hold, Second};
-use crate::util::HttpClient;
+use super::proxy::ebs::{EbsKnobs, EBS_PATH};
+use super::proxy::{EcrToken, ECR_TOKEN_PATH, REQUEST_BODIES_PATH};
+use crate::core::proxy::{self, Fault, Hold, Second};
+use crate::core::util::HttpClient;
 
 /// The proxy listening at `endpoint` (e.g. `http://127.0.0.1:4566`).
 #[derive(Debug, Clone, Copy)]
@@ -42,9 +44,9 @@ impl ProxyControl<'_> {
         self.get(proxy::TIMELINE_PATH).await
     }
 
-    /// Recorded `(service:Action, form body)` of [`proxy::RECORDED_BODIES`], in arrival order.
+    /// Recorded `(service:Action, form body)` of [`super::proxy::RECORDED_BODIES`], in arrival order.
     pub async fn request_bodies(&self) -> Result<Vec<(String, String)>> {
-        self.get(proxy::REQUEST_BODIES_PATH).await
+        self.get(REQUEST_BODIES_PATH).await
     }
 
     /// Zeroes the counters and the timeline.
@@ -74,23 +76,22 @@ impl ProxyControl<'_> {
         let body = serde_json::to_vec(&EcrToken {
             lifetime_seconds: lifetime.map(|l| l.as_secs()),
         })?;
-        self.post(proxy::ECR_TOKEN_PATH, Some(body)).await
+        self.post(ECR_TOKEN_PATH, Some(body)).await
     }
 
-    /// The EC2 volume knobs from now on (see [`proxy::aws_ebs`]); the default turns them off.
-    pub async fn set_ebs_knobs(&self, knobs: &proxy::EbsKnobs) -> Result<()> {
-        self.post(proxy::EBS_PATH, Some(serde_json::to_vec(knobs)?))
-            .await
+    /// The EC2 volume knobs from now on (see [`super::proxy::ebs`]); the default turns them off.
+    pub async fn set_ebs_knobs(&self, knobs: &EbsKnobs) -> Result<()> {
+        self.post(EBS_PATH, Some(serde_json::to_vec(knobs)?)).await
     }
 
-    /// The ASG lifecycle calls the proxy answered (see [`crate::lifecycle`]).
-    pub async fn lifecycle_calls(&self) -> Result<Vec<crate::lifecycle::LifecycleCall>> {
-        self.get(crate::lifecycle::ACTIONS_PATH).await
+    /// The ASG lifecycle calls the proxy answered (see [`crate::aws::lifecycle`]).
+    pub async fn lifecycle_calls(&self) -> Result<Vec<crate::aws::lifecycle::LifecycleCall>> {
+        self.get(crate::aws::lifecycle::ACTIONS_PATH).await
     }
 
     /// Emits an ASG lifecycle hook notification through moto's EventBridge; returns the token.
-    pub async fn lifecycle_notify(&self, notify: &crate::lifecycle::Notify) -> Result<String> {
-        let url = format!("{}{}", self.endpoint, crate::lifecycle::NOTIFY_PATH);
+    pub async fn lifecycle_notify(&self, notify: &crate::aws::lifecycle::Notify) -> Result<String> {
+        let url = format!("{}{}", self.endpoint, crate::aws::lifecycle::NOTIFY_PATH);
         let (status, body) = HttpClient::new()
             .send_body(http::Method::POST, &url, serde_json::to_vec(notify)?)
             .await?;

@@ -3,7 +3,7 @@
 //! SubjectAccessReview test of each verb, and the audit-log tests of each provider's run) check
 //! one list.
 
-use crate::rbac_check::{access, Access};
+use crate::core::rbac_check::{access, Access};
 
 /// Every Kubernetes API call the CCM makes, from the code (`crates/controllers/src`,
 /// `bins/cloud-controller-manager/src`). Reads go through list+watch caches only: there is no

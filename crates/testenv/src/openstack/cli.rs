@@ -10,9 +10,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use tokio::time::Instant;
 
-use crate::aws_env::Launch;
-use crate::cluster::{Identity, KubeCluster};
-use crate::openstack_env::{OpenStackEnv, OpenStackOptions, SimSettings};
+use crate::core::cluster::{Identity, KubeCluster};
+use crate::core::process::Launch;
+use crate::openstack::env::{OpenStackEnv, OpenStackOptions, SimSettings};
 
 /// Starts a cluster and the OpenStack cloud detached in `dir`; writes `dir/pids` and `dir/env`.
 pub(crate) async fn up(dir: &Path, shell_quote: fn(&str) -> String) -> Result<()> {

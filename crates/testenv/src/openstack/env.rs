@@ -1,7 +1,7 @@
 //! The OpenStack cloud of the environment: a real Keystone (uWSGI, SQLite, fernet tokens,
 //! copied from a bootstrapped template), the simulators of Nova, Neutron, Cinder, Glance and
 //! Octavia ([`stratus_openstack_sim`]), and the counting/fault proxy in front of both (the
-//! OpenStack protocol of [`crate::proxy`]), each on a free 127.0.0.1 port.
+//! OpenStack protocol of [`crate::core::proxy`], [`super::proxy`]), each on a free 127.0.0.1 port.
 //!
 //! Per environment, through Keystone's REST API: a domain `stratus`, a project
 //! `stratus-cluster`, the CCM's user `stratus-ccm` (role `member` on the project), and the
@@ -20,13 +20,15 @@ use stratus_openstack_sim::{
     Auth, KeystoneValidator, ServiceCredentials, SimConfig, SimHandle, SimServer,
 };
 
-use crate::aws_env::Launch;
-use crate::cluster::start_timeout;
-use crate::process::{Lifetime, Proc};
-use crate::proxy::{self, ProxyThread};
-use crate::proxy_control::ProxyControl;
+use crate::aws::ProxyControl;
+use crate::core::cluster::start_timeout;
+use crate::core::process::Launch;
+use crate::core::process::{Lifetime, Proc};
+use crate::core::proxy::{self, ProxyThread};
+use crate::core::util::{
+    free_listeners, is_port_conflict, random_token, remove_env_dir, HttpClient,
+};
 use crate::tools::keystone::{ensure_keystone, Keystone, KeystoneConfig, ADMIN, REGION};
-use crate::util::{free_listeners, is_port_conflict, random_token, remove_env_dir, HttpClient};
 
 /// The domain the CCM's user and project live in.
 pub const DOMAIN: &str = "stratus";
@@ -304,7 +306,7 @@ impl OpenStackEnv {
             Launch::Owned => ProxyRunner::InProcess(ProxyThread::start(
                 proxy_listener,
                 sim_url.clone(),
-                proxy::openstack(&keystone_base)?,
+                super::proxy::openstack(&keystone_base)?,
             )?),
             Launch::Detached { proxy_exe } => {
                 drop(proxy_listener);
@@ -504,7 +506,7 @@ impl OpenStackEnv {
 
     /// Keystone's resident memory (uWSGI master and workers), in bytes.
     pub fn keystone_rss_bytes(&self) -> Option<u64> {
-        crate::process_tree_rss(self.keystone.pid()?)
+        crate::core::process::process_tree_rss(self.keystone.pid()?)
     }
 
     /// The installed Keystone (venv, template, how long installing took in this process).
@@ -548,18 +550,18 @@ impl Drop for OpenStackEnv {
         match self.proxy.take() {
             Some(ProxyRunner::InProcess(mut p)) => p.stop(),
             Some(ProxyRunner::Process(mut p)) => {
-                crate::process::stop_all(&mut [&mut p], Duration::from_secs(5))
+                crate::core::process::stop_all(&mut [&mut p], Duration::from_secs(5))
             }
             None => {}
         }
         match self.sim.take() {
             Some(SimRunner::InProcess(mut s)) => s.stop(),
             Some(SimRunner::Process(mut p)) => {
-                crate::process::stop_all(&mut [&mut p], Duration::from_secs(5))
+                crate::core::process::stop_all(&mut [&mut p], Duration::from_secs(5))
             }
             None => {}
         }
-        crate::process::stop_all(&mut [&mut self.keystone], Duration::from_secs(10));
+        crate::core::process::stop_all(&mut [&mut self.keystone], Duration::from_secs(10));
         remove_env_dir(&self.dir, self.remove_dir);
     }
 }

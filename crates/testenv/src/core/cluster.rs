@@ -10,11 +10,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::install::{ensure_installed, Paths};
-use crate::process::{stop_all, Lifetime, Proc};
-use crate::util::{free_listeners, is_port_conflict, random_token, HttpClient};
+use crate::core::process::{stop_all, Lifetime, Proc};
+use crate::core::util::{free_listeners, is_port_conflict, random_token, HttpClient};
+use crate::tools::install::{ensure_installed, Paths};
 
 /// Who talks to the apiserver. Each identity has a static token and a kubeconfig file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -294,7 +296,7 @@ impl KubeCluster {
     /// Completed `get` and `list` requests `username` made of `resource` (only the parent's
     /// VirtualMachines are recorded: see the audit policy).
     pub fn kube_reads_by(&self, username: &str, resource: &str) -> Result<u64> {
-        crate::audit::reads_by(&self.audit_log, username, resource)
+        crate::core::audit::reads_by(&self.audit_log, username, resource)
     }
 
     /// The audit log's path.
@@ -317,7 +319,7 @@ impl KubeCluster {
             .filter_map(|line| serde_json::from_str::<AuditEvent>(line).ok())
         {
             if event.stage == "ResponseComplete"
-                && crate::audit::WRITE_VERBS.contains(&event.verb.as_str())
+                && crate::core::audit::WRITE_VERBS.contains(&event.verb.as_str())
                 && matches(&event)
             {
                 writes += 1;
@@ -371,7 +373,7 @@ impl Drop for KubeCluster {
         // apiserver's waits for etcd; together they would both sit out the grace period.
         stop_all(&mut [&mut self.apiserver], Duration::from_secs(5));
         stop_all(&mut [&mut self.etcd], Duration::from_secs(5));
-        crate::util::remove_env_dir(&self.dir, self.remove_dir);
+        crate::core::util::remove_env_dir(&self.dir, self.remove_dir);
     }
 }
 
@@ -604,4 +606,32 @@ pub(crate) fn start_timeout() -> Duration {
         .ok()
         .and_then(|v| v.parse().ok())
         .map_or(Duration::from_secs(120), Duration::from_secs)
+}
+
+/// How long an applied CRD may take to become established.
+const ESTABLISH_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Waits until the CRD `name` is established, with a deadline.
+pub async fn wait_established(client: &kube::Client, name: &str) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let deadline = tokio::time::Instant::now() + ESTABLISH_DEADLINE;
+    loop {
+        let crd = api.get(name).await?;
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "CRD {name} not established within {} s",
+                ESTABLISH_DEADLINE.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

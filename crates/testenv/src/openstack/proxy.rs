@@ -13,7 +13,7 @@ use anyhow::Result;
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use stratus_openstack_sim::errors::{error_body, Service};
 
-use super::{FaultKind, Protocol, RequestInfo, Upstream};
+use crate::core::proxy::{FaultKind, Protocol, RequestInfo, Upstream};
 
 /// Seconds a client is told to wait after an injected throttle.
 pub const RETRY_AFTER_SECONDS: u64 = 1;
@@ -23,7 +23,7 @@ pub struct OpenStackProtocol {
     keystone: Upstream,
 }
 
-/// The OpenStack protocol, ready for [`super::serve`] (whose upstream is the simulators),
+/// The OpenStack protocol, ready for [`crate::core::proxy::serve`] (whose upstream is the simulators),
 /// sending `/identity/…` to `keystone_url` (`http://127.0.0.1:PORT`).
 pub fn openstack(keystone_url: &str) -> Result<Arc<dyn Protocol>> {
     Ok(Arc::new(OpenStackProtocol {

@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use http::{Response, StatusCode};
 use hyper::body::Bytes;
 
-use super::aws_topology::{ask_moto, ec2_error};
-use super::{full, ProxyBody, Upstream};
+use super::topology::{ask_moto, ec2_error};
+use crate::core::proxy::{full, ProxyBody, Upstream};
 
 /// The query paged and moto's whole answer to it, kept for the next pages.
 #[derive(Debug, Default)]

@@ -27,9 +27,9 @@ use http_body_util::BodyExt;
 use hyper::body::Bytes;
 use tokio::time::Instant;
 
-use super::aws_paging::items_of;
-use super::aws_topology::{ask_moto, ec2_error};
-use super::{error_response, full, json_response, ProxyBody, Upstream};
+use super::paging::items_of;
+use super::topology::{ask_moto, ec2_error};
+use crate::core::proxy::{error_response, full, json_response, ProxyBody, Upstream};
 
 /// Path of the EBS knobs endpoint.
 pub const EBS_PATH: &str = "/__stratus/ebs";

@@ -23,7 +23,7 @@ use stratus_dvp_api::{VirtualDisk, VirtualMachine, VirtualMachineBlockDeviceAtta
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::plan::{next_vm_step, Step, STALL_POLL};
+use crate::plan::{next_vm_step, Step, STALL_POLL};
 
 /// The platform node every simulated VM runs on.
 pub const PLATFORM_NODE: &str = "virtlab-1";
