@@ -5,6 +5,7 @@
 
 pub mod acm_fixture;
 pub mod behaviour;
+pub mod capdvp_bed;
 pub mod ccm;
 pub mod cloud_fixture;
 pub mod csi_bench;

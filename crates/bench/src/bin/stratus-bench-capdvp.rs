@@ -1,19 +1,34 @@
-//! `make bench-capdvp`: a MachineDeployment scaled from 0 to CAPDVP_BENCH_MACHINES (100) under
+//! `make bench-capdvp`: a MachineDeployment scaled from 0 to `--machines` (100) under
 //! the real Cluster API manager, the simulator starting every VM at once: seconds from the scale
 //! to every DeckhouseMachine ready (its VM running), capdvp's parent API requests per machine
 //! (its own `capdvp_parent_requests` counter, read from its HTTPS /metrics; watches excluded),
 //! and capdvp's peak RSS. Then scaled back to 0 (seconds until the parent is empty). JSON to
-//! stdout and `bench/results/bench-capdvp.json`. Ignored by default (run by the make target).
+//! stdout (`make bench-capdvp` writes it to `bench/results/bench-capdvp.json`). The measured
+//! capdvp is `--binary` (by default the one beside this executable).
 
-mod common;
-
+use std::path::PathBuf;
 use std::time::Duration;
 use tokio::time::Instant;
 
-use common::{Bed, Counts};
-use stratus_scenarios::kube_fixture::repo_root;
+use clap::Parser;
+use stratus_scenarios::capdvp_bed::{Bed, Counts, CLASS};
+use stratus_scenarios::ccm::sibling_binary;
+use stratus_scenarios::wait_for;
 use stratus_testenv::core::https::{get, Trust};
 use stratus_testenv::Identity;
+
+#[derive(Parser)]
+#[command(
+    about = "capdvp under the real Cluster API manager: a MachineDeployment scaled 0 -> N -> 0"
+)]
+struct Args {
+    /// Machines of the MachineDeployment.
+    #[arg(long, default_value_t = 100)]
+    machines: usize,
+    /// The capdvp-controller-manager binary measured (default: beside this executable).
+    #[arg(long)]
+    binary: Option<PathBuf>,
+}
 
 fn parent_requests(metrics: &str) -> f64 {
     metrics
@@ -23,14 +38,15 @@ fn parent_requests(metrics: &str) -> f64 {
         .sum()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "benchmark: make bench-capdvp"]
-async fn bench_capdvp() {
-    let n: usize = std::env::var("CAPDVP_BENCH_MACHINES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
-    let bed = Bed::start(true).await.expect("test bed");
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args = Args::parse();
+    let n = args.machines;
+    let binary = match args.binary {
+        Some(binary) => binary,
+        None => sibling_binary("capdvp-controller-manager").expect("locating capdvp"),
+    };
+    let bed = Bed::start(true, binary.clone()).await.expect("test bed");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -38,7 +54,7 @@ async fn bench_capdvp() {
         .port();
     let secure = format!("--secure-port={port}");
     let capdvp = bed.start_capdvp(&[&secure, "--bind-address=127.0.0.1", "--concurrency=16"]);
-    bed.create_cluster(common::CLASS, 0).await.unwrap();
+    bed.create_cluster(CLASS, 0).await.unwrap();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let token = bed.env.tenant.token(Identity::Admin).to_string();
     let metrics = || {
@@ -49,7 +65,7 @@ async fn bench_capdvp() {
                 .map(|a| a.body)
         }
     };
-    common::wait(
+    wait_for(
         "capdvp serving metrics",
         Duration::from_secs(60),
         || async {
@@ -66,7 +82,7 @@ async fn bench_capdvp() {
 
     let started = Instant::now();
     bed.scale("workers", n as i32).await.unwrap();
-    common::wait("every machine ready", Duration::from_secs(600), || async {
+    wait_for("every machine ready", Duration::from_secs(600), || async {
         let ready = bed
             .deckhouse_machines()
             .await?
@@ -84,14 +100,13 @@ async fn bench_capdvp() {
 
     let started = Instant::now();
     bed.scale("workers", 0).await.unwrap();
-    common::wait("an empty parent", Duration::from_secs(600), || async {
+    wait_for("an empty parent", Duration::from_secs(600), || async {
         Ok((bed.parent_counts().await? == Counts::default()).then_some(()))
     })
     .await
     .unwrap_or_else(|e| panic!("{e:#}\n{}", capdvp.log()));
     let down = started.elapsed().as_secs_f64();
     let rss_mib = capdvp.peak_rss_kib().unwrap_or(0) as f64 / 1024.0;
-    let binary = common::capdvp_binary();
     let build = if binary.components().any(|c| c.as_os_str() == "release") {
         "release"
     } else {
@@ -111,7 +126,4 @@ async fn bench_capdvp() {
     });
     let text = serde_json::to_string_pretty(&json).unwrap();
     println!("{text}");
-    let dir = repo_root().join("bench/results");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("bench-capdvp.json"), format!("{text}\n")).unwrap();
 }
