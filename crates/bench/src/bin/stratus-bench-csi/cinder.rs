@@ -11,13 +11,16 @@ use stratus_csi::devices::LoopDevices;
 use stratus_csi_cinder::{DRIVER_NAME, TOPOLOGY_KEY};
 use stratus_openstack_sim::ServerSpec;
 use stratus_scenarios::ccm::{sibling_binary, CcmProcess};
-use stratus_scenarios::csi_bench::{self, LoadSpec};
-use stratus_scenarios::csi_node_probe::{self, mib};
-use stratus_scenarios::{csi_flow, wait_for};
+use stratus_scenarios::csi::bench::{self as csi_bench, LoadSpec};
+use stratus_scenarios::csi::flow as csi_flow;
+use stratus_scenarios::csi::node_probe::{self as csi_node_probe, mib};
+use stratus_scenarios::wait_for;
 use stratus_testenv::{Identity, KubeCluster, OpenStackEnv};
 use tokio::time::Instant;
 
-use crate::pod::{self, Chart, Tools};
+use stratus_scenarios::csi::harness::{Chart, Tools};
+
+use crate::pod;
 use crate::Args;
 
 const ZONE: &str = "nova";
@@ -89,6 +92,7 @@ pub async fn run(args: &Args, tools: &Tools) -> Result<Value> {
         name: "cinder-csi-plugin",
         release: "cinder",
         service_account: "csi-cinder-controller-sa",
+        sets: &[],
     };
     let pod = pod::start(
         &cluster,

@@ -9,14 +9,17 @@ use serde_json::{json, Value};
 use stratus_csi::devices::LoopDevices;
 use stratus_csi_ebs::{DRIVER_NAME, TOPOLOGY_KEY, WELL_KNOWN_ZONE_KEY};
 use stratus_scenarios::ccm::{sibling_binary, CcmProcess};
-use stratus_scenarios::csi_bench::{self, LoadSpec};
-use stratus_scenarios::csi_node_probe::{self, mib};
-use stratus_scenarios::{csi_flow, ec2_fixture, wait_for};
+use stratus_scenarios::csi::bench::{self as csi_bench, LoadSpec};
+use stratus_scenarios::csi::flow as csi_flow;
+use stratus_scenarios::csi::node_probe::{self as csi_node_probe, mib};
+use stratus_scenarios::{ec2_fixture, wait_for};
 use stratus_testenv::aws::EbsKnobs;
 use stratus_testenv::{Identity, TestEnv};
 use tokio::time::Instant;
 
-use crate::pod::{self, Chart, Tools};
+use stratus_scenarios::csi::harness::{Chart, Tools};
+
+use crate::pod;
 use crate::Args;
 
 const ZONE: &str = "us-east-1a";
@@ -98,6 +101,7 @@ pub async fn run(args: &Args, tools: &Tools) -> Result<Value> {
         name: "aws-ebs-csi-driver",
         release: "ebs",
         service_account: "ebs-csi-controller-sa",
+        sets: &[],
     };
     let pod = pod::start(
         cluster,

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use serde_json::{json, Value};
-use stratus_testenv::tools::{csi_sidecars, kube_controller_manager};
+use stratus_scenarios::csi::harness::Tools;
 
 /// Which backends to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -101,13 +101,7 @@ fn outcome(result: anyhow::Result<Value>) -> Value {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let tools = tokio::task::spawn_blocking(|| -> anyhow::Result<pod::Tools> {
-        Ok(pod::Tools {
-            sidecars: csi_sidecars::ensure_installed()?,
-            kcm: kube_controller_manager::ensure_installed()?,
-        })
-    })
-    .await??;
+    let tools = Tools::install().await?;
     let mut report = json!({
         "benchmark": "csi",
         // The drivers are this binary's siblings: release when they sit in a `release`

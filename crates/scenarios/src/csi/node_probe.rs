@@ -4,40 +4,17 @@
 //! volumes and takes them down again; its resident memory is read idle and at the end.
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
-use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use stratus_csi_spec::v1 as csi;
 use stratus_csi_spec::v1::node_client::NodeClient;
 use stratus_csi_spec::v1::volume_capability::access_mode::Mode;
 use stratus_csi_spec::v1::volume_capability::{AccessMode, AccessType, MountVolume};
-use tonic::transport::{Channel, Endpoint};
 
+use super::bench::Attached;
+use super::driver::connect;
 use crate::ccm::CcmProcess;
-use crate::csi_bench::Attached;
-use crate::wait_for;
-
-/// A gRPC channel over a CSI driver's unix socket, once the socket exists.
-pub async fn connect(socket: &Path) -> Result<Channel> {
-    wait_for("the driver's socket", Duration::from_secs(30), || async {
-        Ok(socket.exists().then_some(()))
-    })
-    .await?;
-    let socket = socket.to_path_buf();
-    Endpoint::try_from("http://csi.invalid")?
-        .connect_with_connector(tower::service_fn(move |_| {
-            let socket = socket.clone();
-            async move {
-                tokio::net::UnixStream::connect(socket)
-                    .await
-                    .map(TokioIo::new)
-            }
-        }))
-        .await
-        .context("connecting to the driver's socket")
-}
 
 fn ext4() -> csi::VolumeCapability {
     csi::VolumeCapability {

@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
 use tokio::time::Instant;
 
-use crate::csi_claims::{attachment, claim, storage_class};
+use super::claims::{attachment, claim, storage_class};
 
 /// The benchmark's StorageClass.
 const CLASS: &str = "bench-csi";

@@ -161,30 +161,6 @@ pub fn spawn(
         .with_context(|| format!("starting {}", program.display()))
 }
 
-/// Starts the chart's controller sidecars `(program, container)` on `socket` as the
-/// ServiceAccount of `kubeconfig`, each logging to `<container without "csi-">.log` in `dir`.
-/// The attacher retries within 5 s instead of its 5-minute backoff cap, so that recoveries show
-/// in seconds.
-pub fn start_sidecars(
-    containers: &[(&Path, &str)],
-    chart: &RenderedChart,
-    socket: &Path,
-    kubeconfig: &Path,
-    namespace: &str,
-    dir: &Path,
-) -> Result<Vec<Child>> {
-    let mut children = Vec::new();
-    for (program, container) in containers {
-        let mut args = sidecar_args(chart, container, socket, kubeconfig, namespace)?;
-        if *container == "csi-attacher" {
-            args.push("--retry-interval-max=5s".into());
-        }
-        let log = dir.join(format!("{}.log", container.trim_start_matches("csi-")));
-        children.push(spawn(program, &args, &log, &[])?);
-    }
-    Ok(children)
-}
-
 /// The logs a controller flow writes in its directory (driver, sidecars, kube-controller-manager).
 pub const CONTROLLER_LOGS: [&str; 5] = [
     "driver.log",
