@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use common::{driver_env, node_vm, parent_objects, start_driver, wait_parent_empty, CLUSTER_UUID};
-use kube::api::{Api, DeleteParams, ObjectMeta};
+use kube::api::{Api, ObjectMeta};
 use stratus_csi_dvp::names::{vmbda_name, DISK_NAME_LABEL, VMBDA_DISK_LABEL, VMBDA_VM_LABEL};
 use stratus_csi_dvp::{DRIVER_NAME, STORAGE_CLASS_PARAM};
 use stratus_dvp_api::labels::{CLUSTER_UUID as CLUSTER_UUID_LABEL, MANAGED_BY};
@@ -104,7 +104,6 @@ async fn flow(env: &DvpEnv, dir: &Path, tools: &Tools) -> Result<()> {
         .await?;
     claims.create_pvc("data", 2).await?;
     let (pv_name, volume_id) = claims.wait_bound("data", STEP).await?;
-    let (pvcs, pvs) = (claims.pvcs(), claims.pvs());
     anyhow::ensure!(
         volume_id == pv_name,
         "the VirtualDisk is named as the volume ({pv_name}), not {volume_id}"
@@ -182,22 +181,12 @@ async fn flow(env: &DvpEnv, dir: &Path, tools: &Tools) -> Result<()> {
     );
 
     // Deletion: detach, then the claim, then nothing is left in the parent.
-    vas.delete("csi-data", &DeleteParams::default()).await?;
-    wait_for(
-        "the VolumeAttachment to be detached and gone",
-        STEP,
-        || async { Ok(vas.get_opt("csi-data").await?.is_none().then_some(())) },
-    )
-    .await?;
+    claims.detach("csi-data", STEP).await?;
     anyhow::ensure!(
         vmbdas.get_opt(&mine).await?.is_none(),
         "{mine} is left after its VolumeAttachment is gone"
     );
-    pvcs.delete("data", &DeleteParams::default()).await?;
-    wait_for("the PV to be deleted", STEP, || async {
-        Ok(pvs.get_opt(&pv_name).await?.is_none().then_some(()))
-    })
-    .await?;
+    claims.delete_claim("data", &pv_name, STEP).await?;
     wait_parent_empty(env, STEP).await?;
     pod.kill().await?;
     Ok(())

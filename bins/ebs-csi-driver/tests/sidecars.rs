@@ -18,7 +18,7 @@ use aws_sdk_ec2::types::{Filter, VolumeAttachmentState, VolumeState};
 use common::flow::{node_instance, CHART, DRIVER, NODE};
 use common::ZONE;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use stratus_scenarios::csi::claims::Claims;
 use stratus_scenarios::csi::harness::{self, ControllerSide, Kcm, Sidecar, Tools};
 use stratus_scenarios::csi::{driver, flow as csi_flow};
@@ -65,7 +65,7 @@ async fn flow(env: &TestEnv, dir: &Path, tools: &Tools) -> Result<()> {
     claims.create_class(&[("type", "gp3")]).await?;
     claims.create_pvc("data", 2).await?;
     let (pv_name, volume_id) = claims.wait_bound("data", STEP).await?;
-    let (pvcs, pvs, vas) = (claims.pvcs(), claims.pvs(), claims.vas());
+    let (pvcs, pvs) = (claims.pvcs(), claims.pvs());
     let described = ec2
         .describe_volumes()
         .volume_ids(&volume_id)
@@ -149,35 +149,15 @@ async fn flow(env: &TestEnv, dir: &Path, tools: &Tools) -> Result<()> {
     );
 
     // The chart's resizer role is enough: nothing it did was refused.
-    let resizer_log = std::fs::read_to_string(dir.join("resizer.log"))?;
-    anyhow::ensure!(
-        !resizer_log.contains("forbidden"),
-        "the resizer was refused something under the chart's RBAC:\n{}",
-        resizer_log
-            .lines()
-            .filter(|l| l.contains("forbidden"))
-            .take(5)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    csi_flow::ensure_nothing_forbidden(dir, "resizer.log", "the resizer")?;
 
     // Deletion: detach, then the claim, then nothing is left.
-    vas.delete("csi-data", &DeleteParams::default()).await?;
-    wait_for(
-        "the VolumeAttachment to be detached and gone",
-        STEP,
-        || async { Ok(vas.get_opt("csi-data").await?.is_none().then_some(())) },
-    )
-    .await?;
+    claims.detach("csi-data", STEP).await?;
     anyhow::ensure!(
         volume_attachment(&ec2, &volume_id).await?.is_none(),
         "{volume_id} is still attached after its VolumeAttachment is gone"
     );
-    pvcs.delete("data", &DeleteParams::default()).await?;
-    wait_for("the PV to be deleted", STEP, || async {
-        Ok(pvs.get_opt(&pv_name).await?.is_none().then_some(()))
-    })
-    .await?;
+    claims.delete_claim("data", &pv_name, STEP).await?;
     // Every volume but the instance's root volume (which moto made at launch).
     let left = ec2.describe_volumes().send().await?;
     let left: Vec<_> = left

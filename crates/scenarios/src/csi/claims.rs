@@ -199,6 +199,28 @@ impl Claims {
         .await
     }
 
+    /// Deletes VolumeAttachment `name` and waits (`step`) until it is detached and gone.
+    pub async fn detach(&self, name: &str, step: Duration) -> Result<()> {
+        let vas = self.vas();
+        vas.delete(name, &DeleteParams::default()).await?;
+        wait_for(
+            "the VolumeAttachment to be detached and gone",
+            step,
+            || async { Ok(vas.get_opt(name).await?.is_none().then_some(())) },
+        )
+        .await
+    }
+
+    /// Deletes claim `name` and waits (`step`) until its PV `pv` is deleted.
+    pub async fn delete_claim(&self, name: &str, pv: &str, step: Duration) -> Result<()> {
+        self.pvcs().delete(name, &DeleteParams::default()).await?;
+        let pvs = self.pvs();
+        wait_for("the PV to be deleted", step, || async {
+            Ok(pvs.get_opt(pv).await?.is_none().then_some(()))
+        })
+        .await
+    }
+
     /// Claims `data-0..n` of 1 GiB, each attached to `node` as `csi-<i>` once bound; returns
     /// each claim's PV and volume ID once every attachment is attached (`step` per wait).
     pub async fn provision_and_attach(

@@ -205,6 +205,22 @@ pub fn log_tails(dir: &Path, names: &[&str]) -> String {
     out
 }
 
+/// Fails when the log `name` in `dir` shows a request the RBAC refused (`forbidden`), naming
+/// `who` and the first five refusals.
+pub fn ensure_nothing_forbidden(dir: &Path, name: &str, who: &str) -> Result<()> {
+    let log = std::fs::read_to_string(dir.join(name))?;
+    anyhow::ensure!(
+        !log.contains("forbidden"),
+        "{who} was refused something under the chart's RBAC:\n{}",
+        log.lines()
+            .filter(|l| l.contains("forbidden"))
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    Ok(())
+}
+
 /// Creates the Node `node` with topology `labels`, and the CSINode the registrar makes the
 /// kubelet write for `driver` (node ID `node_id`, the labels' keys as topology keys).
 pub async fn node_objects(
