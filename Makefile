@@ -73,13 +73,13 @@ demo: install
 
 ## bench-nodes: NODES uninitialised nodes (default 1000) kept Ready, IDLE idle seconds after init, JSON report (release build)
 bench-nodes: install
-	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-bench --bin cloud-controller-manager --bin stratus-bench-nodes
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-nodes --nodes $(NODES) --idle-seconds $(IDLE) | tee bench/results/bench-nodes.json
 
 ## bench-lb: SERVICES LoadBalancer Services on LB_NODES ready nodes, then CHURN nodes join (JSON, release build)
 bench-lb: install
-	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-bench --bin cloud-controller-manager --bin stratus-bench-lb
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-lb --services $(SERVICES) --nodes $(LB_NODES) --churn $(CHURN) --concurrent-service-syncs $(SERVICE_SYNCS) $(LB_FLAGS) | tee bench/results/bench-lb.json
 
@@ -88,13 +88,13 @@ OS_SERVICES ?= 100
 OS_NODES ?= 50
 OS_DELAY_MS ?= 2000
 bench-openstack-lb: install
-	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios --bin stratus-bench-openstack-lb --bin cloud-controller-manager
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-bench --bin stratus-bench-openstack-lb --bin cloud-controller-manager
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-openstack-lb --services $(OS_SERVICES) --nodes $(OS_NODES) --transition-ms $(OS_DELAY_MS) | tee bench/results/bench-openstack-lb.json
 
 ## bench-faults: FAULT_NODES nodes join and FAULT_SERVICES ELBs are made while THROTTLE of EC2/ELB requests are throttled for THROTTLE_SECONDS, then AWS is unreachable for OUTAGE_SECONDS (JSON + SVG)
 bench-faults: install
-	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-bench --bin cloud-controller-manager --bin stratus-bench-faults
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --outage-seconds $(OUTAGE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
@@ -104,13 +104,13 @@ bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-openstack-nod
 ## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
 # (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)
 bench-ecr:
-	$(CARGO) build -q --release -p ecr-credential-provider -p stratus-scenarios --bin ecr-credential-provider --bin stratus-bench-ecr
+	$(CARGO) build -q --release -p ecr-credential-provider -p stratus-bench --bin ecr-credential-provider --bin stratus-bench-ecr
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-ecr --runs $(ECR_RUNS) | tee bench/results/bench-ecr.json
 
 ## bench-nth: node-termination-handler: IMDS notice-to-cordon latency over NTH_NOTICES notices (real AEMM), queue mode with NTH_NODES messages and nodes, idle RSS (JSON, release build)
 bench-nth: install
-	$(CARGO) build -q --release -p node-termination-handler -p stratus-scenarios --bin node-termination-handler --bin stratus-bench-nth
+	$(CARGO) build -q --release -p node-termination-handler -p stratus-bench --bin node-termination-handler --bin stratus-bench-nth
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-nth --notices $(NTH_NOTICES) --nodes $(NTH_NODES) | tee bench/results/bench-nth.json
 
@@ -122,7 +122,7 @@ ALBC_BINDINGS ?= 10
 ALBC_ENDPOINTS ?= 200
 ALBC_CHANGES ?= 500
 bench-albc: install
-	$(CARGO) build -q --release -p aws-load-balancer-controller -p stratus-scenarios --bin aws-load-balancer-controller --bin stratus-bench-albc
+	$(CARGO) build -q --release -p aws-load-balancer-controller -p stratus-bench --bin aws-load-balancer-controller --bin stratus-bench-albc
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-albc --scenario $(ALBC_SCENARIO) --ingresses $(ALBC_INGRESSES) --groups $(ALBC_GROUPS) --bindings $(ALBC_BINDINGS) --endpoints $(ALBC_ENDPOINTS) --changes $(ALBC_CHANGES) | tee bench/results/bench-albc.json
 
@@ -130,13 +130,13 @@ bench-albc: install
 CSI_VOLUMES ?= 200
 CSI_BACKEND ?= both
 bench-csi: install
-	$(CARGO) build -q --release -p ebs-csi-driver -p cinder-csi-plugin -p stratus-scenarios --bin ebs-csi-driver --bin cinder-csi-plugin --bin stratus-bench-csi
+	$(CARGO) build -q --release -p ebs-csi-driver -p cinder-csi-plugin -p stratus-bench --bin ebs-csi-driver --bin cinder-csi-plugin --bin stratus-bench-csi
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-csi --volumes $(CSI_VOLUMES) --backend $(CSI_BACKEND) | tee bench/results/bench-csi.json
 
 ## bench-openstack-nodes: NODES servers and uninitialised Nodes with --cloud-provider=openstack, then OS_IDLE_PERIODS idle cache refreshes of OS_REFRESH seconds (JSON, release build)
 bench-openstack-nodes: install
-	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios --bin cloud-controller-manager --bin stratus-bench-openstack-nodes
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-bench --bin cloud-controller-manager --bin stratus-bench-openstack-nodes
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-openstack-nodes --nodes $(NODES) --refresh-seconds $(OS_REFRESH) --idle-periods $(OS_IDLE_PERIODS) | tee bench/results/bench-openstack-nodes.json
 
@@ -144,18 +144,16 @@ bench-openstack-nodes: install
 DVP_NODES ?= 500
 DVP_LB_SERVICES ?= 50
 bench-dvp: install
-	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-scenarios --bin cloud-controller-manager --bin stratus-bench-dvp
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-bench --bin cloud-controller-manager --bin stratus-bench-dvp
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-dvp --nodes $(DVP_NODES) --lb-services $(DVP_LB_SERVICES) | tee bench/results/bench-dvp.json
 
 ## bench-capdvp: a MachineDeployment scaled 0 -> CAPDVP_MACHINES under the real Cluster API manager: seconds to all machines ready, capdvp's parent requests per machine, peak RSS (JSON, release build)
 CAPDVP_MACHINES ?= 100
 bench-capdvp: install
-	$(CARGO) build -q --release -p capdvp-controller-manager
+	$(CARGO) build -q --release -p capdvp-controller-manager -p stratus-bench --bin capdvp-controller-manager --bin stratus-bench-capdvp
 	mkdir -p bench/results
-	# The harness (Cluster API, the parent simulator) runs as the debug test build; the measured
-	# capdvp is the release binary.
-	CAPDVP_BINARY=$(CARGO_TARGET_DIR)/release/capdvp-controller-manager CAPDVP_BENCH_MACHINES=$(CAPDVP_MACHINES) $(CARGO) test -q --workspace --test bench -- --ignored --nocapture
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-capdvp --machines $(CAPDVP_MACHINES) --binary $(CARGO_TARGET_DIR)/release/capdvp-controller-manager | tee bench/results/bench-capdvp.json
 
 ## bench-discoverer: cloud-data-discoverer's first run against moto with DISCOVERER_VOLUMES EBS volumes: cloud requests, seconds, peak RSS (JSON, the shipped release-min build);
 ## DISCOVERER_CLOUD=openstack: Keystone + the simulators with 500 more flavors, 200 more images and DISCOVERER_VOLUMES Cinder volumes
@@ -163,9 +161,9 @@ DISCOVERER_VOLUMES ?= 1000
 DISCOVERER_CLOUD ?= aws
 bench-discoverer: install
 	$(CARGO) build -q --profile release-min -p cloud-data-discoverer --bin cloud-data-discoverer
-	$(CARGO) build -q --release -p stratus-discoverer --example bench_discoverer
+	$(CARGO) build -q --release -p stratus-bench --bin stratus-bench-discoverer
 	mkdir -p bench/results
-	set -o pipefail; $(CARGO_TARGET_DIR)/release/examples/bench_discoverer --cloud $(DISCOVERER_CLOUD) --binary $(CARGO_TARGET_DIR)/release-min/cloud-data-discoverer --volumes $(DISCOVERER_VOLUMES) | tee bench/results/bench-discoverer$(if $(filter openstack,$(DISCOVERER_CLOUD)),-openstack).json
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-discoverer --cloud $(DISCOVERER_CLOUD) --binary $(CARGO_TARGET_DIR)/release-min/cloud-data-discoverer --volumes $(DISCOVERER_VOLUMES) | tee bench/results/bench-discoverer$(if $(filter openstack,$(DISCOVERER_CLOUD)),-openstack).json
 
 ## images: release binaries as OCI archives (server binaries) and tarballs (node binaries) with
 ## manifest.json in IMAGES_DIR, no Docker daemon; --version and the image labels carry the

@@ -1,6 +1,6 @@
 //! Least privilege of the chart's RBAC (ClusterRole from `files/rbac.yaml`, the leader-election
 //! Role and both bindings, as `helm template` renders them) on a real kube-apiserver, by
-//! `stratus_testenv::rbac_check`: every access the code makes is allowed, accesses it must never
+//! `stratus_testenv::core::rbac_check`: every access the code makes is allowed, accesses it must never
 //! have are denied, and removing any single verb of any rule denies an access the code makes.
 
 use std::process::Command;
@@ -8,7 +8,7 @@ use std::process::Command;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use serde::Deserialize as _;
-use stratus_testenv::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
+use stratus_testenv::core::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
 use stratus_testenv::{Identity, KubeCluster};
 
 const NAMESPACE: &str = "kube-system";

@@ -12,7 +12,7 @@ use kube::api::{Api, PostParams};
 use stratus_albc::crd::TargetGroupBinding;
 use stratus_scenarios::service_fixture::events_about;
 use stratus_scenarios::wait_for;
-use stratus_testenv::proxy::Hold;
+use stratus_testenv::Hold;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ip_targets_follow_endpoints_by_difference_only() {

@@ -46,7 +46,9 @@ async fn wait_counts(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capi_scales_a_machine_deployment_0_10_3_0_and_leaves_nothing_behind() {
-    let bed = Bed::start(true).await.expect("test bed");
+    let bed = Bed::start(true, common::capdvp_binary())
+        .await
+        .expect("test bed");
     let capdvp = bed.start_capdvp(&[]);
     let capi = bed.capi.as_ref().unwrap();
     let log = || {

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use stratus_capdvp::api::infra::{AdditionalDisk, DiskImageRef, MachineCpu};
 use stratus_capdvp::api::{DeckhouseMachine, DeckhouseMachineSpec};
 use stratus_scenarios::kube_fixture::repo_root;
-use stratus_testenv::capi::install_crds;
+use stratus_testenv::core::capi::install_crds;
 use stratus_testenv::{Identity, KubeCluster};
 
 fn full_spec() -> DeckhouseMachineSpec {

@@ -12,7 +12,7 @@ use common::{Bed, NS};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use stratus_dvp_api::VirtualMachine;
-use stratus_testenv::https::{get, Trust};
+use stratus_testenv::core::https::{get, Trust};
 use stratus_testenv::Identity;
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -29,7 +29,9 @@ fn orphaned(metrics: &str, kind: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deletion_past_its_deadline_is_reported_and_releases_the_machine() {
-    let bed = Bed::start(true).await.expect("test bed");
+    let bed = Bed::start(true, common::capdvp_binary())
+        .await
+        .expect("test bed");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

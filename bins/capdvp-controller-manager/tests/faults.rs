@@ -79,7 +79,9 @@ fn full(machines: usize) -> Counts {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_refusals_and_a_parent_outage_leave_no_duplicate_and_no_leak() {
-    let mut bed = Bed::start(true).await.expect("test bed");
+    let mut bed = Bed::start(true, common::capdvp_binary())
+        .await
+        .expect("test bed");
     // VMs take a while to start, so the kill lands mid-create.
     bed.env
         .sim()

@@ -9,8 +9,8 @@ mod common;
 use common::{
     bind_shipped, lease_rules, management_rules, review_rules, rules, PARENT_ACCOUNT, PARENT_RBAC,
 };
+use stratus_testenv::core::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
 use stratus_testenv::dvp::TENANT_NAMESPACE;
-use stratus_testenv::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
 use stratus_testenv::{DvpEnv, Identity};
 
 const NS: Option<&str> = Some(TENANT_NAMESPACE);

@@ -17,7 +17,7 @@ use anyhow::Result;
 use common::flow::{with_flow, NODE};
 use stratus_openstack_sim::attachments::AttachState;
 use stratus_scenarios::wait::wait_for;
-use stratus_testenv::proxy::{Fault, FaultKind};
+use stratus_testenv::{Fault, FaultKind};
 use tokio::time::Instant;
 
 /// How long each step may take.

@@ -17,9 +17,10 @@ use anyhow::Result;
 use common::flow::{with_flow, Flow, NODE};
 use common::{CLUSTER, ZONE};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use stratus_csi_cinder::CLUSTER_KEY;
 use stratus_openstack_sim::attachments::AttachState;
+use stratus_scenarios::csi::flow as csi_flow;
 use stratus_scenarios::wait::wait_for;
 
 /// How long each step of the flow may take.
@@ -116,36 +117,15 @@ async fn flow(flow: &mut Flow) -> Result<()> {
     );
 
     // The chart's resizer role is enough: nothing it did was refused.
-    let resizer_log = std::fs::read_to_string(flow.dir.join("resizer.log"))?;
-    anyhow::ensure!(
-        !resizer_log.contains("forbidden"),
-        "the resizer was refused something under the chart's RBAC:\n{}",
-        resizer_log
-            .lines()
-            .filter(|l| l.contains("forbidden"))
-            .take(5)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    csi_flow::ensure_nothing_forbidden(&flow.dir, "resizer.log", "the resizer")?;
 
     // Deletion: detach, then the claim, then nothing is left.
-    let vas = flow.vas();
-    vas.delete("csi-data", &DeleteParams::default()).await?;
-    wait_for(
-        "the VolumeAttachment to be detached and gone",
-        STEP,
-        || async { Ok(vas.get_opt("csi-data").await?.is_none().then_some(())) },
-    )
-    .await?;
+    flow.detach("csi-data", STEP).await?;
     anyhow::ensure!(
         flow.sim().attachments().is_empty(),
         "{volume_id} is still attached after its VolumeAttachment is gone"
     );
-    flow.pvcs().delete("data", &DeleteParams::default()).await?;
-    wait_for("the PV to be deleted", STEP, || async {
-        Ok(pvs.get_opt(&pv_name).await?.is_none().then_some(()))
-    })
-    .await?;
+    flow.delete_claim("data", &pv_name, STEP).await?;
     common::wait_no_volumes(flow.sim(), STEP).await?;
     flow.kill_controller().await?;
     Ok(())

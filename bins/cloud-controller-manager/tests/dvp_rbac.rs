@@ -7,8 +7,8 @@
 use stratus_scenarios::dvp_rbac::{
     bind_parent_cluster_role, parent_cluster_role_rules, parent_role_rules,
 };
+use stratus_testenv::core::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
 use stratus_testenv::dvp::TENANT_NAMESPACE;
-use stratus_testenv::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
 use stratus_testenv::DvpEnv;
 
 const NS: Option<&str> = Some(TENANT_NAMESPACE);

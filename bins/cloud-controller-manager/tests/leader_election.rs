@@ -14,7 +14,7 @@ use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::kube_fixture::{self, get_node, has_taint, UNINITIALIZED};
 use stratus_scenarios::service_fixture::{create_lb_service, load_balancer_name};
 use stratus_scenarios::wait_for;
-use stratus_testenv::proxy::Hold;
+use stratus_testenv::Hold;
 
 const ACQUIRED: &str = "acquired the lease";
 const INITIALIZED: &str = "node initialized";

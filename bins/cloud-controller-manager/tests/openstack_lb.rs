@@ -17,7 +17,7 @@ use stratus_scenarios::service_fixture::{
     create_lb_service, delete_node, delete_service, events_about, get_service, patch_service,
 };
 use stratus_scenarios::wait_for;
-use stratus_testenv::proxy::{Fault, FaultKind};
+use stratus_testenv::{Fault, FaultKind};
 use stratus_testenv::{Identity, KubeCluster, OpenStackEnv};
 use tokio::time::Instant;
 
@@ -1025,7 +1025,7 @@ type WriteKey = (String, String, String);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openstack_ccm_makes_every_write_the_shipped_role_grants_and_no_other() {
-    use stratus_testenv::rbac_required::REQUIRED;
+    use stratus_testenv::core::rbac_required::REQUIRED;
     let os = setup(2).await;
     sim(&os).set_lb_delay(Duration::from_millis(100));
     let router = sim(&os).router_id("stratus-router").unwrap();
@@ -1070,7 +1070,7 @@ async fn the_openstack_ccm_makes_every_write_the_shipped_role_grants_and_no_othe
         .unwrap();
 
     let user = Identity::CloudControllerManager.username();
-    let key = |w: &stratus_testenv::audit::Write| -> WriteKey {
+    let key = |w: &stratus_testenv::core::audit::Write| -> WriteKey {
         (w.verb.clone(), w.group.clone(), w.resource.clone())
     };
     // Every write REQUIRED lists, but the service-account ones (made only with
@@ -1113,13 +1113,13 @@ async fn the_openstack_ccm_makes_every_write_the_shipped_role_grants_and_no_othe
             .await?;
             fixed.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        let writes = stratus_testenv::audit::writes_by(&os.cluster, user)?;
+        let writes = stratus_testenv::core::audit::writes_by(&os.cluster, user)?;
         let seen: std::collections::BTreeSet<WriteKey> = writes.iter().map(key).collect();
         Ok(expected.is_subset(&seen).then_some(writes))
     })
     .await;
     let writes = seen.unwrap_or_else(|e| {
-        let now = stratus_testenv::audit::writes_by(&os.cluster, user).unwrap();
+        let now = stratus_testenv::core::audit::writes_by(&os.cluster, user).unwrap();
         panic!(
             "{e}: expected {expected:?}, made {:?}\n--- ccm log ---\n{}",
             now.iter().map(key).collect::<Vec<_>>(),

@@ -13,7 +13,7 @@ use stratus_scenarios::behaviour;
 use stratus_scenarios::kube_fixture::{self, addresses, get_node, has_taint, label};
 use stratus_scenarios::openstack_fixture::{provider_id, OpenStackFixture};
 use stratus_scenarios::wait_for;
-use stratus_testenv::faults::{Fault, FaultKind};
+use stratus_testenv::{Fault, FaultKind};
 use stratus_testenv::{Identity, OpenStackEnv, OpenStackOptions};
 use tokio::time::Instant;
 

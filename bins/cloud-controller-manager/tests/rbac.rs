@@ -1,14 +1,14 @@
 //! Least privilege of the shipped ClusterRole and kube-system Role (`deploy/rbac.yaml`, which
 //! `tests/chart.rs` keeps equal to the chart's default `clusterRoleRules`/`kubeSystemRoleRules`),
-//! proven on a real kube-apiserver by `stratus_testenv::rbac_check`: every access the code makes
+//! proven on a real kube-apiserver by `stratus_testenv::core::rbac_check`: every access the code makes
 //! is allowed, a list of things the CCM must never do is denied, and removing any single verb of
 //! any rule denies at least one access the code makes (so no rule is dead weight).
 
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Api, ListParams};
 use stratus_scenarios::kube_fixture::{apply_rbac_manifest, repo_root};
-use stratus_testenv::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
-use stratus_testenv::rbac_required::REQUIRED;
+use stratus_testenv::core::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
+use stratus_testenv::core::rbac_required::REQUIRED;
 use stratus_testenv::{Identity, TestEnv};
 
 /// What the CCM must not be able to do.

@@ -16,7 +16,7 @@ use stratus_scenarios::service_fixture::{
     create_lb_service, delete_service, get_service, ingress_hostname, load_balancer_name,
 };
 use stratus_scenarios::{ec2_fixture, wait_for};
-use stratus_testenv::proxy::{Fault, FaultKind};
+use stratus_testenv::{Fault, FaultKind};
 
 const LONG_WAIT: Duration = Duration::from_secs(180);
 

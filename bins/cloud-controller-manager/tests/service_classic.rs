@@ -13,7 +13,7 @@ use stratus_scenarios::service_fixture::{
     load_balancer_name, patch_service, set_label, set_ready,
 };
 use stratus_scenarios::{ec2_fixture, wait_for};
-use stratus_testenv::proxy::Hold;
+use stratus_testenv::Hold;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn classic_elb_is_created_updated_and_deleted_without_leaks() {

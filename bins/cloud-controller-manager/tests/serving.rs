@@ -17,7 +17,7 @@ use kube::api::{Api, PostParams};
 use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::https::{self, Answer, Trust};
 use stratus_scenarios::wait_for;
-use stratus_testenv::proxy::Hold;
+use stratus_testenv::Hold;
 use stratus_testenv::Identity;
 
 /// A port free right now on 127.0.0.1.

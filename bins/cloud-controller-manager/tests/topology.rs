@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{setup, WAIT, ZONE};
 use stratus_scenarios::kube_fixture::{self, get_node, has_taint, label, UNINITIALIZED};
 use stratus_scenarios::{ec2_fixture, wait_for};
-use stratus_testenv::proxy::aws_topology::network_nodes;
+use stratus_testenv::aws::proxy::topology::network_nodes;
 
 const LAYER: &str = "topology.k8s.aws/network-node-layer-";
 

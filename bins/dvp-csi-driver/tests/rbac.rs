@@ -7,8 +7,8 @@ mod common;
 
 use common::{driver_env, PARENT_ACCOUNT, PARENT_RBAC};
 use stratus_scenarios::dvp_rbac::rules_in;
+use stratus_testenv::core::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
 use stratus_testenv::dvp::TENANT_NAMESPACE;
-use stratus_testenv::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
 use stratus_testenv::DvpEnv;
 
 const NS: Option<&str> = Some(TENANT_NAMESPACE);

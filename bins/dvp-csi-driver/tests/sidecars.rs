@@ -15,27 +15,29 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use common::{driver_env, node_vm, parent_objects, start_driver, wait_parent_empty, CLUSTER_UUID};
-use kube::api::{Api, DeleteParams, ObjectMeta};
+use kube::api::{Api, ObjectMeta};
 use stratus_csi_dvp::names::{vmbda_name, DISK_NAME_LABEL, VMBDA_DISK_LABEL, VMBDA_VM_LABEL};
 use stratus_csi_dvp::{DRIVER_NAME, STORAGE_CLASS_PARAM};
 use stratus_dvp_api::labels::{CLUSTER_UUID as CLUSTER_UUID_LABEL, MANAGED_BY};
 use stratus_dvp_api::{VirtualDisk, VirtualMachineBlockDeviceAttachment};
-use stratus_scenarios::csi_claims::Claims;
-use stratus_scenarios::csi_flow::{
-    self, kubeconfig_with_token, log_tails, sidecar_args, spawn, RenderedChart,
-};
-use stratus_scenarios::kube_fixture::apply_rbac_manifest;
-use stratus_scenarios::nth_fixture::service_account_token;
+use stratus_scenarios::csi::claims::Claims;
+use stratus_scenarios::csi::flow as csi_flow;
+use stratus_scenarios::csi::harness::{self, Chart, ControllerSide, Kcm, Pod, Sidecar, Tools};
 use stratus_scenarios::wait::wait_for;
-use stratus_testenv::tools::csi_sidecars::{self, Sidecars};
-use stratus_testenv::tools::kube_controller_manager;
-use stratus_testenv::{DvpEnv, Identity};
-use tokio::process::Child;
+use stratus_testenv::DvpEnv;
 
-const NAMESPACE: &str = "kube-system";
-const CONTROLLER_SA: &str = "csi-dvp-controller-sa";
+/// The driver's chart, pointed at the parent's tenant namespace.
+const CHART: Chart = Chart {
+    name: "dvp-csi-driver",
+    release: "dvp",
+    service_account: "csi-dvp-controller-sa",
+    sets: &[
+        "dvp.parentKubeconfigSecret.name=dvp-parent",
+        "dvp.namespace=tenant-project",
+    ],
+};
 /// The tenant node and the VM backing it (named differently: found by its hostname label).
 const NODE: &str = "node-1";
 const VM: &str = "tenant-vm-1";
@@ -48,23 +50,16 @@ const FLOW_DEADLINE: Duration = Duration::from_secs(300);
 /// The driver's log and the sidecars' beside it.
 const LOGS: [&str; 4] = ["driver.log", "provisioner.log", "attacher.log", "kcm.log"];
 
-/// The controller pod: the driver and its sidecars, started and SIGKILLed together.
-struct ControllerPod {
-    driver: Child,
-    provisioner: Child,
-    attacher: Child,
-}
-
+/// The controller side and what a controller pod needs.
 struct Setup<'a> {
     dir: &'a Path,
-    sidecars: &'a Sidecars,
-    chart: RenderedChart,
-    kubeconfig: PathBuf,
+    side: ControllerSide,
     vars: Vec<(String, String)>,
 }
 
 impl Setup<'_> {
-    async fn start_pod(&self) -> Result<ControllerPod> {
+    /// Starts the controller pod: the driver (no node service) and its provisioner and attacher.
+    async fn start_pod(&self) -> Result<Pod> {
         let (driver, socket) = start_driver(
             &self.vars,
             self.dir,
@@ -72,35 +67,7 @@ impl Setup<'_> {
             &["--provide-node-service=false"],
         )
         .await?;
-        let sidecar =
-            |name: &str| sidecar_args(&self.chart, name, &socket, &self.kubeconfig, NAMESPACE);
-        let provisioner = spawn(
-            &self.sidecars.provisioner,
-            &sidecar("csi-provisioner")?,
-            &self.dir.join("provisioner.log"),
-            &[],
-        )?;
-        let attacher = spawn(
-            &self.sidecars.attacher,
-            &sidecar("csi-attacher")?,
-            &self.dir.join("attacher.log"),
-            &[],
-        )?;
-        Ok(ControllerPod {
-            driver,
-            provisioner,
-            attacher,
-        })
-    }
-}
-
-impl ControllerPod {
-    /// SIGKILLs every container and reaps it.
-    async fn kill(mut self) -> Result<()> {
-        for child in [&mut self.driver, &mut self.provisioner, &mut self.attacher] {
-            child.kill().await?;
-        }
-        Ok(())
+        self.side.start_pod(driver, &socket)
     }
 }
 
@@ -108,51 +75,16 @@ fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     meta.labels.as_ref()?.get(key).map(String::as_str)
 }
 
-async fn flow(env: &DvpEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Result<()> {
-    let cluster = &env.tenant;
-    let chart = tokio::task::spawn_blocking(|| {
-        csi_flow::render_chart_with(
-            "dvp-csi-driver",
-            "dvp",
-            NAMESPACE,
-            &[
-                "dvp.parentKubeconfigSecret.name=dvp-parent",
-                "dvp.namespace=tenant-project",
-            ],
-        )
-    })
-    .await??;
-    let admin = cluster.kube_client(Identity::Admin).await?;
-    let rbac_file = dir.join("rbac.yaml");
-    std::fs::write(&rbac_file, &chart.rbac)?;
-    let applied = apply_rbac_manifest(&admin, &rbac_file).await?;
-    anyhow::ensure!(
-        applied >= 5,
-        "the chart rendered only {applied} RBAC objects"
-    );
-    let token = service_account_token(&admin, NAMESPACE, CONTROLLER_SA).await?;
-    let kubeconfig = dir.join("kubeconfig-controller-sa.yaml");
-    kubeconfig_with_token(&kubeconfig, cluster.apiserver_url(), &token)?;
-
+async fn flow(env: &DvpEnv, dir: &Path, tools: &Tools) -> Result<()> {
+    let sidecars = [Sidecar::Provisioner, Sidecar::Attacher];
+    let side =
+        ControllerSide::start(&env.tenant, tools, &CHART, Kcm::default(), &sidecars, dir).await?;
+    let admin = side.admin.clone();
     node_vm(env, VM, NODE).await?;
     csi_flow::node_objects(&admin, NODE, DRIVER_NAME, NODE, Default::default()).await?;
-    let _kcm = spawn(
-        kcm,
-        &[
-            format!("--kubeconfig={}", cluster.kubeconfig(Identity::Admin).display()),
-            "--controllers=persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller".into(),
-            "--leader-elect=false".into(),
-            "--secure-port=0".into(),
-            "--v=2".into(),
-        ],
-        &dir.join("kcm.log"),
-        &[],
-    )?;
     let setup = Setup {
         dir,
-        sidecars,
-        chart,
-        kubeconfig,
+        side,
         vars: driver_env(env).await?,
     };
     let parent = env.parent_admin().await?;
@@ -160,7 +92,7 @@ async fn flow(env: &DvpEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Resu
     let vmbdas = Api::<VirtualMachineBlockDeviceAttachment>::namespaced(parent, env.namespace());
 
     // PVC → PV → VirtualDisk in the parent.
-    let pod = setup.start_pod().await?;
+    let mut pod = setup.start_pod().await?;
     let claims = Claims {
         admin: admin.clone(),
         driver: DRIVER_NAME.into(),
@@ -172,7 +104,6 @@ async fn flow(env: &DvpEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Resu
         .await?;
     claims.create_pvc("data", 2).await?;
     let (pv_name, volume_id) = claims.wait_bound("data", STEP).await?;
-    let (pvcs, pvs) = (claims.pvcs(), claims.pvs());
     anyhow::ensure!(
         volume_id == pv_name,
         "the VirtualDisk is named as the volume ({pv_name}), not {volume_id}"
@@ -223,7 +154,7 @@ async fn flow(env: &DvpEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Resu
         "a stalled attachment answers a retryable deadline error, got {error:?}"
     );
     pod.kill().await?;
-    let pod = setup.start_pod().await?;
+    let mut pod = setup.start_pod().await?;
     env.sim().set_knobs(|k| k.stall_attachments = false);
     wait_for("the VolumeAttachment to be attached", STEP, || async {
         let va = vas.get("csi-data").await?;
@@ -250,22 +181,12 @@ async fn flow(env: &DvpEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Resu
     );
 
     // Deletion: detach, then the claim, then nothing is left in the parent.
-    vas.delete("csi-data", &DeleteParams::default()).await?;
-    wait_for(
-        "the VolumeAttachment to be detached and gone",
-        STEP,
-        || async { Ok(vas.get_opt("csi-data").await?.is_none().then_some(())) },
-    )
-    .await?;
+    claims.detach("csi-data", STEP).await?;
     anyhow::ensure!(
         vmbdas.get_opt(&mine).await?.is_none(),
         "{mine} is left after its VolumeAttachment is gone"
     );
-    pvcs.delete("data", &DeleteParams::default()).await?;
-    wait_for("the PV to be deleted", STEP, || async {
-        Ok(pvs.get_opt(&pv_name).await?.is_none().then_some(()))
-    })
-    .await?;
+    claims.delete_claim("data", &pv_name, STEP).await?;
     wait_parent_empty(env, STEP).await?;
     pod.kill().await?;
     Ok(())
@@ -274,18 +195,16 @@ async fn flow(env: &DvpEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Resu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pvc_to_hot_plugged_disk_and_back_surviving_a_crash_and_a_stall() -> Result<()> {
     // Built once per machine (minutes the first time), outside the flow's deadline.
-    let sidecars = tokio::task::spawn_blocking(csi_sidecars::ensure_installed).await??;
-    let kcm = tokio::task::spawn_blocking(kube_controller_manager::ensure_installed).await??;
+    let tools = Tools::install().await?;
     let env = DvpEnv::start().await?;
     let dir = tempfile::tempdir()?;
     let dir_path: PathBuf = dir.path().to_path_buf();
-    tokio::time::timeout(FLOW_DEADLINE, flow(&env, &dir_path, &sidecars, &kcm))
-        .await
-        .with_context(|| {
-            format!(
-                "the sidecar flow did not finish within {FLOW_DEADLINE:?}\n{}",
-                log_tails(&dir_path, &LOGS)
-            )
-        })?
-        .map_err(|e| e.context(log_tails(&dir_path, &LOGS)))
+    harness::within(
+        "the sidecar flow",
+        FLOW_DEADLINE,
+        &dir_path,
+        &LOGS,
+        flow(&env, &dir_path, &tools),
+    )
+    .await
 }

@@ -14,55 +14,21 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use common::flow::{Flow, NODE};
+use common::flow::{with_flow, Flow, NODE};
 use common::ZONE;
-use stratus_scenarios::csi_flow;
 use stratus_scenarios::ec2_fixture;
 use stratus_scenarios::wait::wait_for;
-use stratus_testenv::proxy::{EbsKnobs, Fault, FaultKind, Hold};
-use stratus_testenv::tools::csi_sidecars;
-use stratus_testenv::tools::kube_controller_manager;
-use stratus_testenv::TestEnv;
+use stratus_testenv::aws::EbsKnobs;
+use stratus_testenv::{Fault, FaultKind, Hold};
 use tokio::time::Instant;
 
 /// How long each step may take.
 const STEP: Duration = Duration::from_secs(60);
-/// How long a whole test may take.
-const DEADLINE: Duration = Duration::from_secs(300);
 /// The tag naming the claim of a volume.
 const PVC_TAG: &str = "kubernetes.io/created-for/pvc/name";
-
-/// Runs `body` on a started flow (driver flags `flags`) within [`DEADLINE`], with the logs in
-/// the failure.
-async fn with_flow<F>(flags: &[&str], body: F) -> Result<()>
-where
-    F: for<'a> FnOnce(
-        &'a mut Flow,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>,
-    >,
-{
-    let sidecars = tokio::task::spawn_blocking(csi_sidecars::ensure_installed).await??;
-    let kcm = tokio::task::spawn_blocking(kube_controller_manager::ensure_installed).await??;
-    let env = TestEnv::start().await?;
-    let tmp = tempfile::tempdir()?;
-    let dir: PathBuf = tmp.path().to_path_buf();
-    let run = async {
-        let mut flow = Flow::start(env, &dir, sidecars, None, &kcm, flags).await?;
-        let result = body(&mut flow).await;
-        result.map_err(|e| e.context(flow.logs()))
-    };
-    tokio::time::timeout(DEADLINE, run).await.with_context(|| {
-        format!(
-            "the test did not finish within {DEADLINE:?}\n{}",
-            csi_flow::log_tails(&dir, &common::flow::LOGS)
-        )
-    })?
-}
 
 /// The knobs every test runs with: EC2's token idempotency and `VolumeInUse`.
 fn ec2_like() -> EbsKnobs {

@@ -4,21 +4,16 @@
 
 mod common;
 
-use std::time::Duration;
-
-use anyhow::{bail, Result};
-use common::{driver_log, loops_dir, start_driver, ZONE};
+use anyhow::Result;
+use common::{start_driver, ZONE};
+use stratus_scenarios::csi::sanity;
 use stratus_scenarios::ec2_fixture;
-use stratus_testenv::proxy::EbsKnobs;
-use stratus_testenv::tools::csi_sanity;
+use stratus_testenv::aws::EbsKnobs;
 use stratus_testenv::AwsEnv;
-
-/// csi-sanity's whole run must finish within this.
-const SANITY_DEADLINE: Duration = Duration::from_secs(600);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn csi_sanity_passes_against_the_ebs_driver() -> Result<()> {
-    let sanity = tokio::task::spawn_blocking(csi_sanity::ensure_installed).await??;
+    let program = sanity::install().await?;
     let env = AwsEnv::start().await?;
     // EC2's idempotency where moto lacks it: the driver relies on the ClientToken for a
     // repeated CreateVolume (and on VolumeInUse for a repeated attach).
@@ -35,38 +30,8 @@ async fn csi_sanity_passes_against_the_ebs_driver() -> Result<()> {
     let node_id = node[0].id.clone();
 
     let dir = tempfile::tempdir()?;
-    // Skips are decided here, each with its reason, and printed; nothing else is skipped.
-    let skips = csi_sanity::machine_skips(dir.path()).await?;
-    let (mut driver, socket) = start_driver(&env, dir.path(), &node_id).await?;
-    let run = csi_sanity::run(&sanity, &socket, dir.path(), &skips, SANITY_DEADLINE).await?;
-    let _ = driver.kill().await;
-    let loops = stratus_csi_ebs::LoopDevices::new(loops_dir(dir.path()), 0);
-    loops.release_all().await?;
-
-    eprintln!(
-        "csi-sanity finished in {:.1} s:\n{}\nskipped ({}):\n  {}",
-        run.elapsed.as_secs_f64(),
-        run.summary,
-        run.skipped.len(),
-        run.skipped.join("\n  ")
-    );
-    if !run.success {
-        let log = driver_log(dir.path());
-        let tail: Vec<&str> = log.lines().rev().take(60).collect();
-        bail!(
-            "csi-sanity failed ({}):\n{}\n{}\ndriver log tail:\n{}",
-            run.status,
-            run.failures(),
-            run.summary,
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        );
-    }
-    assert!(run.summary.contains("0 Failed"), "{}", run.summary);
-    for (spec, _) in &skips {
-        assert!(
-            run.skipped.iter().any(|s| s.contains(spec)),
-            "{spec:?} was to be skipped but is not among the skipped specs"
-        );
-    }
-    Ok(())
+    sanity::passes(&program, dir.path(), || {
+        start_driver(&env, dir.path(), &node_id)
+    })
+    .await
 }

@@ -15,125 +15,45 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use aws_sdk_ec2::types::{Filter, VolumeAttachmentState, VolumeState};
+use common::flow::{node_instance, CHART, DRIVER, NODE};
 use common::ZONE;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{DeleteParams, Patch, PatchParams};
-use stratus_scenarios::csi_claims::Claims;
-use stratus_scenarios::csi_flow::{self, kubeconfig_with_token, log_tails, sidecar_args, spawn};
-use stratus_scenarios::ec2_fixture;
-use stratus_scenarios::kube_fixture::apply_rbac_manifest;
-use stratus_scenarios::nth_fixture::service_account_token;
+use kube::api::{Patch, PatchParams};
+use stratus_scenarios::csi::claims::Claims;
+use stratus_scenarios::csi::harness::{self, ControllerSide, Kcm, Sidecar, Tools};
+use stratus_scenarios::csi::{driver, flow as csi_flow};
 use stratus_scenarios::wait::wait_for;
-use stratus_testenv::proxy::EbsKnobs;
-use stratus_testenv::tools::csi_sidecars::{self, Sidecars};
-use stratus_testenv::tools::kube_controller_manager;
-use stratus_testenv::{Identity, TestEnv};
+use stratus_testenv::aws::EbsKnobs;
+use stratus_testenv::TestEnv;
 
-const DRIVER: &str = "ebs.csi.aws.com";
-const NAMESPACE: &str = "kube-system";
-const CONTROLLER_SA: &str = "ebs-csi-controller-sa";
-const NODE: &str = "ip-10-0-1-10.ec2.internal";
 /// How long each step of the flow may take.
 const STEP: Duration = Duration::from_secs(60);
 /// How long the whole flow may take.
 const FLOW_DEADLINE: Duration = Duration::from_secs(240);
 
 /// The driver's logs and the sidecars' beside it.
-const LOGS: [&str; 5] = [
-    "driver.log",
-    "provisioner.log",
-    "attacher.log",
-    "resizer.log",
-    "kcm.log",
-];
+const LOGS: [&str; 5] = csi_flow::CONTROLLER_LOGS;
 
-async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Result<()> {
-    let chart = tokio::task::spawn_blocking(|| {
-        csi_flow::render_chart("aws-ebs-csi-driver", "ebs", NAMESPACE)
-    })
-    .await??;
-    let admin = env.kube_client(Identity::Admin).await?;
-    let rbac_file = dir.join("rbac.yaml");
-    std::fs::write(&rbac_file, &chart.rbac)?;
-    let applied = apply_rbac_manifest(&admin, &rbac_file).await?;
-    anyhow::ensure!(
-        applied >= 5,
-        "the chart rendered only {applied} RBAC objects"
-    );
-    let token = service_account_token(&admin, NAMESPACE, CONTROLLER_SA).await?;
-    let sa_kubeconfig = dir.join("kubeconfig-controller-sa.yaml");
-    kubeconfig_with_token(&sa_kubeconfig, env.apiserver_url(), &token)?;
+async fn flow(env: &TestEnv, dir: &Path, tools: &Tools) -> Result<()> {
+    let sidecars = [Sidecar::Provisioner, Sidecar::Attacher, Sidecar::Resizer];
+    let side =
+        ControllerSide::start(env.cluster(), tools, &CHART, Kcm::default(), &sidecars, dir).await?;
+    let admin = side.admin.clone();
+    let (ec2, instance_id) = node_instance(env, &admin).await?;
 
-    let ec2 = ec2_fixture::client(env.moto_endpoint()).await;
-    let subnet = ec2_fixture::subnet(&ec2, ZONE).await?;
-    let instance_id = ec2_fixture::launch(&ec2, &subnet, ZONE, 1, None, "m5.large").await?[0]
-        .id
-        .clone();
-    let zone_labels: BTreeMap<String, String> = [
-        (stratus_csi_ebs::TOPOLOGY_KEY.to_string(), ZONE.to_string()),
-        (
-            stratus_csi_ebs::WELL_KNOWN_ZONE_KEY.to_string(),
-            ZONE.to_string(),
-        ),
-    ]
-    .into();
-    csi_flow::node_objects(&admin, NODE, DRIVER, &instance_id, zone_labels).await?;
-
-    let socket = dir.join("csi.sock");
-    let _driver = spawn(
+    let (driver, socket) = driver::start(
         Path::new(env!("CARGO_BIN_EXE_ebs-csi-driver")),
+        dir,
         &[
             "controller".into(),
-            format!("--endpoint=unix://{}", socket.display()),
+            format!("--endpoint=unix://{}", driver::socket(dir).display()),
             "--operation-wait=2s".into(),
             "--v=4".into(),
         ],
-        &dir.join("driver.log"),
         &env.aws().env_vars(),
-    )?;
-    wait_for("the driver's socket", STEP, || async {
-        Ok(socket.exists().then_some(()))
-    })
+    )
     .await?;
-    let _kcm = spawn(
-        kcm,
-        &[
-            format!("--kubeconfig={}", env.kubeconfig(Identity::Admin).display()),
-            // The binder, and the protection controllers that lift the finalizers the
-            // apiserver's admission puts on every PVC and PV.
-            "--controllers=persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller".into(),
-            "--leader-elect=false".into(),
-            "--secure-port=0".into(),
-            "--v=2".into(),
-        ],
-        &dir.join("kcm.log"),
-        &[],
-    )?;
-    let _provisioner = spawn(
-        &sidecars.provisioner,
-        &sidecar_args(
-            &chart,
-            "csi-provisioner",
-            &socket,
-            &sa_kubeconfig,
-            NAMESPACE,
-        )?,
-        &dir.join("provisioner.log"),
-        &[],
-    )?;
-    let _attacher = spawn(
-        &sidecars.attacher,
-        &sidecar_args(&chart, "csi-attacher", &socket, &sa_kubeconfig, NAMESPACE)?,
-        &dir.join("attacher.log"),
-        &[],
-    )?;
-
-    let _resizer = spawn(
-        &sidecars.resizer,
-        &sidecar_args(&chart, "csi-resizer", &socket, &sa_kubeconfig, NAMESPACE)?,
-        &dir.join("resizer.log"),
-        &[],
-    )?;
+    let _pod = side.start_pod(driver, &socket)?;
 
     // PVC → PV with a volume in moto.
     let claims = Claims {
@@ -145,7 +65,7 @@ async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Res
     claims.create_class(&[("type", "gp3")]).await?;
     claims.create_pvc("data", 2).await?;
     let (pv_name, volume_id) = claims.wait_bound("data", STEP).await?;
-    let (pvcs, pvs, vas) = (claims.pvcs(), claims.pvs(), claims.vas());
+    let (pvcs, pvs) = (claims.pvcs(), claims.pvs());
     let described = ec2
         .describe_volumes()
         .volume_ids(&volume_id)
@@ -229,35 +149,15 @@ async fn flow(env: &TestEnv, dir: &Path, sidecars: &Sidecars, kcm: &Path) -> Res
     );
 
     // The chart's resizer role is enough: nothing it did was refused.
-    let resizer_log = std::fs::read_to_string(dir.join("resizer.log"))?;
-    anyhow::ensure!(
-        !resizer_log.contains("forbidden"),
-        "the resizer was refused something under the chart's RBAC:\n{}",
-        resizer_log
-            .lines()
-            .filter(|l| l.contains("forbidden"))
-            .take(5)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    csi_flow::ensure_nothing_forbidden(dir, "resizer.log", "the resizer")?;
 
     // Deletion: detach, then the claim, then nothing is left.
-    vas.delete("csi-data", &DeleteParams::default()).await?;
-    wait_for(
-        "the VolumeAttachment to be detached and gone",
-        STEP,
-        || async { Ok(vas.get_opt("csi-data").await?.is_none().then_some(())) },
-    )
-    .await?;
+    claims.detach("csi-data", STEP).await?;
     anyhow::ensure!(
         volume_attachment(&ec2, &volume_id).await?.is_none(),
         "{volume_id} is still attached after its VolumeAttachment is gone"
     );
-    pvcs.delete("data", &DeleteParams::default()).await?;
-    wait_for("the PV to be deleted", STEP, || async {
-        Ok(pvs.get_opt(&pv_name).await?.is_none().then_some(()))
-    })
-    .await?;
+    claims.delete_claim("data", &pv_name, STEP).await?;
     // Every volume but the instance's root volume (which moto made at launch).
     let left = ec2.describe_volumes().send().await?;
     let left: Vec<_> = left
@@ -311,18 +211,16 @@ async fn volume_attachment(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pvc_to_attached_volume_and_back_with_the_upstream_sidecars() -> Result<()> {
     // Built once per machine (minutes the first time), outside the flow's deadline.
-    let sidecars = tokio::task::spawn_blocking(csi_sidecars::ensure_installed).await??;
-    let kcm = tokio::task::spawn_blocking(kube_controller_manager::ensure_installed).await??;
+    let tools = Tools::install().await?;
     let env = TestEnv::start().await?;
     let dir = tempfile::tempdir()?;
     let dir_path: PathBuf = dir.path().to_path_buf();
-    tokio::time::timeout(FLOW_DEADLINE, flow(&env, &dir_path, &sidecars, &kcm))
-        .await
-        .with_context(|| {
-            format!(
-                "the sidecar flow did not finish within {FLOW_DEADLINE:?}\n{}",
-                log_tails(&dir_path, &LOGS)
-            )
-        })?
-        .map_err(|e| e.context(log_tails(&dir_path, &LOGS)))
+    harness::within(
+        "the sidecar flow",
+        FLOW_DEADLINE,
+        &dir_path,
+        &LOGS,
+        flow(&env, &dir_path, &tools),
+    )
+    .await
 }

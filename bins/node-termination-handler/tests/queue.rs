@@ -13,8 +13,8 @@ use stratus_scenarios::nth_fixture::{
     NthCluster, PodOptions,
 };
 use stratus_scenarios::wait::wait_for;
-use stratus_testenv::lifecycle::Notify;
-use stratus_testenv::proxy::{Fault, FaultKind};
+use stratus_testenv::aws::lifecycle::Notify;
+use stratus_testenv::{Fault, FaultKind};
 
 const MANAGED: &str = "aws-node-termination-handler/managed";
 

@@ -1,6 +1,6 @@
 //! Least privilege of the handler's shipped RBAC (`deploy/node-termination-handler/rbac.yaml`,
 //! which `tests/chart.rs` keeps equal to the chart's), proven on a real kube-apiserver by
-//! `stratus_testenv::rbac_check`: every access the code makes is allowed, a list of things the
+//! `stratus_testenv::core::rbac_check`: every access the code makes is allowed, a list of things the
 //! handler must never do is denied, and removing any single verb of any rule denies at least one
 //! access the code makes.
 
@@ -9,7 +9,7 @@ use kube::api::{Api, ListParams};
 use kube::Client;
 use stratus_scenarios::kube_fixture::repo_root;
 use stratus_scenarios::nth_fixture::{NthCluster, RBAC};
-use stratus_testenv::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
+use stratus_testenv::core::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
 
 /// Every Kubernetes API call the handler makes (`crates/termination/src`), both modes.
 const REQUIRED: &[Access] = &[

@@ -20,7 +20,7 @@ use stratus_discoverer::plan::catalog;
 use stratus_discoverer::reconciler::{Health, Reconciler, RetrySettings};
 use stratus_discoverer::{Discoverer, InstanceType};
 use stratus_runtime::backoff::Backoff;
-use stratus_testenv::proxy::{Fault, FaultKind};
+use stratus_testenv::{Fault, FaultKind};
 use stratus_testenv::{Identity, TestEnv};
 
 mod common;

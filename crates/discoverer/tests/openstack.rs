@@ -24,7 +24,7 @@ use stratus_discoverer::reconciler::{Health, Reconciler, RetrySettings};
 use stratus_discoverer::Discoverer;
 use stratus_openstack::client::{guard, Service, ServiceClient, Session};
 use stratus_runtime::backoff::Backoff;
-use stratus_testenv::proxy::{Fault, FaultKind};
+use stratus_testenv::{Fault, FaultKind};
 use stratus_testenv::{Identity, OpenStackEnv, TestEnv};
 
 mod common;

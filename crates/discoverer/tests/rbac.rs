@@ -1,5 +1,5 @@
 //! Least privilege of the shipped RBAC (`deploy/cloud-data-discoverer/rbac.yaml`, equal to the
-//! chart's copy), on a real kube-apiserver by `stratus_testenv::rbac_check`: every access the code makes
+//! chart's copy), on a real kube-apiserver by `stratus_testenv::core::rbac_check`: every access the code makes
 //! is allowed, accesses it must never have are denied, and removing any single verb of any rule
 //! denies an access the code makes. The chart lints and binds the roles to its ServiceAccount.
 
@@ -11,7 +11,7 @@ use k8s_openapi::api::rbac::v1::{
 };
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde::Deserialize as _;
-use stratus_testenv::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
+use stratus_testenv::core::rbac_check::{access, Access, LeastPrivilege, ShippedRbac, Who};
 use stratus_testenv::{Identity, KubeCluster};
 
 const NAMESPACE: &str = "d8-cloud-provider-aws";

@@ -15,7 +15,7 @@ use stratus_discoverer::app::Options;
 use stratus_discoverer::metrics::Metrics;
 use stratus_discoverer::reconciler::Health;
 use stratus_serving::{Readiness, ReviewClients, SecureServer};
-use stratus_testenv::https::{get, Trust};
+use stratus_testenv::core::https::{get, Trust};
 use stratus_testenv::{Identity, TestEnv};
 
 mod common;

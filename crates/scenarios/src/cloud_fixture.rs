@@ -129,7 +129,7 @@ impl CloudFixture for AwsFixture {
 
 /// Every request the counting proxy at `endpoint` has seen.
 pub async fn proxy_total(endpoint: &str) -> anyhow::Result<u64> {
-    let counts = stratus_testenv::proxy_control::ProxyControl { endpoint }
+    let counts = stratus_testenv::aws::ProxyControl { endpoint }
         .counts()
         .await?;
     Ok(counts.values().sum())

@@ -160,6 +160,6 @@ impl CloudFixture for DvpFixture {
         let Some((audit_log, user)) = &self.reads else {
             anyhow::bail!("this DVP fixture does not count requests (see counting_reads_of)");
         };
-        stratus_testenv::audit::reads_by(audit_log, user, "virtualmachines")
+        stratus_testenv::core::audit::reads_by(audit_log, user, "virtualmachines")
     }
 }

@@ -5,16 +5,14 @@
 
 pub mod acm_fixture;
 pub mod behaviour;
+pub mod capdvp_bed;
 pub mod ccm;
 pub mod cloud_fixture;
-pub mod csi_bench;
-pub mod csi_claims;
-pub mod csi_flow;
-pub mod csi_node_probe;
+pub mod csi;
 pub mod dvp_fixture;
 pub mod dvp_rbac;
 pub mod ec2_fixture;
-pub use stratus_testenv::https;
+pub use stratus_testenv::core::https;
 pub mod kube_fixture;
 pub mod kubelet;
 pub mod lb_fixture;

@@ -13,10 +13,10 @@ use tokio::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
-use crate::aws_env::Launch;
-use crate::cluster::Identity;
-use crate::env::TestEnv;
-use crate::process::{alive, stop_detached};
+use crate::aws::TestEnv;
+use crate::core::cluster::Identity;
+use crate::core::process::Launch;
+use crate::core::process::{alive, stop_detached};
 
 #[derive(Parser)]
 #[command(
@@ -85,7 +85,7 @@ pub fn main() -> ExitCode {
         Command::Up { dir, cloud } if cloud == "openstack" => runtime().and_then(|rt| {
             rt.block_on(async {
                 refuse_running(&dir)?;
-                crate::cli_openstack::up(&dir, shell_quote).await
+                crate::openstack::cli::up(&dir, shell_quote).await
             })
         }),
         Command::Up { dir, .. } => runtime().and_then(|rt| rt.block_on(up(&dir))),
@@ -98,7 +98,7 @@ pub fn main() -> ExitCode {
         } => runtime()
             .and_then(|rt| rt.block_on(run_proxy(listen, upstream, &protocol, keystone_upstream))),
         Command::OpenstackSim { listen, settings } => {
-            runtime().and_then(|rt| rt.block_on(crate::cli_openstack::run_sim(listen, &settings)))
+            runtime().and_then(|rt| rt.block_on(crate::openstack::cli::run_sim(listen, &settings)))
         }
     };
     match result {
@@ -325,14 +325,14 @@ async fn run_proxy(
         .with_context(|| format!("binding {listen}"))?;
     eprintln!("testenv proxy: listening on {listen}, forwarding to {upstream}");
     let protocol = match (protocol, keystone_upstream) {
-        ("openstack", Some(keystone)) => crate::proxy::openstack(&keystone)?,
+        ("openstack", Some(keystone)) => crate::openstack::proxy::openstack(&keystone)?,
         ("openstack", None) => bail!("--protocol openstack needs --keystone-upstream"),
-        _ => crate::proxy::aws(),
+        _ => crate::aws::proxy::aws(),
     };
-    crate::proxy::serve(
+    crate::core::proxy::serve(
         listener,
         upstream,
-        Arc::new(crate::proxy::Counters::new()),
+        Arc::new(crate::core::proxy::Counters::new()),
         protocol,
     )
     .await

@@ -179,7 +179,7 @@ async fn tenant_kinds_match_the_schemas_and_the_platform_plays_its_part() {
     })
     .await;
     let status = running.status.clone().unwrap();
-    assert_eq!(status.node_name, stratus_testenv::dvp::sim::PLATFORM_NODE);
+    assert_eq!(status.node_name, stratus_testenv::dvp::PLATFORM_NODE);
     assert_eq!(status.block_device_refs.len(), 1);
     assert!(status.block_device_refs[0].attached);
     let ip = status.ip_address.clone();

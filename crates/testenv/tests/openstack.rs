@@ -12,8 +12,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use stratus_openstack_sim::{ServerSpec, ServerStatus};
-use stratus_testenv::proxy::{Fault, FaultKind};
 use stratus_testenv::{repo_root, OpenStackEnv, OpenStackOptions};
+use stratus_testenv::{Fault, FaultKind};
 use tokio::time::Instant;
 
 struct Answer {

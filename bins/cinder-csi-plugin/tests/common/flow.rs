@@ -1,31 +1,31 @@
-//! The sidecar flow as a harness: the chart's RBAC and ServiceAccount, kube-controller-manager's
-//! binder, a Nova server and its Node/CSINode standing for the node, the driver's controller
-//! service on Keystone and the simulators behind the counting proxy, and the upstream
-//! provisioner, attacher and resizer with the chart's arguments. The controller "pod" (driver
-//! and sidecars) can be SIGKILLed and started again, as a kubelet would restart it.
+//! The sidecar flow on the CSI harness of `stratus_scenarios::csi`: the chart's controller side
+//! (RBAC, ServiceAccount, kube-controller-manager's binder), a Nova server and its Node/CSINode
+//! standing for the node, and the controller "pod" — the driver's controller service on
+//! Keystone and the simulators behind the counting proxy, and the upstream provisioner,
+//! attacher and resizer with the chart's arguments — which can be SIGKILLed and started again,
+//! as a kubelet would restart it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use stratus_csi_cinder::{DEVICE_PATH, DRIVER_NAME, TOPOLOGY_KEY};
 use stratus_openstack_sim::SimHandle;
-use stratus_scenarios::csi_claims::Claims;
-use stratus_scenarios::csi_flow::{self, kubeconfig_with_token, log_tails, spawn, RenderedChart};
-use stratus_scenarios::kube_fixture::apply_rbac_manifest;
-use stratus_scenarios::nth_fixture::service_account_token;
-use stratus_testenv::tools::csi_sidecars::{self, Sidecars};
-use stratus_testenv::tools::kube_controller_manager;
-use stratus_testenv::{Identity, KubeCluster, OpenStackEnv};
-use tokio::process::Child;
+use stratus_scenarios::csi::claims::Claims;
+use stratus_scenarios::csi::flow as csi_flow;
+use stratus_scenarios::csi::harness::{self, Chart, ControllerSide, Kcm, Pod, Sidecar, Tools};
+use stratus_testenv::{KubeCluster, OpenStackEnv};
 
 use super::{start_driver_with, ZONE};
 
-/// Where the chart runs the controller.
-pub const NAMESPACE: &str = "kube-system";
-/// The chart's controller ServiceAccount.
-pub const CONTROLLER_SA: &str = "csi-cinder-controller-sa";
+/// The driver's chart.
+pub const CHART: Chart = Chart {
+    name: "cinder-csi-plugin",
+    release: "cinder",
+    service_account: "csi-cinder-controller-sa",
+    sets: &[],
+};
 /// The node of the flow.
 pub const NODE: &str = "node-1";
 /// The StorageClass the flow's claims use (volume type `ssd`).
@@ -43,11 +43,8 @@ pub struct Flow {
     pub claims: Claims,
     /// The Nova server of [`NODE`].
     pub node_server: String,
-    sidecars: Sidecars,
-    chart: RenderedChart,
-    sa_kubeconfig: PathBuf,
-    pod: Vec<Child>,
-    _kcm: Child,
+    side: ControllerSide,
+    pod: Pod,
     _cluster: KubeCluster,
 }
 
@@ -65,41 +62,17 @@ impl Flow {
         cluster: KubeCluster,
         openstack: OpenStackEnv,
         dir: &Path,
-        sidecars: Sidecars,
-        kcm: &Path,
+        tools: &Tools,
     ) -> Result<Flow> {
-        let chart = tokio::task::spawn_blocking(|| {
-            csi_flow::render_chart("cinder-csi-plugin", "cinder", NAMESPACE)
-        })
-        .await??;
-        let admin = cluster.kube_client(Identity::Admin).await?;
-        let rbac_file = dir.join("rbac.yaml");
-        std::fs::write(&rbac_file, &chart.rbac)?;
-        let applied = apply_rbac_manifest(&admin, &rbac_file).await?;
-        anyhow::ensure!(
-            applied >= 5,
-            "the chart rendered only {applied} RBAC objects"
-        );
-        let token = service_account_token(&admin, NAMESPACE, CONTROLLER_SA).await?;
-        let sa_kubeconfig = dir.join("kubeconfig-controller-sa.yaml");
-        kubeconfig_with_token(&sa_kubeconfig, cluster.apiserver_url(), &token)?;
+        let sidecars = [Sidecar::Provisioner, Sidecar::Attacher, Sidecar::Resizer];
+        let side =
+            ControllerSide::start(&cluster, tools, &CHART, Kcm::default(), &sidecars, dir).await?;
+        let admin = side.admin.clone();
 
         let node_server = super::node_server(&openstack, "csi-node-1")?;
         let labels: BTreeMap<String, String> =
             [(TOPOLOGY_KEY.to_string(), ZONE.to_string())].into();
         csi_flow::node_objects(&admin, NODE, DRIVER_NAME, &node_server, labels).await?;
-        let kcm = spawn(
-            kcm,
-            &[
-                format!("--kubeconfig={}", cluster.kubeconfig(Identity::Admin).display()),
-                "--controllers=persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller".into(),
-                "--leader-elect=false".into(),
-                "--secure-port=0".into(),
-                "--v=2".into(),
-            ],
-            &dir.join("kcm.log"),
-            &[],
-        )?;
         let claims = Claims {
             admin,
             driver: DRIVER_NAME.into(),
@@ -112,11 +85,8 @@ impl Flow {
             dir: dir.to_path_buf(),
             claims,
             node_server,
-            sidecars,
-            chart,
-            sa_kubeconfig,
-            pod: Vec::new(),
-            _kcm: kcm,
+            side,
+            pod: Pod::default(),
             _cluster: cluster,
         })
     }
@@ -137,25 +107,13 @@ impl Flow {
             &["--provide-node-service=false"],
         )
         .await?;
-        self.pod.push(driver);
-        self.pod.extend(csi_flow::start_sidecars(
-            &[
-                (self.sidecars.provisioner.as_path(), "csi-provisioner"),
-                (self.sidecars.attacher.as_path(), "csi-attacher"),
-                (self.sidecars.resizer.as_path(), "csi-resizer"),
-            ],
-            &self.chart,
-            &socket,
-            &self.sa_kubeconfig,
-            NAMESPACE,
-            &self.dir,
-        )?);
+        self.pod = self.side.start_pod(driver, &socket)?;
         Ok(())
     }
 
     /// SIGKILLs the driver and its sidecars and reaps them.
     pub async fn kill_controller(&mut self) -> Result<()> {
-        csi_flow::kill_pod(&mut self.pod).await
+        self.pod.kill().await
     }
 
     /// A request count of the proxy (`block-storage:POST /volumes`).
@@ -188,22 +146,16 @@ where
         Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>,
     >,
 {
-    let sidecars = tokio::task::spawn_blocking(csi_sidecars::ensure_installed).await??;
-    let kcm = tokio::task::spawn_blocking(kube_controller_manager::ensure_installed).await??;
+    let tools = Tools::install().await?;
     let cluster = KubeCluster::start().await?;
     let openstack = OpenStackEnv::start().await?;
     let tmp = tempfile::tempdir()?;
     let dir: PathBuf = tmp.path().to_path_buf();
-    let run = async {
-        let mut flow = Flow::prepare(cluster, openstack, &dir, sidecars, &kcm).await?;
+    harness::within("the test", DEADLINE, &dir, &LOGS, async {
+        let mut flow = Flow::prepare(cluster, openstack, &dir, &tools).await?;
         let result = body(&mut flow).await;
         let _ = flow.kill_controller().await;
-        result.map_err(|e| e.context(flow.logs()))
-    };
-    tokio::time::timeout(DEADLINE, run).await.with_context(|| {
-        format!(
-            "the test did not finish within {DEADLINE:?}\n{}",
-            log_tails(&dir, &LOGS)
-        )
-    })?
+        result
+    })
+    .await
 }

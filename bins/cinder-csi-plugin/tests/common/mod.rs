@@ -1,18 +1,19 @@
 //! What the driver's integration tests share: a Nova server standing for the node, and the real
 //! `cinder-csi-plugin` binary started on the OpenStack test cloud (Keystone + simulators) with
-//! loop devices for the node side.
-#![allow(dead_code)] // each test binary uses a part of it
+//! loop devices for the node side (the CSI harness of `stratus_scenarios::csi`).
+#![allow(dead_code, unused_imports)] // each test binary uses a part of it
 
 pub mod flow;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use stratus_openstack_sim::{ServerSpec, SimHandle};
+use stratus_scenarios::csi::driver;
+pub use stratus_scenarios::csi::driver::{driver_log, loops_dir};
 use stratus_testenv::OpenStackEnv;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::time::Instant;
 
 /// The zone of the test node and its volumes.
@@ -48,52 +49,24 @@ pub async fn start_driver_with(
     node_id: &str,
     extra: &[&str],
 ) -> Result<(Child, PathBuf)> {
-    let socket = dir.join("csi.sock");
-    let _ = std::fs::remove_file(&socket);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("driver.log"))?;
-    let child = Command::new(env!("CARGO_BIN_EXE_cinder-csi-plugin"))
-        .arg(format!("--endpoint=unix://{}", socket.display()))
-        .arg(format!(
-            "--cloud-config={}",
-            env.cloud_conf_path().display()
-        ))
-        .arg(format!("--cluster={CLUSTER}"))
-        .arg(format!("--nodeid={node_id}"))
-        .arg(format!("--availability-zone={ZONE}"))
-        .arg(format!("--loop-devices-dir={}", loops_dir(dir).display()))
-        .arg("--operation-wait=5s")
-        .arg("--v=4")
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting cinder-csi-plugin")?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !socket.exists() {
-        if Instant::now() >= deadline {
-            bail!(
-                "cinder-csi-plugin did not create {} within 30 s; log:\n{}",
-                socket.display(),
-                driver_log(dir)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok((child, socket))
-}
-
-/// Where the driver started in `dir` keeps its loop devices' backing files.
-pub fn loops_dir(dir: &Path) -> PathBuf {
-    dir.join("loops")
-}
-
-/// The driver's log so far.
-pub fn driver_log(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("driver.log")).unwrap_or_default()
+    let mut args = vec![
+        format!("--endpoint=unix://{}", driver::socket(dir).display()),
+        format!("--cloud-config={}", env.cloud_conf_path().display()),
+        format!("--cluster={CLUSTER}"),
+        format!("--nodeid={node_id}"),
+        format!("--availability-zone={ZONE}"),
+        format!("--loop-devices-dir={}", loops_dir(dir).display()),
+        "--operation-wait=5s".into(),
+        "--v=4".into(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    driver::start(
+        Path::new(env!("CARGO_BIN_EXE_cinder-csi-plugin")),
+        dir,
+        &args,
+        &[],
+    )
+    .await
 }
 
 /// Waits until the simulator holds no volumes (deletions finish after a delay).

@@ -1,20 +1,22 @@
 //! What the driver's integration tests share: the tenant node's VM in the parent (labelled with
 //! the node name, as capdvp makes it), the driver's parent identity bound to the shipped
 //! least-privilege Role, and the real `dvp-csi-driver` binary started against the parent
-//! apiserver and the platform simulator, with loop devices for the node side.
-#![allow(dead_code)] // each test binary uses a part of it
+//! apiserver and the platform simulator, with loop devices for the node side (the CSI harness
+//! of `stratus_scenarios::csi`).
+#![allow(dead_code, unused_imports)] // each test binary uses a part of it
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use kube::api::{Api, ListParams};
 use stratus_dvp_api::{VirtualDisk, VirtualMachineBlockDeviceAttachment};
+use stratus_scenarios::csi::driver;
+pub use stratus_scenarios::csi::driver::{driver_log, loops_dir};
 use stratus_scenarios::dvp_fixture::DvpFixture;
 use stratus_scenarios::dvp_rbac::rules_in;
 use stratus_testenv::DvpEnv;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::time::Instant;
 
 /// The tenant cluster's UUID the driver runs with.
@@ -46,48 +48,22 @@ pub async fn start_driver(
     node: &str,
     extra: &[&str],
 ) -> Result<(Child, PathBuf)> {
-    let socket = dir.join("csi.sock");
-    let _ = std::fs::remove_file(&socket);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("driver.log"))?;
-    let child = Command::new(env!("CARGO_BIN_EXE_dvp-csi-driver"))
-        .arg(format!("--endpoint=unix://{}", socket.display()))
-        .arg(format!("--cluster-uuid={CLUSTER_UUID}"))
-        .arg(format!("--node-name={node}"))
-        .arg(format!("--loop-devices-dir={}", loops_dir(dir).display()))
-        .arg("--operation-wait=5s")
-        .arg("--v=4")
-        .args(extra)
-        .envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting dvp-csi-driver")?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !socket.exists() {
-        if Instant::now() >= deadline {
-            bail!(
-                "dvp-csi-driver did not create {} within 30 s; log:\n{}",
-                socket.display(),
-                driver_log(dir)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok((child, socket))
-}
-
-/// Where the driver started in `dir` keeps its loop devices' backing files.
-pub fn loops_dir(dir: &Path) -> PathBuf {
-    dir.join("loops")
-}
-
-/// The driver's log so far.
-pub fn driver_log(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("driver.log")).unwrap_or_default()
+    let mut args = vec![
+        format!("--endpoint=unix://{}", driver::socket(dir).display()),
+        format!("--cluster-uuid={CLUSTER_UUID}"),
+        format!("--node-name={node}"),
+        format!("--loop-devices-dir={}", loops_dir(dir).display()),
+        "--operation-wait=5s".into(),
+        "--v=4".into(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    driver::start(
+        Path::new(env!("CARGO_BIN_EXE_dvp-csi-driver")),
+        dir,
+        &args,
+        vars,
+    )
+    .await
 }
 
 /// The VirtualDisks and VMBDAs in the tenant namespace of the parent, by name.

@@ -1,7 +1,8 @@
-//! The sidecar flow as a harness the fault tests drive: the chart's RBAC and ServiceAccount,
-//! kube-controller-manager's binder, the driver's controller service behind the counting proxy
-//! in front of moto, and the upstream sidecars with the chart's arguments. The controller
-//! "pod" (driver and sidecars) can be SIGKILLed and started again, as a kubelet would restart it.
+//! The sidecar flow the fault tests drive, on the CSI harness of `stratus_scenarios::csi`: the
+//! chart's controller side (RBAC, ServiceAccount, kube-controller-manager's binder and
+//! expander), the node's instance in moto, and the controller "pod" — the driver's controller
+//! service behind the counting proxy in front of moto, and the upstream sidecars with the chart's
+//! arguments — which can be SIGKILLed and started again, as a kubelet would restart it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,24 +10,25 @@ use std::time::Duration;
 
 use anyhow::Result;
 use aws_sdk_ec2::types::{Filter, VolumeState};
-use stratus_scenarios::csi_claims::Claims;
-use stratus_scenarios::csi_flow::{self, kubeconfig_with_token, spawn, RenderedChart};
+use stratus_scenarios::csi::claims::Claims;
+use stratus_scenarios::csi::harness::{
+    self, Chart, ControllerSide, Kcm, Pod, Sidecar, Tools, EXPANDER,
+};
+use stratus_scenarios::csi::{driver, flow as csi_flow};
 use stratus_scenarios::ec2_fixture;
-use stratus_scenarios::kube_fixture::apply_rbac_manifest;
-use stratus_scenarios::nth_fixture::service_account_token;
-use stratus_scenarios::wait::wait_for;
-use stratus_testenv::tools::csi_sidecars::Sidecars;
-use stratus_testenv::{Identity, TestEnv};
-use tokio::process::Child;
+use stratus_testenv::TestEnv;
 
 use super::ZONE;
 
 /// The driver's name.
 pub const DRIVER: &str = "ebs.csi.aws.com";
-/// Where the chart runs the controller.
-pub const NAMESPACE: &str = "kube-system";
-/// The chart's controller ServiceAccount.
-pub const CONTROLLER_SA: &str = "ebs-csi-controller-sa";
+/// The driver's chart.
+pub const CHART: Chart = Chart {
+    name: "aws-ebs-csi-driver",
+    release: "ebs",
+    service_account: "ebs-csi-controller-sa",
+    sets: &[],
+};
 /// The node of the flow.
 pub const NODE: &str = "ip-10-0-1-10.ec2.internal";
 /// The StorageClass the flow's claims use.
@@ -48,13 +50,8 @@ pub struct Flow {
     pub instance_id: String,
     /// Extra flags of the driver.
     pub driver_flags: Vec<String>,
-    sidecars: Sidecars,
-    resizer: Option<PathBuf>,
-    chart: RenderedChart,
-    sa_kubeconfig: PathBuf,
-    socket: PathBuf,
-    pod: Vec<Child>,
-    _kcm: Child,
+    side: ControllerSide,
+    pod: Pod,
 }
 
 impl std::ops::Deref for Flow {
@@ -65,54 +62,50 @@ impl std::ops::Deref for Flow {
     }
 }
 
+/// Launches the node's instance in moto and writes the Node and CSINode a kubelet and the
+/// registrar would (the zone as topology); returns EC2 on moto (uncounted) and the instance.
+pub async fn node_instance(
+    env: &TestEnv,
+    admin: &kube::Client,
+) -> Result<(aws_sdk_ec2::Client, String)> {
+    let ec2 = ec2_fixture::client(env.moto_endpoint()).await;
+    let subnet = ec2_fixture::subnet(&ec2, ZONE).await?;
+    let instance_id = ec2_fixture::launch(&ec2, &subnet, ZONE, 1, None, "m5.large").await?[0]
+        .id
+        .clone();
+    let zone_labels: BTreeMap<String, String> = [
+        (stratus_csi_ebs::TOPOLOGY_KEY.to_string(), ZONE.to_string()),
+        (
+            stratus_csi_ebs::WELL_KNOWN_ZONE_KEY.to_string(),
+            ZONE.to_string(),
+        ),
+    ]
+    .into();
+    csi_flow::node_objects(admin, NODE, DRIVER, &instance_id, zone_labels).await?;
+    Ok((ec2, instance_id))
+}
+
 impl Flow {
-    /// Sets everything up and starts the controller with `driver_flags`.
+    /// Sets everything up and starts the controller with `driver_flags` (and the resizer
+    /// beside the provisioner and the attacher when `resizer`).
     pub async fn start(
         env: TestEnv,
         dir: &Path,
-        sidecars: Sidecars,
-        resizer: Option<PathBuf>,
-        kcm: &Path,
+        tools: &Tools,
+        resizer: bool,
         driver_flags: &[&str],
     ) -> Result<Flow> {
-        let chart = tokio::task::spawn_blocking(|| {
-            csi_flow::render_chart("aws-ebs-csi-driver", "ebs", NAMESPACE)
-        })
-        .await??;
-        let admin = env.kube_client(Identity::Admin).await?;
-        let rbac_file = dir.join("rbac.yaml");
-        std::fs::write(&rbac_file, &chart.rbac)?;
-        apply_rbac_manifest(&admin, &rbac_file).await?;
-        let token = service_account_token(&admin, NAMESPACE, CONTROLLER_SA).await?;
-        let sa_kubeconfig = dir.join("kubeconfig-controller-sa.yaml");
-        kubeconfig_with_token(&sa_kubeconfig, env.apiserver_url(), &token)?;
-
-        let ec2 = ec2_fixture::client(env.moto_endpoint()).await;
-        let subnet = ec2_fixture::subnet(&ec2, ZONE).await?;
-        let instance_id = ec2_fixture::launch(&ec2, &subnet, ZONE, 1, None, "m5.large").await?[0]
-            .id
-            .clone();
-        let zone_labels: BTreeMap<String, String> = [
-            (stratus_csi_ebs::TOPOLOGY_KEY.to_string(), ZONE.to_string()),
-            (
-                stratus_csi_ebs::WELL_KNOWN_ZONE_KEY.to_string(),
-                ZONE.to_string(),
-            ),
-        ]
-        .into();
-        csi_flow::node_objects(&admin, NODE, DRIVER, &instance_id, zone_labels).await?;
-        let kcm = spawn(
-            kcm,
-            &[
-                format!("--kubeconfig={}", env.kubeconfig(Identity::Admin).display()),
-                "--controllers=persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,persistentvolume-expander-controller".into(),
-                "--leader-elect=false".into(),
-                "--secure-port=0".into(),
-                "--v=2".into(),
-            ],
-            &dir.join("kcm.log"),
-            &[],
-        )?;
+        let kcm = Kcm {
+            extra_controllers: &[EXPANDER],
+            ..Kcm::default()
+        };
+        let mut sidecars = vec![Sidecar::Provisioner, Sidecar::Attacher];
+        if resizer {
+            sidecars.push(Sidecar::Resizer);
+        }
+        let side = ControllerSide::start(env.cluster(), tools, &CHART, kcm, &sidecars, dir).await?;
+        let admin = side.admin.clone();
+        let (ec2, instance_id) = node_instance(&env, &admin).await?;
         let claims = Claims {
             admin,
             driver: DRIVER.into(),
@@ -121,19 +114,14 @@ impl Flow {
         };
         claims.create_class(&[("type", "gp3")]).await?;
         let mut flow = Flow {
-            socket: dir.join("csi.sock"),
             env,
             dir: dir.to_path_buf(),
             claims,
             ec2,
             instance_id,
             driver_flags: driver_flags.iter().map(|f| f.to_string()).collect(),
-            sidecars,
-            resizer,
-            chart,
-            sa_kubeconfig,
-            pod: Vec::new(),
-            _kcm: kcm,
+            side,
+            pod: Pod::default(),
         };
         flow.start_controller().await?;
         Ok(flow)
@@ -141,46 +129,26 @@ impl Flow {
 
     /// Starts the driver's controller service, then the sidecars.
     pub async fn start_controller(&mut self) -> Result<()> {
-        let _ = std::fs::remove_file(&self.socket);
         let mut args = vec![
             "controller".to_string(),
-            format!("--endpoint=unix://{}", self.socket.display()),
+            format!("--endpoint=unix://{}", driver::socket(&self.dir).display()),
             "--v=4".into(),
         ];
         args.extend(self.driver_flags.iter().cloned());
-        let driver = spawn(
+        let (driver, socket) = driver::start(
             Path::new(env!("CARGO_BIN_EXE_ebs-csi-driver")),
-            &args,
-            &self.dir.join("driver.log"),
-            &self.env.aws().env_vars(),
-        )?;
-        self.pod.push(driver);
-        let socket = self.socket.clone();
-        wait_for("the driver's socket", Duration::from_secs(30), || async {
-            Ok(socket.exists().then_some(()))
-        })
-        .await?;
-        let mut containers = vec![
-            (self.sidecars.provisioner.as_path(), "csi-provisioner"),
-            (self.sidecars.attacher.as_path(), "csi-attacher"),
-        ];
-        if let Some(resizer) = &self.resizer {
-            containers.push((resizer.as_path(), "csi-resizer"));
-        }
-        self.pod.extend(csi_flow::start_sidecars(
-            &containers,
-            &self.chart,
-            &self.socket,
-            &self.sa_kubeconfig,
-            NAMESPACE,
             &self.dir,
-        )?);
+            &args,
+            &self.env.aws().env_vars(),
+        )
+        .await?;
+        self.pod = self.side.start_pod(driver, &socket)?;
         Ok(())
     }
 
     /// SIGKILLs the driver and its sidecars (the sidecars would exit on the lost connection).
     pub async fn kill_controller(&mut self) -> Result<()> {
-        csi_flow::kill_pod(&mut self.pod).await
+        self.pod.kill().await
     }
 
     /// Volumes in moto (not deleted) whose tag `key` is `value`.
@@ -243,4 +211,28 @@ impl Flow {
     pub fn logs(&self) -> String {
         csi_flow::log_tails(&self.dir, &LOGS)
     }
+}
+
+/// How long a whole test may take.
+pub const DEADLINE: Duration = Duration::from_secs(300);
+
+/// Runs `body` on a started flow (driver flags `flags`) within [`DEADLINE`], with the logs in
+/// the failure.
+pub async fn with_flow<F>(flags: &[&str], body: F) -> Result<()>
+where
+    F: for<'a> FnOnce(
+        &'a mut Flow,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>,
+    >,
+{
+    let tools = Tools::install().await?;
+    let env = TestEnv::start().await?;
+    let tmp = tempfile::tempdir()?;
+    let dir: PathBuf = tmp.path().to_path_buf();
+    harness::within("the test", DEADLINE, &dir, &LOGS, async {
+        let mut flow = Flow::start(env, &dir, &tools, false, flags).await?;
+        body(&mut flow).await
+    })
+    .await
 }

@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use super::{go, go_build, lock, progress, stamp_matches};
-use crate::install::{fnv1a64, required_version, Paths};
+use crate::tools::install::{fnv1a64, required_version, Paths};
 
 /// The main package of the manager.
 pub const PACKAGE: &str = "sigs.k8s.io/cluster-api/core";

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result};
 
 use super::{go, lock, progress, stamp_matches};
-use crate::install::{run_logged, Paths};
+use crate::tools::install::{run_logged, Paths};
 
 /// The Go module.
 pub const MODULE: &str = "github.com/google/go-containerregistry";

@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 
 use super::{go, go_build, lock, module_source_copy, progress, stamp_matches};
-use crate::install::Paths;
+use crate::tools::install::Paths;
 
 /// One sidecar: its module, version and command package.
 #[derive(Debug, Clone, Copy)]

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::install::{run_logged, Paths};
-use crate::process::{stop_all, Lifetime, Proc};
-use crate::util::{free_listeners, random_token, HttpClient};
+use crate::core::process::{stop_all, Lifetime, Proc};
+use crate::core::util::{free_listeners, random_token, HttpClient};
+use crate::tools::install::{run_logged, Paths};
 
 /// The Go module and version installed.
 pub const MODULE: &str = "github.com/aws/amazon-ec2-metadata-mock";

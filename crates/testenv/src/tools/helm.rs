@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::install::{ensure_go_build_together, required_version, Paths};
+use crate::tools::install::{ensure_go_build_together, required_version, Paths};
 
 /// The Go module pinning helm (separate, so helm's k8s.io/* versions never have to agree with
 /// kube-apiserver's).

@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use tokio::time::Instant;
 
 use super::{lock, progress, stamp_matches};
-use crate::install::{fnv1a64, run_logged, Paths};
+use crate::tools::install::{fnv1a64, run_logged, Paths};
 
 /// The pinned requirements of the venv.
 pub const REQUIREMENTS: &str = include_str!("../../python/openstack-requirements.txt");
@@ -175,7 +175,7 @@ fn bootstrap_template(paths: &Paths, manage: &Path, template: &Path) -> Result<D
     fs::create_dir_all(&tmp)?;
     let conf = tmp.join("keystone.conf");
     fs::write(&conf, config_text(&tmp, Duration::from_secs(3600)))?;
-    let password = crate::util::random_token()?;
+    let password = crate::core::util::random_token()?;
     let (user, group) = (current_id("-u")?, current_id("-g")?);
     let placeholder = "http://127.0.0.1:1/identity/v3";
     let steps: Vec<(&str, Vec<String>)> = vec![

@@ -9,6 +9,6 @@ use anyhow::Result;
 /// The installed kube-controller-manager (built with the core tools when missing or stale).
 /// Blocking; safe to call from several processes at once.
 pub fn ensure_installed() -> Result<PathBuf> {
-    let paths = crate::install::ensure_installed()?;
+    let paths = crate::tools::install::ensure_installed()?;
     Ok(paths.kube_controller_manager())
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::install::{ensure_go_build_together, required_version, Paths};
+use crate::tools::install::{ensure_go_build_together, required_version, Paths};
 
 /// The Go module pinning etcd and the Kubernetes release.
 pub fn go_module_dir() -> PathBuf {
@@ -46,7 +46,7 @@ mod tests {
 
     #[test]
     fn go_names_binaries_after_the_package_or_before_its_major_version() {
-        use crate::install::go_binary_name;
+        use crate::tools::install::go_binary_name;
         assert_eq!(
             go_binary_name("k8s.io/kubernetes/cmd/kube-apiserver"),
             "kube-apiserver"

@@ -1,5 +1,5 @@
 //! One module per installed tool: what it is built from and how. kube-apiserver, etcd, helm and
-//! moto are installed for every test environment (see [`crate::install`]); the others only when
+//! moto are installed for every test environment (see [`crate::tools::install`]); the others only when
 //! a suite that needs them first asks (OpenTofu with its OpenStack provider, the virtualization
 //! CRDs, Keystone with uWSGI and openstacksdk, amazon-ec2-metadata-mock, crane, the Cluster API manager): built on first use, cached under `$STRATUS_CACHE` with a stamp each, serialised by a
 //! lock file per tool so a long build never blocks the shared `install.lock`. The helpers below
@@ -11,13 +11,12 @@ pub mod csi_sanity;
 pub mod csi_sidecars;
 pub mod ec2_metadata_mock;
 pub mod helm;
+pub mod install;
 pub mod keystone;
 pub mod kube_controller_manager;
 pub mod kubernetes;
-pub mod module_config_crd;
 pub mod moto;
 pub mod opentofu;
-pub mod swhc_crd;
 pub mod virtualization_crds;
 pub mod xfsprogs;
 
@@ -33,7 +32,7 @@ use tokio::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::install::Paths;
+use crate::tools::install::Paths;
 
 /// How often a running build reports that it is still going.
 const HEARTBEAT: Duration = Duration::from_secs(60);
@@ -202,7 +201,7 @@ pub(crate) fn go_build(
         bail!(
             "{what} failed ({status}); see {}:\n{}",
             paths.install_log.display(),
-            crate::util::log_tail(&paths.install_log, 30)
+            crate::core::util::log_tail(&paths.install_log, 30)
         );
     }
     fs::rename(&tmp, out)

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::install::{run_logged, Paths};
+use crate::tools::install::{run_logged, Paths};
 
 /// The moto requirement installed into the venv.
 pub const MOTO_REQUIREMENT: &str = "moto[server]==5.2.1";

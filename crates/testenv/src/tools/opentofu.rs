@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::{go_build, go_platform, lock, module_source_copy, progress, stamp_matches};
-use crate::install::Paths;
+use crate::tools::install::Paths;
 
 /// The OpenTofu Go module.
 pub const OPENTOFU_MODULE: &str = "github.com/opentofu/opentofu";

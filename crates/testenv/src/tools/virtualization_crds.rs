@@ -15,7 +15,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, Patch, PatchParams};
 
 use super::{go, go_build, lock, progress, stamp_matches};
-use crate::install::{fnv1a64, Paths};
+use crate::tools::install::{fnv1a64, Paths};
 
 /// The API group the CRDs serve.
 pub const GROUP: &str = "virtualization.deckhouse.io";
