@@ -7,7 +7,7 @@
 //! must end the line and continues the value on the next one. Whitespace is space, tab and CR.
 //! Names are kept as written: folding case is the validator's business.
 
-use super::problem::{truncate, ConfigProblem};
+use super::problem::{name as shown_name, ConfigProblem};
 
 /// A section header and the entries under it, as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,10 +107,13 @@ pub fn parse(text: &str) -> (Vec<RawSection>, Vec<ConfigProblem>) {
                     line: line_no,
                 }),
                 Target::Discard => {}
+                // The "key" is not named: text before any header is often not config at all
+                // (a token or a kubeconfig written where the config file belongs).
                 Target::Nowhere => problems.push(
-                    ConfigProblem::new("key outside of any section (put [Global] above it)")
-                        .for_key(&key)
-                        .at_line(line_no),
+                    ConfigProblem::new(
+                        "text outside of any section: a gcfg file starts with a section header such as [Global]",
+                    )
+                    .at_line(line_no),
                 ),
             },
             Err(err) => {
@@ -182,7 +185,7 @@ fn parse_header(rest: &str) -> Result<Line, LineError> {
     let rest = rest.strip_prefix(']').ok_or_else(|| {
         LineError::new(format!(
             "malformed section header [{}: expected ']'",
-            truncate(name)
+            shown_name(name)
         ))
     })?;
     if !is_line_end(rest) {
