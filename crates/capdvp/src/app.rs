@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use kube::config::KubeConfigOptions;
 use prometheus_client::registry::Registry;
 use stratus_dvp::config::DvpConfig;
 use stratus_election::{ElectionMetrics, LeaderElectionArgs, Leadership};
@@ -100,14 +99,7 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<DvpConfig, AppError> {
 }
 
 async fn parent_client(config: &DvpConfig) -> Result<kube::Client, AppError> {
-    let client_config = kube::Config::from_custom_kubeconfig(
-        config.kubeconfig.clone(),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|e| AppError::Config(format!("DVP parent kubeconfig: {e}")))?;
-    kube::Client::try_from(client_config)
-        .map_err(|e| AppError::Config(format!("DVP parent client: {e}")))
+    config.client().await.map_err(AppError::Config)
 }
 
 /// Runs until `shutdown` completes (or leadership is lost: then it returns an error so the

@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
-use kube::config::KubeConfigOptions;
 use prometheus_client::registry::Registry;
 use stratus_csi::devices::{DeviceFinder, LoopDevices};
 use stratus_csi::metrics::CsiMetrics;
@@ -112,14 +111,7 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<DvpConfig, AppError> {
 
 /// A client of the parent namespace the configuration names.
 pub async fn connect(config: &DvpConfig) -> Result<Parent, AppError> {
-    let client_config = kube::Config::from_custom_kubeconfig(
-        config.kubeconfig.clone(),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|e| AppError::Config(format!("DVP parent kubeconfig: {e}")))?;
-    let client = kube::Client::try_from(client_config)
-        .map_err(|e| AppError::Config(format!("DVP parent client: {e}")))?;
+    let client = config.client().await.map_err(AppError::Config)?;
     Ok(Parent::new(client, &config.namespace))
 }
 

@@ -220,7 +220,10 @@ fn no_problem_quotes_a_value() {
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("/etc/clouds.yaml is not a clouds.yaml: line "), "{err}");
+        assert!(
+            err.contains("/etc/clouds.yaml is not a clouds.yaml: line "),
+            "{err}"
+        );
         assert!(!err.contains("7f3a9c"), "{err}");
     }
 }

@@ -309,11 +309,7 @@ fn global(s: &Section<'_>, problems: &mut Vec<ConfigProblem>) -> RawGlobal {
         if url.starts_with("http://") || url.starts_with("https://") {
             Some((url, line))
         } else {
-            problems.push(s.problem(
-                "auth-url",
-                Some(line),
-                "not an http:// or https:// URL",
-            ));
+            problems.push(s.problem("auth-url", Some(line), "not an http:// or https:// URL"));
             None
         }
     });
