@@ -113,19 +113,41 @@ pub(crate) fn load_files(
 ) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| format!("{cert_flag} {}: cannot read", cert.display()))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{cert_flag} {}: cannot read a PEM certificate: {}",
+                cert.display(),
+                pem_problem(&e)
+            )
+        })?;
     anyhow::ensure!(
         !chain.is_empty(),
         "{cert_flag} {}: no PEM certificate in it",
         cert.display()
     );
-    let key = PrivateKeyDer::from_pem_file(key).with_context(|| {
-        format!(
-            "{key_flag} {}: cannot read a PEM private key",
-            key.display()
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        anyhow::anyhow!(
+            "{key_flag} {}: cannot read a PEM private key: {}",
+            key.display(),
+            pem_problem(&e)
         )
     })?;
     Ok((chain, key))
+}
+
+/// What is wrong with a PEM file, in words of our own: the parser's errors quote lines of the file
+/// (a private key's, here), so they are never shown.
+pub fn pem_problem(error: &rustls::pki_types::pem::Error) -> String {
+    use rustls::pki_types::pem::Error;
+    match error {
+        Error::MissingSectionEnd { .. } => "a section has no -----END line".into(),
+        Error::IllegalSectionStart { .. } => "a -----BEGIN line is malformed".into(),
+        Error::Base64Decode(_) => "a section is not valid base64".into(),
+        Error::Io(e) => stratus_runtime::redact::scrub(&e.to_string()),
+        Error::NoItemsFound => "no PEM section of this kind in it".into(),
+        Error::SectionTooLarge => "a section is too large".into(),
+        _ => "not a PEM file".into(),
+    }
 }
 
 #[cfg(test)]
@@ -140,6 +162,44 @@ mod tests {
         })
         .unwrap();
         assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+    }
+
+    /// Key files with secret material in the wrong shape: the error names the flag, the file and
+    /// the problem, never a line of it.
+    #[test]
+    fn a_bad_pem_file_is_named_without_its_content() {
+        const SECRET: &str = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7SECRET";
+        let dir = std::env::temp_dir().join(format!("stratus-serving-pem-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = self_signed::generate(&["localhost".to_string()]).unwrap();
+        let cert = dir.join("tls.crt");
+        std::fs::write(&cert, &good.cert_pem).unwrap();
+        let keys = [
+            format!("-----BEGIN PRIVATE KEY-----\n{SECRET}\n"),
+            format!("-----BEGIN PRIVATE KEY-----\n{SECRET}!!\n-----END PRIVATE KEY-----\n"),
+            format!("-----BEGIN {SECRET}\n{SECRET}\n"),
+            format!("{SECRET}\n"),
+            format!("{SECRET}{}", "A".repeat(10 << 20)),
+        ];
+        for (i, text) in keys.iter().enumerate() {
+            let key = dir.join(format!("tls-{i}.key"));
+            std::fs::write(&key, text).unwrap();
+            for (cert, key) in [(&cert, &key), (&key, &key)] {
+                let source = TlsSource::Files {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                };
+                let e = format!("{:#}", server_config(&source).unwrap_err());
+                assert!(
+                    !e.contains("SECRET") && !e.contains("MIIEvQ"),
+                    "case {i}: {e}"
+                );
+                assert!(!e.contains("[45, 45"), "case {i}: {e}");
+                assert!(e.len() < 400, "case {i}: {e}");
+                assert!(e.contains(&key.display().to_string()), "case {i}: {e}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
