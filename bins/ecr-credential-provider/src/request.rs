@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+use stratus_runtime::redact::quoted_name;
 
 use crate::secret::Secret;
 
@@ -66,11 +67,11 @@ pub enum RequestError {
     NotAnObject,
     #[error("the request has no apiVersion; supported: {supported}", supported = supported())]
     NoApiVersion,
-    #[error("unsupported apiVersion {0:?}; supported: {supported}", supported = supported())]
+    #[error("unsupported apiVersion {}; supported: {supported}", quoted_name(.0, 64), supported = supported())]
     UnsupportedApiVersion(String),
     #[error("the request has no kind; expected {REQUEST_KIND:?}")]
     NoKind,
-    #[error("the request's kind is {0:?}; expected {REQUEST_KIND:?}")]
+    #[error("the request's kind is {}; expected {REQUEST_KIND:?}", quoted_name(.0, 64))]
     WrongKind(String),
     #[error("the request has no image (or it is empty)")]
     NoImage,

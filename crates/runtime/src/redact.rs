@@ -58,6 +58,23 @@ pub fn bounded(text: &str, max: usize) -> String {
     out
 }
 
+/// A name-like value (an API version, a kind, an image reference) quoted for a message when it is
+/// at most `max` characters of the characters such names have (ASCII letters, digits and
+/// `-._/:@+[]`); anything else is described by its length, never shown.
+pub fn quoted_name(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    let name_like = count <= max
+        && text.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '-' | '.' | '_' | '/' | ':' | '@' | '+' | '[' | ']')
+        });
+    if name_like {
+        format!("{text:?}")
+    } else {
+        format!("<a {count}-character value>")
+    }
+}
+
 /// Whether a backticked run is a name worth keeping (a field, type or variant name, or a bit of
 /// punctuation such as `:`), not a value.
 fn is_name(run: &str) -> bool {
@@ -313,6 +330,16 @@ mod tests {
             json(&err),
             "line 1, column 12: invalid type: a string, expected u16"
         );
+    }
+
+    #[test]
+    fn only_name_like_values_are_quoted() {
+        assert_eq!(
+            quoted_name("credentialprovider.kubelet.k8s.io/v2", 64),
+            "\"credentialprovider.kubelet.k8s.io/v2\""
+        );
+        assert_eq!(quoted_name("a b", 64), "<a 3-character value>");
+        assert_eq!(quoted_name(&"x".repeat(65), 64), "<a 65-character value>");
     }
 
     #[test]

@@ -522,13 +522,15 @@ impl Options {
             match self.webhook_template_text() {
                 Ok(text) => {
                     if let Err(e) = crate::webhook::check_template(&text) {
-                        bad("webhook-template", e);
+                        // The template may carry a token: its text is never quoted.
+                        bad("webhook-template", stratus_runtime::redact::scrub(&e));
                     }
                 }
                 Err(e) => bad("webhook-template-file", e),
             }
             if let Err(e) = self.webhook_url.parse::<http::Uri>() {
-                bad("webhook-url", format!("{:?}: {e}", self.webhook_url));
+                // Never quoted: a webhook URL often carries its token.
+                bad("webhook-url", format!("not a URL: {e}"));
             }
             if !self.webhook_proxy.is_empty() {
                 if let Err(e) = crate::webhook::parse_proxy(&self.webhook_proxy) {
