@@ -45,11 +45,16 @@ pub enum ClientError {
 /// read (`$KUBECONFIG` may name a file that is not a kubeconfig).
 pub fn infer_problem(error: &kube::config::InferConfigError) -> String {
     use std::error::Error as _;
-    let kubeconfig = error
+    let kubeconfig = match error
         .source()
         .and_then(|s| s.downcast_ref::<kube::config::KubeconfigError>())
-        .map(kubeconfig_problem)
-        .unwrap_or_default();
+    {
+        Some(e @ kube::config::KubeconfigError::ReadConfig(_, path)) => {
+            format!("{}: {}", path.display(), kubeconfig_problem(e))
+        }
+        Some(e) => kubeconfig_problem(e),
+        None => String::new(),
+    };
     // The in-cluster half never holds file content: it names variables and the token file.
     let text = error.to_string();
     let in_cluster = text

@@ -171,17 +171,19 @@ pub fn parse_problem(message: &str, position: Option<(usize, usize)>) -> String 
     }
 }
 
-/// `message` without a trailing ` at line N column M` (serde_yaml's and serde_json's suffix).
+/// `message` without a trailing ` at line N column M` (serde_yaml's and serde_json's suffix) or
+/// ` at line N, column M` (serde-saphyr's).
 fn strip_position(message: &str) -> &str {
     let Some(at) = message.rfind(" at line ") else {
         return message;
     };
     let tail = &message[at + " at line ".len()..];
     let mut words = tail.split(' ');
+    let digits = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit());
     let shape = matches!(
         (words.next(), words.next(), words.next(), words.next()),
         (Some(l), Some("column"), Some(c), None)
-            if l.bytes().all(|b| b.is_ascii_digit()) && c.bytes().all(|b| b.is_ascii_digit())
+            if (digits(l) || l.strip_suffix(',').is_some_and(digits)) && digits(c)
     );
     if shape {
         &message[..at]
@@ -345,6 +347,11 @@ mod tests {
     #[test]
     fn only_a_trailing_position_is_stripped() {
         assert_eq!(strip_position("bad at line 3 column 4"), "bad");
+        assert_eq!(strip_position("bad at line 3, column 4"), "bad");
+        assert_eq!(
+            strip_position("bad at line , column 4"),
+            "bad at line , column 4"
+        );
         assert_eq!(strip_position("at line 3 column x"), "at line 3 column x");
         assert_eq!(strip_position("plain"), "plain");
     }

@@ -9,7 +9,7 @@ use crate::redact::bounded;
 pub const MAX_PROBLEMS: usize = 20;
 
 /// The most bytes one problem line keeps.
-pub const MAX_LINE_BYTES: usize = 400;
+pub const MAX_LINE_BYTES: usize = 1024;
 
 /// Problems found so far. Each is kept as lines of at most [`MAX_LINE_BYTES`] bytes (a problem
 /// that is itself a list, such as every bad line of a config file, keeps its first

@@ -71,6 +71,26 @@ pub fn server_config(source: &TlsSource) -> anyhow::Result<Arc<rustls::ServerCon
     Ok(Arc::new(config))
 }
 
+/// Reads the certificate and key `source` names (files or a pair directory) and checks they
+/// belong together, without serving: what a binary checks before it opens any port. A self-signed
+/// source has nothing to check.
+pub fn check(source: &TlsSource) -> anyhow::Result<()> {
+    let (cert, key, flags) = match source {
+        TlsSource::Files { cert, key } => (cert.clone(), key.clone(), FILE_FLAGS),
+        TlsSource::PairDir { dir, flag } => (
+            dir.join(PAIR_DIR_CERT),
+            dir.join(PAIR_DIR_KEY),
+            (*flag, *flag),
+        ),
+        TlsSource::SelfSigned { .. } => return Ok(()),
+    };
+    let (chain, key) = load_files(&cert, &key, flags)?;
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    rustls::sign::CertifiedKey::from_der(chain, key, &provider)
+        .map(drop)
+        .map_err(|e| anyhow::anyhow!("the serving certificate does not match its private key: {e}"))
+}
+
 /// The certificate and key of a [`TlsSource::SelfSigned`].
 fn self_signed_pair(
     source: &TlsSource,

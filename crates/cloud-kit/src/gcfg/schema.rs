@@ -152,17 +152,26 @@ impl<'a> Section<'a> {
             header_line: raws.first().map(|r| r.line),
             keys: HashMap::new(),
         };
+        // The valid keys are listed once per section, at its first unknown key.
+        let mut listed_on: Option<usize> = None;
         for entry in raws.iter().flat_map(|r| &r.entries) {
             let Some(&key) = schema
                 .keys
                 .iter()
                 .find(|k| k.eq_ignore_ascii_case(&entry.key))
             else {
-                let message = format!(
-                    "unknown key{}; valid keys are {}",
-                    unknown_hint(&entry.key),
-                    schema.keys.join(", ")
-                );
+                let message = match listed_on {
+                    None => format!(
+                        "unknown key{}; valid keys are {}",
+                        unknown_hint(&entry.key),
+                        schema.keys.join(", ")
+                    ),
+                    Some(line) => format!(
+                        "unknown key{} (valid keys are listed at line {line})",
+                        unknown_hint(&entry.key)
+                    ),
+                };
+                listed_on.get_or_insert(entry.line);
                 problems.push(section.problem(&entry.key, Some(entry.line), message));
                 continue;
             };
@@ -387,7 +396,7 @@ mod tests {
     #[test]
     fn readers_report_every_problem_with_its_line() {
         let (raws, _) =
-            lexer::parse("[G]\nName = x\nname = y\nFlag = maybe\nBare\nEmpty =\nOdd = 1\n");
+            lexer::parse("[G]\nName = x\nname = y\nFlag = maybe\nBare\nEmpty =\nOdd = 1\nOdder\n");
         let mut problems = Vec::new();
         let refs: Vec<&RawSection> = raws.iter().collect();
         let schema = KeySchema {
@@ -407,6 +416,7 @@ mod tests {
             vec![
                 "[G] Name: is set more than once (first on line 2); keep only one (line 3)",
                 "[G] Odd: unknown key; valid keys are Name, Flag, Bare, Empty, Need (line 7)",
+                "[G] Odder: unknown key (valid keys are listed at line 7) (line 8)",
                 "[G] Flag: not a boolean (use true/false, yes/no, on/off or 1/0) (line 4)",
                 "[G] Bare: needs a value (`key = value`) (line 5)",
                 "[G] Need: is required but missing (line 1)",
