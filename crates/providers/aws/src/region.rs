@@ -24,15 +24,24 @@ pub async fn resolve(explicit: Option<&str>, how: &str) -> Result<Region, String
     if let Some(region) = explicit.map(str::trim).filter(|r| !r.is_empty()) {
         return Ok(Region::new(region.to_owned()));
     }
-    let imds = aws_config::imds::Client::builder()
+    let chain = RegionProviderChain::first_try(EnvironmentVariableRegionProvider::new())
+        .or_else(ProfileFileRegionProvider::new())
+        .or_else(
+            ImdsRegionProvider::builder()
+                .imds_client(imds_client())
+                .build(),
+        );
+    chain.region().await.ok_or_else(|| missing(how))
+}
+
+/// An instance metadata client that gives up quickly off EC2 ([`IMDS_TIMEOUT`], two attempts);
+/// it honours `AWS_EC2_METADATA_SERVICE_ENDPOINT` and `AWS_EC2_METADATA_DISABLED` as the SDK's.
+pub fn imds_client() -> aws_config::imds::Client {
+    aws_config::imds::Client::builder()
         .connect_timeout(IMDS_TIMEOUT)
         .read_timeout(IMDS_TIMEOUT)
         .max_attempts(IMDS_ATTEMPTS)
-        .build();
-    let chain = RegionProviderChain::first_try(EnvironmentVariableRegionProvider::new())
-        .or_else(ProfileFileRegionProvider::new())
-        .or_else(ImdsRegionProvider::builder().imds_client(imds).build());
-    chain.region().await.ok_or_else(|| missing(how))
+        .build()
 }
 
 /// The problem text when no region is found.
