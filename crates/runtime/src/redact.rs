@@ -192,6 +192,21 @@ fn strip_position(message: &str) -> &str {
     }
 }
 
+/// What is wrong with a PEM file (a certificate or a private key), in words of our own: the
+/// parser's errors quote lines of the file, so they are never shown.
+pub fn pem(error: &rustls::pki_types::pem::Error) -> String {
+    use rustls::pki_types::pem::Error;
+    match error {
+        Error::MissingSectionEnd { .. } => "a section has no -----END line".into(),
+        Error::IllegalSectionStart { .. } => "a -----BEGIN line is malformed".into(),
+        Error::Base64Decode(_) => "a section is not valid base64".into(),
+        Error::Io(e) => scrub(&e.to_string()),
+        Error::NoItemsFound => "no PEM section of this kind in it".into(),
+        Error::SectionTooLarge => "a section is too large".into(),
+        _ => "not a PEM file".into(),
+    }
+}
+
 /// A serde_yaml error as [`parse_problem`] shows it (1-based line and column).
 pub fn yaml(error: &serde_yaml::Error) -> String {
     parse_problem(
@@ -342,6 +357,26 @@ mod tests {
         );
         assert_eq!(quoted_name("a b", 64), "<a 3-character value>");
         assert_eq!(quoted_name(&"x".repeat(65), 64), "<a 65-character value>");
+    }
+
+    #[test]
+    fn pem_errors_never_show_the_line() {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::PrivateKeyDer;
+        let inputs = [
+            format!("-----BEGIN PRIVATE KEY-----\n{SECRET}\n"),
+            format!("-----BEGIN {SECRET}\n"),
+            format!("-----BEGIN PRIVATE KEY-----\n{SECRET}!\n-----END PRIVATE KEY-----\n"),
+            SECRET.to_string(),
+        ];
+        for text in &inputs {
+            let e = PrivateKeyDer::from_pem_slice(text.as_bytes()).unwrap_err();
+            let shown = pem(&e);
+            assert!(
+                !shown.contains("7f3a9c") && !shown.contains("[45"),
+                "{shown}"
+            );
+        }
     }
 
     #[test]

@@ -137,7 +137,7 @@ pub(crate) fn load_files(
             anyhow::anyhow!(
                 "{cert_flag} {}: cannot read a PEM certificate: {}",
                 cert.display(),
-                pem_problem(&e)
+                stratus_runtime::redact::pem(&e)
             )
         })?;
     anyhow::ensure!(
@@ -149,25 +149,10 @@ pub(crate) fn load_files(
         anyhow::anyhow!(
             "{key_flag} {}: cannot read a PEM private key: {}",
             key.display(),
-            pem_problem(&e)
+            stratus_runtime::redact::pem(&e)
         )
     })?;
     Ok((chain, key))
-}
-
-/// What is wrong with a PEM file, in words of our own: the parser's errors quote lines of the file
-/// (a private key's, here), so they are never shown.
-pub fn pem_problem(error: &rustls::pki_types::pem::Error) -> String {
-    use rustls::pki_types::pem::Error;
-    match error {
-        Error::MissingSectionEnd { .. } => "a section has no -----END line".into(),
-        Error::IllegalSectionStart { .. } => "a -----BEGIN line is malformed".into(),
-        Error::Base64Decode(_) => "a section is not valid base64".into(),
-        Error::Io(e) => stratus_runtime::redact::scrub(&e.to_string()),
-        Error::NoItemsFound => "no PEM section of this kind in it".into(),
-        Error::SectionTooLarge => "a section is too large".into(),
-        _ => "not a PEM file".into(),
-    }
 }
 
 #[cfg(test)]
