@@ -52,7 +52,14 @@ pub fn infer_problem(error: &kube::config::InferConfigError) -> String {
         Some(e @ kube::config::KubeconfigError::ReadConfig(_, path)) => {
             format!("{}: {}", path.display(), kubeconfig_problem(e))
         }
-        Some(e) => kubeconfig_problem(e),
+        Some(e) => match std::env::var_os("KUBECONFIG") {
+            Some(files) => format!(
+                "KUBECONFIG={}: {}",
+                files.to_string_lossy(),
+                kubeconfig_problem(e)
+            ),
+            None => kubeconfig_problem(e),
+        },
         None => String::new(),
     };
     // The in-cluster half never holds file content: it names variables and the token file.

@@ -45,9 +45,9 @@ impl Provider for AwsProvider {
         options: &ProviderOptions,
     ) -> Result<Box<dyn ConfiguredProvider>, ProviderError> {
         let config = match &options.config_path {
-            Some(path) => {
-                CloudConfig::load(path).map_err(|e| ProviderError::Config(e.to_string()))?
-            }
+            Some(path) => CloudConfig::load(path).map_err(|e| {
+                ProviderError::Config(format!("--cloud-config {}: {e}", path.display()))
+            })?,
             None => CloudConfig::default(),
         };
         // A config that cannot scope the cloud is refused before any API is touched: by
