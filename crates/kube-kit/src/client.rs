@@ -45,22 +45,23 @@ pub enum ClientError {
 /// read (`$KUBECONFIG` may name a file that is not a kubeconfig).
 pub fn infer_problem(error: &kube::config::InferConfigError) -> String {
     use std::error::Error as _;
-    let kubeconfig = match error
-        .source()
-        .and_then(|s| s.downcast_ref::<kube::config::KubeconfigError>())
-    {
-        Some(e @ kube::config::KubeconfigError::ReadConfig(_, path)) => {
+    let named = std::env::var_os("KUBECONFIG");
+    let kubeconfig = match (
+        error
+            .source()
+            .and_then(|s| s.downcast_ref::<kube::config::KubeconfigError>()),
+        &named,
+    ) {
+        (Some(e), Some(files)) => format!(
+            "KUBECONFIG={}: {}",
+            files.to_string_lossy(),
+            kubeconfig_problem(e)
+        ),
+        (Some(e @ kube::config::KubeconfigError::ReadConfig(_, path)), None) => {
             format!("{}: {}", path.display(), kubeconfig_problem(e))
         }
-        Some(e) => match std::env::var_os("KUBECONFIG") {
-            Some(files) => format!(
-                "KUBECONFIG={}: {}",
-                files.to_string_lossy(),
-                kubeconfig_problem(e)
-            ),
-            None => kubeconfig_problem(e),
-        },
-        None => String::new(),
+        (Some(e), None) => kubeconfig_problem(e),
+        (None, _) => String::new(),
     };
     // The in-cluster half never holds file content: it names variables and the token file.
     let text = error.to_string();

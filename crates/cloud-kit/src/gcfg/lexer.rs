@@ -242,9 +242,10 @@ where
         });
     }
     let Some(value) = rest.trim_start_matches(is_space).strip_prefix('=') else {
-        return Err(LineError::with_key(
-            key,
-            "malformed line: expected '=' after the key",
+        // Not named: a line that is not `key = value` is often not config at all (a secret
+        // written in the wrong file), and its first word is not known to be a key.
+        return Err(LineError::new(
+            "malformed line: expected `key = value` (no '=' after the first word)",
         ));
     };
     let value = lex_value(value, more).map_err(|message| LineError::with_key(key, message))?;
@@ -443,7 +444,11 @@ mod tests {
         assert_eq!(sections.len(), 1);
         assert!(sections[0].entries.is_empty());
         assert!(problems[1].message.contains("expected ']'"));
-        assert_eq!(problems[3].key.as_deref(), Some("key"));
+        assert_eq!(
+            problems[3].key, None,
+            "the first word of a line without '=' is not named"
+        );
+        assert!(problems[3].message.contains("no '='"), "{problems:?}");
         assert!(problems[4].message.contains("unterminated"));
         assert!(problems[5].message.contains("\\q"));
         assert!(problems[7].message.contains("end of the file"));

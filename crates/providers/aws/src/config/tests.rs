@@ -332,7 +332,7 @@ fn each_class_of_problem_is_reported() {
         case("duplicate override by alias", "[ServiceOverride \"a\"]\nService = elb\nRegion = r\nURL = https://a\nSigningRegion = r\n[ServiceOverride \"b\"]\nService = elasticloadbalancing\nRegion = r\nURL = https://b\nSigningRegion = r", Some("ServiceOverride \"b\""), Some("Service"), 7, &["already overridden in this region by [ServiceOverride \"a\"]"]),
         case("malformed header", "[Global\nZone = us-east-1a", None, None, 1, &["malformed section header", "expected ']'"]),
         case("malformed line", "[Global]\n\n\"Zone\" = x", None, None, 3, &["malformed line"]),
-        case("missing equals", global("Zone us-east-1a"), None, Some("Zone"), 2, &["expected '='"]),
+        case("missing equals", global("Zone us-east-1a"), None, None, 2, &["no '='"]),
         case("unterminated quote", global("Zone = \"us-east-1a"), None, Some("Zone"), 2, &["unterminated quoted value"]),
         case("bad escape", global("Zone = \"us\\x\""), None, Some("Zone"), 2, &["unknown escape sequence \\x"]),
         case("unquoted backslash", global("Zone = us\\x"), None, Some("Zone"), 2, &["outside quotes must end the line"]),

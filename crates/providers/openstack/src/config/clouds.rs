@@ -130,17 +130,21 @@ fn read_clouds(
             })
             .collect(),
     };
-    let Some((path, text)) = candidates
-        .iter()
-        .find_map(|p| read_file(p).ok().map(|t| (p.clone(), t)))
-    else {
+    let mut unreadable = Vec::new();
+    let Some((path, text)) = candidates.iter().find_map(|p| match read_file(p) {
+        Ok(text) => Some((p.clone(), text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            unreadable.push(format!("cannot read {}: {e}", p.display()));
+            None
+        }
+    }) else {
         let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
-        problems.push(problem(
-            g,
-            "use-clouds",
-            Some(line),
-            format!("no clouds.yaml found (tried {})", tried.join(", ")),
-        ));
+        let why = match unreadable.is_empty() {
+            true => format!("no clouds.yaml found (tried {})", tried.join(", ")),
+            false => unreadable.join("; "),
+        };
+        problems.push(problem(g, "use-clouds", Some(line), why));
         return;
     };
     let file: CloudsFile = match serde_yaml::from_str(&text) {
