@@ -1,5 +1,7 @@
-//! Every shipped binary started the ways a user gets wrong, black-box (the debug builds next to
-//! this test: `cargo build --workspace --bins` first, as `make test` does).
+//! Every shipped binary started the ways a user gets wrong, black-box: no echo, no half start.
+//!
+//! The debug builds next to this test are run (`cargo build --workspace --bins` first, as
+//! `make test` does).
 //!
 //! 1. Junk holding a recognisable secret in each config file a flag names (and in each variable
 //!    that carries a credential): the process exits non-zero, names the flag or file, never

@@ -1,5 +1,4 @@
-//! Error text that never echoes what it was given: parser messages (YAML, JSON, kubeconfig) with
-//! every quoted value taken out, and every message cut to a bound.
+//! Error text that never echoes its input: parser messages without their values, cut to a bound.
 //!
 //! A config file, a request body or a credential may end up in a parser's message: serde quotes
 //! the value it did not expect (`invalid type: string "<the whole file>", expected struct …`). The

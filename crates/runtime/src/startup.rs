@@ -1,5 +1,7 @@
-//! The check every binary makes before it serves: each missing or wrong setting is collected, and
-//! the process stops naming all of them at once, before it opens a port or calls a cloud.
+//! The check every binary makes before it serves: every missing or wrong setting, named at once.
+//!
+//! Each problem is collected; the process stops naming all of them, before it opens a port or
+//! calls a cloud.
 
 use std::fmt;
 

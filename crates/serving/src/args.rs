@@ -112,9 +112,7 @@ impl ServingArgs {
             .await?,
         })
     }
-}
 
-impl ServingArgs {
     /// The problems of the review kubeconfig flags that are set, without building clients: what a
     /// binary that could not build its own client still checks before it reports.
     pub async fn review_kubeconfig_problems(&self) -> Vec<ClientError> {

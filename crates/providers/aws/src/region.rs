@@ -1,6 +1,8 @@
-//! The AWS region every AWS binary needs before it starts: the explicit setting, else the SDK's
-//! order (`AWS_REGION`/`AWS_DEFAULT_REGION`, the shared config profile, then the instance metadata
-//! service, asked with short timeouts), else a problem that says how to set it.
+//! The AWS region every AWS binary resolves before it starts, instance metadata asked quickly.
+//!
+//! The explicit setting, else the SDK's order (`AWS_REGION`/`AWS_DEFAULT_REGION`, the shared
+//! config profile, then the instance metadata service, asked with short timeouts), else a problem
+//! that says how to set it.
 
 use std::time::Duration;
 
