@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn serde_values_are_removed_and_names_kept() {
-        /// Message, then what must stay.
+        // Message, then what must stay.
         let table: &[(&str, &str)] = &[
             (
                 r#"invalid type: string "tok-7f3a9c-SECRET \" more", expected struct File"#,
@@ -333,7 +333,7 @@ mod tests {
             format!(r#"{{"enabled": "{SECRET}"}}"#),
             format!(r#""{SECRET}""#),
             format!(r#"{{"namespace": "{SECRET}"#),
-            format!("{SECRET}"),
+            SECRET.to_string(),
         ];
         for text in &inputs {
             let err = serde_json::from_str::<File>(text).unwrap_err();

@@ -329,9 +329,9 @@ current-context: dvp
         let files = [
             encoded.clone(),
             format!("{encoded}{}", "A".repeat(10 << 20)),
-            format!("namespace: [1]\nkubernetes_config_base64: {{a: 1}}\nsecret-token-123: 1\n"),
-            format!("namespace: secret-token-123\nkubernetes_config_base64: secret-token-123\n"),
-            format!("{{\"namespace\": 5, \"kubernetes_config_base64\": \"secret-token-123\"}}"),
+            "namespace: [1]\nkubernetes_config_base64: {a: 1}\nsecret-token-123: 1\n".to_string(),
+            "namespace: secret-token-123\nkubernetes_config_base64: secret-token-123\n".to_string(),
+            "{\"namespace\": 5, \"kubernetes_config_base64\": \"secret-token-123\"}".to_string(),
             "\u{0}\u{1}secret-token-123\u{7f}".to_string(),
         ];
         for text in &files {

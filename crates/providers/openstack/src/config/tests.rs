@@ -207,7 +207,7 @@ fn no_problem_quotes_a_value() {
     assert!(shown.len() < 4096, "{}", shown.len());
 
     for yaml in [
-        format!("{SECRET}"),
+        SECRET.to_string(),
         format!("clouds:\n  prod:\n    verify: {SECRET}\n"),
         format!("clouds:\n  prod:\n    auth: {SECRET}\n"),
         format!("clouds: [{SECRET}]\n"),
