@@ -6,7 +6,8 @@ use stratus_albc::options::{Options, OptionsError};
 
 fn main() -> anyhow::Result<()> {
     stratus_runtime::memory::tune_allocator();
-    let opts = match Options::parse_args(std::env::args()) {
+    // The values are checked by the run, with the other checks made before anything serves.
+    let opts = match Options::parse_unchecked(std::env::args()) {
         Ok(o) => o,
         Err(OptionsError::Parse(text)) => {
             // clap's own output (help, version, or a usage error).

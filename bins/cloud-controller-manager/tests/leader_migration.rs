@@ -186,7 +186,7 @@ async fn bad_migration_settings_are_refused() {
                 "--enable-leader-migration".to_string(),
                 format!("--leader-migration-config={}", config.display()),
             ],
-            "resourceLock \"endpoints\" is not supported",
+            "resourceLock is not supported",
         ),
         (
             vec![

@@ -52,7 +52,7 @@ impl Identity {
 
 /// A role ARN that cannot be assumed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{source_name} is {arn:?}, which is not an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)")]
+#[error("{source_name} is {}, which is not an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)", stratus_runtime::redact::quoted_name(arn, 2048))]
 pub struct RoleArnError {
     pub source_name: String,
     pub arn: String,

@@ -137,7 +137,11 @@ impl Registry {
 
 /// Why an image is not served by this plugin.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("image {image:?} is not in an Amazon ECR registry: {reason}")]
+#[error(
+    "image {} is not in an Amazon ECR registry: {}",
+    stratus_runtime::redact::quoted_name(image, 512),
+    stratus_runtime::redact::bounded(reason, stratus_runtime::redact::MAX_PROBLEM_BYTES)
+)]
 pub struct RegistryError {
     pub image: String,
     pub reason: String,

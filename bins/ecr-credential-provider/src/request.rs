@@ -66,12 +66,12 @@ pub enum RequestError {
     NotAnObject,
     #[error("the request has no apiVersion; supported: {supported}", supported = supported())]
     NoApiVersion,
-    #[error("unsupported apiVersion {0:?}; supported: {supported}", supported = supported())]
-    UnsupportedApiVersion(String),
+    #[error("unsupported apiVersion; supported: {supported}", supported = supported())]
+    UnsupportedApiVersion,
     #[error("the request has no kind; expected {REQUEST_KIND:?}")]
     NoKind,
-    #[error("the request's kind is {0:?}; expected {REQUEST_KIND:?}")]
-    WrongKind(String),
+    #[error("the request's kind is not {REQUEST_KIND:?}")]
+    WrongKind,
     #[error("the request has no image (or it is empty)")]
     NoImage,
     #[error("the request's {field} must be {expected}")]
@@ -118,14 +118,12 @@ pub fn parse(input: &[u8]) -> Result<Request, RequestError> {
     };
     let api_version = match text("apiVersion")? {
         None | Some("") => return Err(RequestError::NoApiVersion),
-        Some(v) => {
-            ApiVersion::parse(v).ok_or_else(|| RequestError::UnsupportedApiVersion(v.to_owned()))?
-        }
+        Some(v) => ApiVersion::parse(v).ok_or(RequestError::UnsupportedApiVersion)?,
     };
     match text("kind")? {
         None | Some("") => return Err(RequestError::NoKind),
         Some(REQUEST_KIND) => {}
-        Some(other) => return Err(RequestError::WrongKind(other.to_owned())),
+        Some(_) => return Err(RequestError::WrongKind),
     }
     let image = match text("image")? {
         Some(image) if !image.trim().is_empty() => image.trim().to_owned(),
@@ -235,10 +233,10 @@ mod tests {
             ("[1,2]".into(), "stdin is not a JSON object"),
             ("\"text\"".into(), "stdin is not a JSON object"),
             (r#"{"kind":"CredentialProviderRequest","image":"x"}"#.into(), "no apiVersion; supported: credentialprovider.kubelet.k8s.io/v1, credentialprovider.kubelet.k8s.io/v1beta1, credentialprovider.kubelet.k8s.io/v1alpha1"),
-            (r#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v2","kind":"CredentialProviderRequest","image":"x"}"#.into(), "unsupported apiVersion \"credentialprovider.kubelet.k8s.io/v2\""),
-            (r#"{"apiVersion":"v1","kind":"CredentialProviderRequest","image":"x"}"#.into(), "unsupported apiVersion \"v1\""),
+            (r#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v2","kind":"CredentialProviderRequest","image":"x"}"#.into(), "unsupported apiVersion; supported: "),
+            (r#"{"apiVersion":"v1","kind":"CredentialProviderRequest","image":"x"}"#.into(), "unsupported apiVersion; supported: "),
             (format!(r#"{{"apiVersion":"{v1}","image":"x"}}"#), "no kind"),
-            (format!(r#"{{"apiVersion":"{v1}","kind":"CredentialProviderResponse","image":"x"}}"#), "kind is \"CredentialProviderResponse\""),
+            (format!(r#"{{"apiVersion":"{v1}","kind":"CredentialProviderResponse","image":"x"}}"#), "kind is not \"CredentialProviderRequest\""),
             (format!(r#"{{"apiVersion":"{v1}","kind":"CredentialProviderRequest"}}"#), "no image"),
             (format!(r#"{{"apiVersion":"{v1}","kind":"CredentialProviderRequest","image":"  "}}"#), "no image"),
             (format!(r#"{{"apiVersion":"{v1}","kind":"CredentialProviderRequest","image":7}}"#), "image must be a string"),

@@ -7,7 +7,8 @@ use stratus_termination::config::{Mode, Options};
 
 fn main() -> anyhow::Result<()> {
     stratus_runtime::memory::tune_allocator();
-    let opts = match Options::parse_from_env(std::env::args()) {
+    // Validated by the run, together with the other checks made before anything serves.
+    let opts = match Options::parse_args(std::env::args()) {
         Ok(o) => o,
         Err(stratus_termination::config::ConfigError::Parse(text)) => {
             // clap's own output (help, version, or a usage error).

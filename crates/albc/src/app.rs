@@ -15,6 +15,7 @@ use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 use stratus_election::{ElectionConfig, ElectionMetrics, Leadership};
 use stratus_kube_kit::client::client;
 use stratus_runtime::backoff::Backoff;
+use stratus_runtime::startup::Problems;
 use stratus_serving::{
     AccessRule, AlwaysAllow, DecisionTtls, Readiness, ReviewClients, SecureServer, ServingConfig,
     TlsSource,
@@ -50,18 +51,21 @@ pub struct AwsClients {
     pub enis: EniApi,
 }
 
-/// Builds [`AwsClients`].
-pub async fn aws_clients(opts: &Options, registry: &mut Registry) -> anyhow::Result<AwsClients> {
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .retry_config(aws_config::retry::RetryConfig::disabled());
-    if let Some(region) = &opts.aws_region {
-        loader = loader.region(Region::new(region.clone()));
-    }
-    let sdk = loader.load().await;
-    anyhow::ensure!(
-        sdk.region().is_some(),
-        "no AWS region: set --aws-region or AWS_REGION"
-    );
+/// How the controller takes a region, for the message when it has none.
+pub const HOW_TO_SET_REGION: &str =
+    "set --aws-region or AWS_REGION, or run on EC2 with instance metadata reachable";
+
+/// Builds [`AwsClients`] for `region` (see [`stratus_aws::region::resolve`]).
+pub async fn aws_clients(
+    opts: &Options,
+    region: Region,
+    registry: &mut Registry,
+) -> anyhow::Result<AwsClients> {
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(aws_config::retry::RetryConfig::disabled())
+        .region(region)
+        .load()
+        .await;
     let mut conf = aws_sdk_elasticloadbalancingv2::config::Builder::from(&sdk);
     if let Some(url) = opts.aws_api_endpoints.get("elasticloadbalancing") {
         conf = conf.endpoint_url(url);
@@ -101,14 +105,36 @@ pub async fn run(
     opts: Options,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let kube = client(opts.kube.config().await?)?;
+    // Everything needed, checked before anything serves: every problem named at once.
+    let mut problems = Problems::new();
+    for problem in opts.problems() {
+        problems.push(problem);
+    }
+    let kube = problems
+        .take(opts.kube.config().await)
+        .and_then(|c| problems.take(client(c)));
+    let region = problems
+        .take(stratus_aws::region::resolve(opts.aws_region.as_deref(), HOW_TO_SET_REGION).await);
+    if opts.webhook_address().is_some() {
+        problems.take(
+            stratus_serving::tls::check(&TlsSource::PairDir {
+                dir: opts.webhook_cert_dir.clone(),
+                flag: "--webhook-cert-dir",
+            })
+            .map_err(|e| format!("{e:#}")),
+        );
+    }
+    problems.finish()?;
+    let (Some(kube), Some(region)) = (kube, region) else {
+        anyhow::bail!("the startup check lost a part it found");
+    };
     let mut registry = Registry::default();
     let AwsClients {
         elbv2,
         alb,
         subnets,
         enis,
-    } = aws_clients(&opts, &mut registry).await?;
+    } = aws_clients(&opts, region, &mut registry).await?;
     let subnets = Arc::new(subnets);
     // The bindings' spec.networking rules on their targets' security groups.
     let networking = NetworkingRules::new(subnets.ec2().clone(), enis, opts.cluster_name.clone());

@@ -61,8 +61,9 @@ pub enum OptionsError {
     about = "Registers Kubernetes endpoints into AWS ELBv2 target groups (TargetGroupBinding)"
 )]
 pub struct Options {
-    /// The cluster's name: tags `elbv2.k8s.aws/cluster=<name>` on what the controller makes.
-    #[arg(long = "cluster-name")]
+    /// The cluster's name: tags `elbv2.k8s.aws/cluster=<name>` on what the controller makes
+    /// (required).
+    #[arg(long = "cluster-name", default_value = "")]
     pub cluster_name: String,
     /// The IngressClass name handled (kept for the Ingress controller).
     #[arg(long = "ingress-class", default_value = "alb")]
@@ -214,8 +215,26 @@ impl Options {
             .then(|| SocketAddr::from(([0, 0, 0, 0], self.webhook_bind_port)))
     }
 
-    /// Parses the arguments: refused upstream flags first (all named at once), then clap.
+    /// Parses and checks the arguments: refused upstream flags first (all named at once), then
+    /// clap, then every value ([`Options::problems`], all named at once).
     pub fn parse_args<I, T>(args: I) -> Result<Options, OptionsError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        let opts = Options::parse_unchecked(args)?;
+        let problems = opts.problems();
+        if problems.is_empty() {
+            Ok(opts)
+        } else {
+            Err(OptionsError::Invalid(problems.join("\n")))
+        }
+    }
+
+    /// Parses the arguments: refused upstream flags first (all named at once), then clap; the
+    /// values are checked by [`Options::problems`] (the process does it at start, with its other
+    /// checks).
+    pub fn parse_unchecked<I, T>(args: I) -> Result<Options, OptionsError>
     where
         I: IntoIterator<Item = T>,
         T: Into<String>,
@@ -235,45 +254,45 @@ impl Options {
         if !refused.is_empty() {
             return Err(OptionsError::Unsupported(refused));
         }
-        let opts = Options::try_parse_from(args).map_err(|e| OptionsError::Parse(e.to_string()))?;
-        if opts.cluster_name.trim().is_empty() {
-            return Err(OptionsError::Invalid(
-                "--cluster-name must not be empty".into(),
+        Options::try_parse_from(args).map_err(|e| OptionsError::Parse(e.to_string()))
+    }
+
+    /// Every value clap accepted but the controller cannot use.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.cluster_name.trim().is_empty() {
+            problems.push("--cluster-name is required (and must not be empty)".to_string());
+        }
+        let sg = &self.backend_security_group;
+        if !sg.is_empty() && !sg.starts_with("sg-") {
+            problems.push(format!(
+                "--backend-security-group={sg}: a security group ID (sg-...)"
             ));
         }
-        let sg = &opts.backend_security_group;
-        if !sg.is_empty() && !sg.starts_with("sg-") {
-            return Err(OptionsError::Invalid(format!(
-                "--backend-security-group={sg}: a security group ID (sg-...)"
-            )));
-        }
-        if !matches!(opts.default_target_type.as_str(), "instance" | "ip") {
-            return Err(OptionsError::Invalid(format!(
+        if !matches!(self.default_target_type.as_str(), "instance" | "ip") {
+            problems.push(format!(
                 "--default-target-type={}: instance or ip",
-                opts.default_target_type
-            )));
+                self.default_target_type
+            ));
         }
-        bind_address("--metrics-bind-addr", &opts.metrics_bind_addr)?;
-        for (gate, value) in &opts.feature_gates {
+        if let Err(e) = bind_address("--metrics-bind-addr", &self.metrics_bind_addr) {
+            problems.push(e.to_string());
+        }
+        for (gate, value) in &self.feature_gates {
             if !FEATURE_GATES.iter().any(|(g, _)| g == gate) {
                 let known: Vec<&str> = FEATURE_GATES.iter().map(|(g, _)| *g).collect();
-                return Err(OptionsError::Invalid(format!(
+                problems.push(format!(
                     "--feature-gates: {gate} is not implemented in this build (implemented: {})",
                     known.join(", ")
-                )));
-            }
-            if !matches!(value.as_str(), "true" | "false") {
-                return Err(OptionsError::Invalid(format!(
-                    "--feature-gates: {gate}={value}: true or false"
-                )));
+                ));
+            } else if !matches!(value.as_str(), "true" | "false") {
+                problems.push(format!("--feature-gates: {gate}={value}: true or false"));
             }
         }
-        if opts.load_balancer_class.trim().is_empty() {
-            return Err(OptionsError::Invalid(
-                "--load-balancer-class must not be empty".into(),
-            ));
+        if self.load_balancer_class.trim().is_empty() {
+            problems.push("--load-balancer-class must not be empty".to_string());
         }
-        Ok(opts)
+        problems
     }
 }
 

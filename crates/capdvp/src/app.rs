@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use kube::config::KubeConfigOptions;
 use prometheus_client::registry::Registry;
 use stratus_dvp::config::DvpConfig;
 use stratus_election::{ElectionMetrics, LeaderElectionArgs, Leadership};
 use stratus_kube_kit::client::{client, KubeClientArgs};
 use stratus_kube_kit::events::EventPublisher;
 use stratus_runtime::duration::parse_go_duration;
+use stratus_runtime::startup::{Problems, StartupError};
 use stratus_serving::{Readiness, SecureServer, ServingArgs};
 
 use crate::controllers::{self, Parts};
@@ -69,6 +69,9 @@ pub struct Options {
 /// Why the process could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
+    /// Settings are missing or wrong (every one named).
+    #[error(transparent)]
+    Startup(#[from] StartupError),
     /// The management cluster's client.
     #[error(transparent)]
     Client(#[from] stratus_kube_kit::client::ClientError),
@@ -100,14 +103,7 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<DvpConfig, AppError> {
 }
 
 async fn parent_client(config: &DvpConfig) -> Result<kube::Client, AppError> {
-    let client_config = kube::Config::from_custom_kubeconfig(
-        config.kubeconfig.clone(),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|e| AppError::Config(format!("DVP parent kubeconfig: {e}")))?;
-    kube::Client::try_from(client_config)
-        .map_err(|e| AppError::Config(format!("DVP parent client: {e}")))
+    config.client().await.map_err(AppError::Config)
 }
 
 /// Runs until `shutdown` completes (or leadership is lost: then it returns an error so the
@@ -116,26 +112,52 @@ pub async fn run(
     opts: Options,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
-    let config = load_config(opts.cloud_config.as_ref())?;
+    // Everything needed, checked before anything serves: every problem named at once.
+    let mut problems = Problems::new();
+    let config = problems.take(load_config(opts.cloud_config.as_ref()));
+    let parent = match &config {
+        Some(config) => problems.take(parent_client(config).await),
+        None => None,
+    };
+    let mgmt = problems
+        .take(opts.kube.config().await)
+        .and_then(|c| problems.take(client(c)));
+    let lease = opts.election.lease_name(COMPONENT);
+    if opts.election.leader_elect {
+        problems.take(opts.election.config(&lease, COMPONENT).validate());
+    }
+    let serving = opts.serving.serving(DEFAULT_SECURE_PORT);
+    let mut reviews = None;
+    if let Some(serving) = &serving {
+        problems.take(stratus_serving::tls::check(&serving.tls).map_err(|e| format!("{e:#}")));
+        match &mgmt {
+            Some(mgmt) => reviews = problems.take(opts.serving.review_clients(mgmt).await),
+            None => {
+                for problem in opts.serving.review_kubeconfig_problems().await {
+                    problems.push(problem);
+                }
+            }
+        }
+    }
+    problems.finish()?;
+    let (Some(config), Some(parent), Some(mgmt)) = (config, parent, mgmt) else {
+        return Err(AppError::Config(
+            "the startup check lost a part it found".into(),
+        ));
+    };
     tracing::info!(server = %config.server, namespace = %config.namespace, "DVP parent cluster");
-    let mgmt = client(opts.kube.config().await?)?;
-    let parent = parent_client(&config).await?;
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
-    let lease = opts.election.lease_name(COMPONENT);
     let leader = ElectionMetrics::register(&mut registry).lease(&lease);
     let readiness = Readiness::default();
     let synced = readiness.add("informer-sync", "the watches have not listed yet");
-    let server = match opts.serving.serving(DEFAULT_SECURE_PORT) {
-        Some(serving) => {
-            let clients = opts.serving.review_clients(&mgmt).await?;
-            Some(
-                SecureServer::start(serving, clients, Arc::new(registry), readiness.clone())
-                    .await
-                    .map_err(AppError::Serve)?,
-            )
-        }
-        None => None,
+    let server = match (serving, reviews) {
+        (Some(serving), Some(clients)) => Some(
+            SecureServer::start(serving, clients, Arc::new(registry), readiness.clone())
+                .await
+                .map_err(AppError::Serve)?,
+        ),
+        _ => None,
     };
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let leadership = if opts.election.leader_elect {

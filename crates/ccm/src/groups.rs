@@ -46,10 +46,7 @@ pub fn controller_groups(
         None => migration::default_config(),
     };
     if config.leader_name == opts.lease_name() {
-        bail!(
-            "leader migration: leaderName {:?} must differ from --leader-elect-resource-name",
-            config.leader_name
-        );
+        bail!("leader migration: leaderName must differ from --leader-elect-resource-name");
     }
     let assignment = migration::assign(controllers, &config);
     for name in &assignment.unknown {

@@ -61,20 +61,21 @@ pub fn default_config() -> MigrationConfig {
 
 /// Parses and checks a configuration file's text; errors name the offending field.
 pub fn parse(text: &str) -> Result<MigrationConfig, String> {
-    let raw: RawConfig = serde_yaml::from_str(text).map_err(|e| format!("not valid: {e}"))?;
+    let raw: RawConfig = serde_yaml::from_str(text).map_err(|e| {
+        format!(
+            "not a LeaderMigrationConfiguration: {}",
+            stratus_runtime::redact::yaml(&e)
+        )
+    })?;
     match raw.kind.as_deref() {
         Some("LeaderMigrationConfiguration") => {}
-        other => {
-            return Err(format!(
-                "kind must be LeaderMigrationConfiguration, got {other:?}"
-            ))
-        }
+        _ => return Err("kind must be LeaderMigrationConfiguration".into()),
     }
     match raw.api_version.as_deref() {
         Some(v) if API_VERSIONS.contains(&v) => {}
-        other => {
+        _ => {
             return Err(format!(
-                "apiVersion must be one of {}, got {other:?}",
+                "apiVersion must be one of {}",
                 API_VERSIONS.join(", ")
             ))
         }
@@ -84,16 +85,15 @@ pub fn parse(text: &str) -> Result<MigrationConfig, String> {
         .filter(|n| !n.trim().is_empty())
         .ok_or("leaderName is required")?;
     if !is_dns_subdomain(&leader_name) {
-        return Err(format!(
-            "leaderName {leader_name:?} is not a valid Lease name (lowercase DNS subdomain)"
-        ));
+        return Err("leaderName is not a valid Lease name (lowercase DNS subdomain)".into());
     }
     match raw.resource_lock.as_deref() {
         None | Some("") | Some("leases") => {}
-        Some(other) => {
-            return Err(format!(
-                "resourceLock {other:?} is not supported: only \"leases\" (Endpoints and ConfigMap locks are gone from Kubernetes)"
-            ))
+        Some(_) => {
+            return Err(
+                "resourceLock is not supported: only \"leases\" (Endpoints and ConfigMap locks are gone from Kubernetes)"
+                    .into(),
+            )
         }
     }
     let mut seen = BTreeSet::new();
@@ -110,7 +110,7 @@ pub fn parse(text: &str) -> Result<MigrationConfig, String> {
         let key = canonical(&name).unwrap_or(&name).to_string();
         if !seen.insert(key) {
             return Err(format!(
-                "controllerLeaders[{i}]: controller {name:?} is listed twice"
+                "controllerLeaders[{i}]: the controller is listed twice (maybe under another of its names)"
             ));
         }
         controller_leaders.push((name, component));
@@ -250,11 +250,17 @@ mod tests {
             (&*format!("{head}leaderName: m\ncontrollerLeaders:\n  - component: \"*\"\n"), "controllerLeaders[0].name is required"),
             (&*format!("{head}leaderName: m\ncontrollerLeaders:\n  - name: route\n"), "controllerLeaders[0].component is required"),
             (&*format!("{head}leaderName: m\ncontrollerLeaders:\n  - name: route\n    component: \"*\"\n  - name: route-controller\n    component: \"*\"\n"), "listed twice"),
-            ("[not, a, map]", "not valid"),
+            ("[not, a, map]", "not a LeaderMigrationConfiguration: line 1, column 1: invalid type: sequence"),
+            ("tok-7f3a9c-SECRET", "invalid type: a string, expected struct RawConfig"),
+            (&*format!("{head}leaderName: tok-7f3a9c-SECRET_\n"), "not a valid Lease name"),
+            (&*format!("{head}leaderName: m\nresourceLock: tok-7f3a9c-SECRET\n"), "not supported"),
+            (&*format!("{head}leaderName: [tok-7f3a9c-SECRET]\n"), "leaderName: invalid type: sequence"),
+            ("kind: tok-7f3a9c-SECRET\napiVersion: controllermanager.config.k8s.io/v1\nleaderName: m\n", "kind must be"),
         ];
         for (text, want) in cases {
             let e = parse(text).unwrap_err();
             assert!(e.contains(want), "{text:?}: {e}");
+            assert!(!e.contains("7f3a9c"), "{text:?}: {e}");
         }
     }
 }

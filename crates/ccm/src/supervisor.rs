@@ -7,15 +7,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use prometheus_client::registry::Registry;
-use stratus_cloud::Providers;
+use stratus_cloud::{ConfiguredProvider, Providers};
 use stratus_controllers::metrics::ControllerMetrics;
 use stratus_election::{ElectionMetrics, Leadership};
-use stratus_serving::{Readiness, SecureServer};
+use stratus_runtime::startup::Problems;
+use stratus_serving::{Readiness, ReviewClients, SecureServer};
 use tokio::task::JoinSet;
 
 use crate::controller_clients::ControllerClients;
 use crate::controllers::{enabled_controllers, NODE_IPAM};
-use crate::groups::controller_groups;
+use crate::groups::{controller_groups, ControllerGroup};
 use crate::options::{Options, SECURE_PORT};
 use crate::pod_network::PodNetwork;
 use crate::starter::GroupStarter;
@@ -26,26 +27,95 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// The component name, for identities and certificates.
 const COMPONENT: &str = "cloud-controller-manager";
 
+/// What [`check`] found usable.
+struct Checked {
+    configured: Box<dyn ConfiguredProvider>,
+    groups: Vec<ControllerGroup>,
+    kube_config: kube::Config,
+    client: kube::Client,
+    /// The token and access review clients; `None` when not serving.
+    reviews: Option<ReviewClients>,
+}
+
+/// Everything the process needs before it serves or calls a cloud — the controllers, the
+/// provider's config and the settings it resolves from its environment (e.g. the AWS region),
+/// leader election and migration, the kubeconfigs, the serving certificate — checked at once:
+/// every problem is named in one error.
+async fn check(
+    providers: Providers<'_>,
+    opts: &Options,
+    network: &PodNetwork,
+) -> anyhow::Result<Checked> {
+    let mut problems = Problems::new();
+    let controllers = problems.take(enabled_controllers(&opts.controllers));
+    let provider = problems.take(providers.find(&opts.cloud_provider));
+    if opts.election.leader_elect {
+        problems.take(
+            opts.election
+                .config(&opts.lease_name(), COMPONENT)
+                .validate(),
+        );
+    }
+    let mut configured =
+        provider.and_then(|p| problems.take(p.configure(&opts.provider_options())));
+    if let Some(configured) = configured.as_mut() {
+        for missing in configured.missing().await {
+            problems.push(missing);
+        }
+    }
+    let controllers = controllers.map(|mut controllers| {
+        if network.allocate.is_some() {
+            controllers.push(NODE_IPAM);
+        }
+        controllers
+    });
+    let groups = controllers
+        .as_ref()
+        .and_then(|c| problems.take(controller_groups(opts, c).map_err(|e| format!("{e:#}"))));
+    let kube_config = problems.take(opts.client.config().await);
+    let client = kube_config
+        .as_ref()
+        .and_then(|c| problems.take(stratus_kube_kit::client::client(c.clone())));
+    let mut reviews = None;
+    if let Some(config) = opts.serving.serving(SECURE_PORT) {
+        problems.take(stratus_serving::tls::check(&config.tls).map_err(|e| format!("{e:#}")));
+        match &client {
+            Some(client) => reviews = problems.take(opts.serving.review_clients(client).await),
+            None => {
+                for problem in opts.serving.review_kubeconfig_problems().await {
+                    problems.push(problem);
+                }
+            }
+        }
+    }
+    problems.finish()?;
+    let (Some(configured), Some(groups), Some(kube_config), Some(client)) =
+        (configured, groups, kube_config, client)
+    else {
+        anyhow::bail!("the startup check lost a part it found");
+    };
+    Ok(Checked {
+        configured,
+        groups,
+        kube_config,
+        client,
+        reviews,
+    })
+}
+
 /// Runs the cloud-controller-manager with `providers` until SIGTERM/SIGINT.
 pub async fn run(
     providers: Providers<'_>,
     opts: Options,
     network: PodNetwork,
 ) -> anyhow::Result<()> {
-    let mut controllers = enabled_controllers(&opts.controllers).map_err(anyhow::Error::msg)?;
-    let provider = providers.find(&opts.cloud_provider)?;
-    if opts.election.leader_elect {
-        opts.election
-            .config(&opts.lease_name(), COMPONENT)
-            .validate()?;
-    }
-    let configured = provider.configure(&opts.provider_options())?;
-    if network.allocate.is_some() {
-        controllers.push(NODE_IPAM);
-    }
-    let groups = controller_groups(&opts, &controllers)?;
-    let kube_config = opts.client.config().await?;
-    let client = stratus_kube_kit::client::client(kube_config.clone())?;
+    let Checked {
+        configured,
+        groups,
+        kube_config,
+        client,
+        reviews,
+    } = check(providers, &opts, &network).await?;
     let clients = if opts.use_service_account_credentials {
         ControllerClients::per_account(&kube_config, client.clone())
     } else {
@@ -56,14 +126,13 @@ pub async fn run(
     let election_metrics = ElectionMetrics::register(&mut registry);
     let cloud = configured.start(&mut registry).await?;
     let readiness = Readiness::default();
-    let server = match opts.serving.serving(SECURE_PORT) {
-        None => {
+    let server = match (opts.serving.serving(SECURE_PORT), reviews) {
+        (Some(config), Some(reviews)) => {
+            Some(SecureServer::start(config, reviews, Arc::new(registry), readiness.clone()).await?)
+        }
+        _ => {
             tracing::info!("--secure-port=0: not serving HTTPS");
             None
-        }
-        Some(config) => {
-            let reviews = opts.serving.review_clients(&client).await?;
-            Some(SecureServer::start(config, reviews, Arc::new(registry), readiness.clone()).await?)
         }
     };
     let starter = GroupStarter {

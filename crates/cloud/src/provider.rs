@@ -63,6 +63,15 @@ pub trait Provider: Send + Sync {
 /// A provider whose configuration is known to be valid.
 #[async_trait]
 pub trait ConfiguredProvider: Send {
+    /// Settings the provider still misses after reading its config, found from its environment
+    /// before anything serves (e.g. the AWS region, which may come from the instance metadata):
+    /// one problem per missing setting, each saying how to set it. No cloud API call. The binary
+    /// reports these together with its own problems and does not start when there are any; it
+    /// calls this once, before [`ConfiguredProvider::start`].
+    async fn missing(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Builds the cloud clients and capabilities, registering the provider's metrics. Starts no
     /// cloud call that a standby replica would not need (caches list on first use).
     async fn start(

@@ -19,6 +19,7 @@ use stratus_csi::{DriverInfo, Endpoint, Services};
 use stratus_openstack::client::http::HttpClient;
 use stratus_openstack::client::{guard, Session};
 use stratus_openstack::config::{BlockStorageConfig, OpenStackConfig};
+use stratus_runtime::startup::{Problems, StartupError};
 
 use crate::cinder::CinderApi;
 use crate::controller::{CinderController, CinderOptions};
@@ -51,6 +52,10 @@ pub struct Options {
     /// The node's availability zone (read from the metadata service when not given).
     #[arg(long = "availability-zone", env = "CSI_NODE_ZONE")]
     pub availability_zone: Option<String>,
+    /// Where the node service asks for its identity when `--nodeid` or `--availability-zone` is
+    /// not given (a Stratus flag, for test environments; upstream always asks this address).
+    #[arg(long = "metadata-url", env = "CINDER_CSI_METADATA_URL", default_value = metadata::METADATA_URL)]
+    pub metadata_url: String,
     /// Address of `/metrics` and `/healthz` (e.g. `0.0.0.0:9809`); off when empty.
     #[arg(long = "http-endpoint", default_value = "")]
     pub http_endpoint: String,
@@ -85,12 +90,9 @@ pub enum AppError {
     /// A flag value is wrong.
     #[error("invalid flag: {0}")]
     Flag(String),
-    /// The cloud config is wrong (every problem listed).
-    #[error("invalid cloud config: {0}")]
-    Config(String),
-    /// The metadata service could not name the node.
-    #[error("node metadata: {0}")]
-    Metadata(String),
+    /// Settings are missing or wrong (every one named).
+    #[error(transparent)]
+    Startup(#[from] StartupError),
     /// Serving failed.
     #[error(transparent)]
     Serve(#[from] stratus_csi::server::ServeError),
@@ -106,35 +108,100 @@ pub fn attach_limit(block_storage: &BlockStorageConfig) -> i64 {
         .map_or(DEFAULT_ATTACH_LIMIT, i64::from)
 }
 
+/// The longest the node service waits for the metadata service at start (off OpenStack it does
+/// not answer at all).
+const METADATA_WAIT: Duration = Duration::from_secs(5);
+
+/// The node's ID and zone: the flags, else the metadata service; the problem names each flag
+/// that is missing and why the metadata service did not give it.
+async fn node_identity(
+    opts: &Options,
+    config: &OpenStackConfig,
+) -> Result<(String, String), String> {
+    let given = |v: &Option<String>| v.clone().filter(|v| !v.trim().is_empty());
+    if let (Some(id), Some(zone)) = (given(&opts.node_id), given(&opts.availability_zone)) {
+        return Ok((id, zone));
+    }
+    let missing = [
+        (given(&opts.node_id).is_none(), "--nodeid (or CSI_NODE_ID)"),
+        (
+            given(&opts.availability_zone).is_none(),
+            "--availability-zone (or CSI_NODE_ZONE)",
+        ),
+    ]
+    .iter()
+    .filter(|(missing, _)| *missing)
+    .map(|(_, flag)| *flag)
+    .collect::<Vec<_>>()
+    .join(" and ");
+    let wait = config.metadata.request_timeout.min(METADATA_WAIT);
+    let fetched = match HttpClient::new(&config.global.tls, wait) {
+        Ok(http) => metadata::fetch(&http, &opts.metadata_url).await,
+        Err(e) => Err(format!("[Global] {e}")),
+    };
+    let m = fetched.map_err(|e| {
+        format!("{missing} not set and the metadata service did not give them: {e}")
+    })?;
+    Ok((
+        given(&opts.node_id).unwrap_or(m.uuid),
+        given(&opts.availability_zone).unwrap_or(m.availability_zone),
+    ))
+}
+
 /// Runs the driver until `shutdown` completes.
 pub async fn run(
     opts: Options,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), AppError> {
-    let endpoint: Endpoint = opts
-        .endpoint
-        .parse()
-        .map_err(|e: stratus_csi::server::ServeError| AppError::Flag(e.to_string()))?;
-    let http: Option<SocketAddr> = if opts.http_endpoint.is_empty() {
-        None
+    // Everything the services asked for need, checked before anything serves: every problem
+    // named at once.
+    let mut problems = Problems::new();
+    let endpoint = problems.take(
+        opts.endpoint
+            .parse::<Endpoint>()
+            .map_err(|e| format!("--endpoint: {e}")),
+    );
+    let http = problems.take(if opts.http_endpoint.is_empty() {
+        Ok(None)
     } else {
-        Some(opts.http_endpoint.parse().map_err(|e| {
-            AppError::Flag(format!("--http-endpoint {:?}: {e}", opts.http_endpoint))
-        })?)
+        opts.http_endpoint
+            .parse::<SocketAddr>()
+            .map(Some)
+            .map_err(|e| format!("--http-endpoint: {e}"))
+    });
+    let config = match opts.cloud_config.first() {
+        None => {
+            problems.push("--cloud-config is required");
+            None
+        }
+        Some(path) => problems.take(
+            OpenStackConfig::load(path)
+                .map_err(|e| format!("--cloud-config {}: {e}", path.display())),
+        ),
     };
-    let path = opts
-        .cloud_config
-        .first()
-        .ok_or_else(|| AppError::Flag("--cloud-config is required".into()))?;
-    let config = OpenStackConfig::load(path).map_err(|e| AppError::Config(e.to_string()))?;
+    let client = match (&config, opts.provide_controller) {
+        (Some(config), true) => problems.take(
+            HttpClient::new(&config.global.tls, config.metadata.request_timeout)
+                .map_err(|e| format!("--cloud-config: [Global] {e}")),
+        ),
+        _ => None,
+    };
+    let identity = match (&config, opts.provide_node) {
+        (Some(config), true) => problems.take(node_identity(&opts, config).await),
+        _ => None,
+    };
+    problems.finish()?;
+    let (Some(endpoint), Some(http), Some(config)) = (endpoint, http, config) else {
+        return Err(AppError::Flag(
+            "the startup check lost a setting it read".into(),
+        ));
+    };
     let mut registry = Registry::with_prefix("stratus");
     let csi_metrics = Arc::new(CsiMetrics::register(&mut registry));
     let api_metrics = Arc::new(ApiMetrics::register(&mut registry));
     let mut services = Services::default();
-    if opts.provide_controller {
+    if let Some(client) = client {
         let global = &config.global;
-        let client = HttpClient::new(&global.tls, config.metadata.request_timeout)
-            .map_err(|e| AppError::Config(format!("[Global] {e}")))?;
         let session = Arc::new(Session::new(
             client,
             &global.auth_url,
@@ -154,21 +221,7 @@ pub async fn run(
         );
         services.controller = Some(Arc::new(controller));
     }
-    if opts.provide_node {
-        let (node_id, zone) = match (&opts.node_id, &opts.availability_zone) {
-            (Some(id), Some(zone)) => (id.clone(), zone.clone()),
-            (id, zone) => {
-                let http = HttpClient::new(&config.global.tls, config.metadata.request_timeout)
-                    .map_err(|e| AppError::Config(format!("[Global] {e}")))?;
-                let m = metadata::fetch(&http, metadata::METADATA_URL)
-                    .await
-                    .map_err(AppError::Metadata)?;
-                (
-                    id.clone().unwrap_or(m.uuid),
-                    zone.clone().unwrap_or(m.availability_zone),
-                )
-            }
-        };
+    if let Some((node_id, zone)) = identity {
         let finder: Arc<dyn DeviceFinder> = match &opts.loop_devices_dir {
             Some(dir) => Arc::new(LoopDevices::new(dir.clone(), opts.loop_device_size)),
             None => Arc::new(VirtioDevices::new(config.block_storage.rescan_on_resize)),

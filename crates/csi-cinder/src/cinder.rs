@@ -200,7 +200,12 @@ impl CinderApi {
             .map_err(backend_error)?;
         serde_json::from_slice::<One>(&response.body)
             .map(|o| o.volume)
-            .map_err(|e| BackendError::Internal(format!("CreateVolume answer: {e}")))
+            .map_err(|e| {
+                BackendError::Internal(format!(
+                    "CreateVolume answer: {}",
+                    stratus_runtime::redact::json(&e)
+                ))
+            })
     }
 
     /// Deletes a volume; gone already is success.
@@ -256,8 +261,12 @@ impl CinderApi {
             )
             .await
             .map_err(backend_error)?;
-        let body: Value = serde_json::from_slice(&response.body)
-            .map_err(|e| BackendError::Internal(format!("AttachVolume answer: {e}")))?;
+        let body: Value = serde_json::from_slice(&response.body).map_err(|e| {
+            BackendError::Internal(format!(
+                "AttachVolume answer: {}",
+                stratus_runtime::redact::json(&e)
+            ))
+        })?;
         Ok(body["volumeAttachment"]["device"]
             .as_str()
             .unwrap_or_default()

@@ -21,7 +21,12 @@ pub struct NodeMetadata {
 
 /// Reads a `meta_data.json` document.
 pub fn parse(body: &[u8]) -> Result<NodeMetadata, String> {
-    serde_json::from_slice(body).map_err(|e| format!("meta_data.json does not parse: {e}"))
+    serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "meta_data.json does not parse: {}",
+            stratus_runtime::redact::json(&e)
+        )
+    })
 }
 
 /// Asks the metadata service at `url`.

@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
-use kube::config::KubeConfigOptions;
 use prometheus_client::registry::Registry;
 use stratus_csi::devices::{DeviceFinder, LoopDevices};
 use stratus_csi::metrics::CsiMetrics;
 use stratus_csi::mount::SystemMounter;
 use stratus_csi::{DriverInfo, Endpoint, Services};
 use stratus_dvp::config::DvpConfig;
+use stratus_runtime::startup::{Problems, StartupError};
 
 use crate::controller::{DvpController, DvpOptions};
 use crate::devices::SerialDevices;
@@ -86,6 +86,9 @@ pub enum AppError {
     /// The DVP configuration is wrong (every problem listed).
     #[error("{0}")]
     Config(String),
+    /// Settings are missing or wrong (every one named).
+    #[error(transparent)]
+    Startup(#[from] StartupError),
     /// Serving failed.
     #[error(transparent)]
     Serve(#[from] stratus_csi::server::ServeError),
@@ -112,14 +115,7 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<DvpConfig, AppError> {
 
 /// A client of the parent namespace the configuration names.
 pub async fn connect(config: &DvpConfig) -> Result<Parent, AppError> {
-    let client_config = kube::Config::from_custom_kubeconfig(
-        config.kubeconfig.clone(),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|e| AppError::Config(format!("DVP parent kubeconfig: {e}")))?;
-    let client = kube::Client::try_from(client_config)
-        .map_err(|e| AppError::Config(format!("DVP parent client: {e}")))?;
+    let client = config.client().await.map_err(AppError::Config)?;
     Ok(Parent::new(client, &config.namespace))
 }
 
@@ -128,16 +124,48 @@ pub async fn run(
     opts: Options,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), AppError> {
-    let endpoint: Endpoint = opts
-        .endpoint
-        .parse()
-        .map_err(|e: stratus_csi::server::ServeError| AppError::Flag(e.to_string()))?;
-    let http: Option<SocketAddr> = if opts.http_endpoint.is_empty() {
-        None
+    // Everything the services asked for need, checked before anything serves: every problem
+    // named at once.
+    let mut problems = Problems::new();
+    let endpoint = problems.take(
+        opts.endpoint
+            .parse::<Endpoint>()
+            .map_err(|e| format!("--endpoint: {e}")),
+    );
+    let http = problems.take(if opts.http_endpoint.is_empty() {
+        Ok(None)
     } else {
-        Some(opts.http_endpoint.parse().map_err(|e| {
-            AppError::Flag(format!("--http-endpoint {:?}: {e}", opts.http_endpoint))
-        })?)
+        opts.http_endpoint
+            .parse::<SocketAddr>()
+            .map(Some)
+            .map_err(|e| format!("--http-endpoint: {e}"))
+    });
+    let parent = if opts.provide_controller {
+        match problems.take(load_config(opts.cloud_config.as_ref())) {
+            Some(config) => {
+                tracing::info!(server = %config.server, namespace = %config.namespace, "DVP parent cluster");
+                problems.take(connect(&config).await)
+            }
+            None => None,
+        }
+    } else {
+        None
+    };
+    let node_name = if opts.provide_node {
+        problems.take(
+            opts.node_name
+                .clone()
+                .filter(|n| !n.trim().is_empty())
+                .ok_or("--node-name (or NODE_NAME) is required for the node service"),
+        )
+    } else {
+        None
+    };
+    problems.finish()?;
+    let (Some(endpoint), Some(http)) = (endpoint, http) else {
+        return Err(AppError::Flag(
+            "the startup check lost a flag it read".into(),
+        ));
     };
     let mut registry = Registry::with_prefix("stratus");
     let csi_metrics = Arc::new(CsiMetrics::register(&mut registry));
@@ -145,11 +173,9 @@ pub async fn run(
         without_topology: true,
         ..Services::default()
     };
-    if opts.provide_controller {
-        let config = load_config(opts.cloud_config.as_ref())?;
-        tracing::info!(server = %config.server, namespace = %config.namespace, "DVP parent cluster");
+    if let Some(parent) = parent {
         let controller = DvpController::new(
-            connect(&config).await?,
+            parent,
             DvpOptions {
                 cluster_uuid: opts.cluster_uuid.clone(),
                 operation_wait: opts.operation_wait,
@@ -158,14 +184,7 @@ pub async fn run(
         );
         services.controller = Some(Arc::new(controller));
     }
-    if opts.provide_node {
-        let node = opts
-            .node_name
-            .clone()
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| {
-                AppError::Flag("--node-name (or NODE_NAME) is required for the node service".into())
-            })?;
+    if let Some(node) = node_name {
         let finder: Arc<dyn DeviceFinder> = match &opts.loop_devices_dir {
             Some(dir) => Arc::new(LoopDevices::new(dir.clone(), opts.loop_device_size)),
             None => Arc::new(SerialDevices::default()),

@@ -17,6 +17,7 @@ use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 use stratus_csi::metrics::CsiMetrics;
 use stratus_csi::mount::SystemMounter;
 use stratus_csi::{DriverInfo, Endpoint, Services};
+use stratus_runtime::startup::{Problems, StartupError};
 
 use crate::controller::{EbsController, EbsOptions};
 use crate::ec2::Ec2;
@@ -111,9 +112,9 @@ pub enum AppError {
     /// A flag value is wrong.
     #[error("invalid flag: {0}")]
     Flag(String),
-    /// Node metadata could not be read.
-    #[error("node metadata: {0}")]
-    Metadata(String),
+    /// Settings are missing or wrong (every one named).
+    #[error(transparent)]
+    Startup(#[from] StartupError),
     /// Serving failed.
     #[error(transparent)]
     Serve(#[from] stratus_csi::server::ServeError),
@@ -145,13 +146,27 @@ pub fn attach_limit(limit: i64, reserved: i64) -> i64 {
     }
 }
 
-async fn imds(path: &str) -> Result<String, AppError> {
-    let client = aws_config::imds::Client::builder().build();
-    client
+/// How the controller takes a region, for the message when it has none (as upstream: the
+/// environment, else the instance metadata).
+const HOW_TO_SET_REGION: &str =
+    "set AWS_REGION (or AWS_DEFAULT_REGION), or run on EC2 with instance metadata reachable";
+
+/// `flag`'s value, else the instance metadata at `path` (asked quickly); the problem names the
+/// flag, its variable and why the metadata did not help.
+async fn flag_or_imds(given: &Option<String>, flag: &str, path: &str) -> Result<String, String> {
+    if let Some(value) = given.as_ref().filter(|v| !v.trim().is_empty()) {
+        return Ok(value.clone());
+    }
+    stratus_aws::region::imds_client()
         .get(path)
         .await
         .map(|s| s.as_ref().to_string())
-        .map_err(|e| AppError::Metadata(format!("{path}: {e}")))
+        .map_err(|e| {
+            format!(
+                "{flag} is not set and the instance metadata service did not answer {path}: {}",
+                stratus_runtime::redact::scrub(&e.to_string())
+            )
+        })
 }
 
 /// Runs the driver until `shutdown` completes.
@@ -159,23 +174,57 @@ pub async fn run(
     opts: Options,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), AppError> {
-    let endpoint: Endpoint = opts
-        .endpoint
-        .parse()
-        .map_err(|e: stratus_csi::server::ServeError| AppError::Flag(e.to_string()))?;
-    let extra_tags = parse_tags(&opts.extra_tags).map_err(AppError::Flag)?;
-    let http: Option<SocketAddr> = if opts.http_endpoint.is_empty() {
-        None
+    // Everything this mode needs, checked before anything serves: every problem named at once.
+    let mut problems = Problems::new();
+    let endpoint = problems.take(
+        opts.endpoint
+            .parse::<Endpoint>()
+            .map_err(|e| format!("--endpoint: {e}")),
+    );
+    let extra_tags = problems.take(parse_tags(&opts.extra_tags));
+    let http = problems.take(if opts.http_endpoint.is_empty() {
+        Ok(None)
     } else {
-        Some(opts.http_endpoint.parse().map_err(|e| {
-            AppError::Flag(format!("--http-endpoint {:?}: {e}", opts.http_endpoint))
-        })?)
+        opts.http_endpoint
+            .parse::<SocketAddr>()
+            .map(Some)
+            .map_err(|e| format!("--http-endpoint: {e}"))
+    });
+    let controller = matches!(opts.mode, Mode::Controller | Mode::All);
+    let node = matches!(opts.mode, Mode::Node | Mode::All);
+    let region = if controller {
+        problems.take(stratus_aws::region::resolve(None, HOW_TO_SET_REGION).await)
+    } else {
+        None
+    };
+    let identity = if node {
+        let id = flag_or_imds(
+            &opts.node_id,
+            "--node-id (or CSI_NODE_ID)",
+            "/latest/meta-data/instance-id",
+        )
+        .await;
+        let zone = flag_or_imds(
+            &opts.availability_zone,
+            "--availability-zone (or CSI_NODE_ZONE)",
+            "/latest/meta-data/placement/availability-zone",
+        )
+        .await;
+        problems.take(id).zip(problems.take(zone))
+    } else {
+        None
+    };
+    problems.finish()?;
+    let (Some(endpoint), Some(extra_tags), Some(http)) = (endpoint, extra_tags, http) else {
+        return Err(AppError::Flag(
+            "the startup check lost a flag it read".into(),
+        ));
     };
     let mut registry = Registry::with_prefix("stratus");
     let csi_metrics = Arc::new(CsiMetrics::register(&mut registry));
     let api_metrics = Arc::new(ApiMetrics::register(&mut registry));
     let mut services = Services::default();
-    if matches!(opts.mode, Mode::Controller | Mode::All) {
+    if let Some(region) = region {
         // Every call gets at least one look before its deadline (a look comes at most
         // max(settle, interval) after a call registers), else a busy poller could starve
         // retried waits until they count as stuck.
@@ -189,6 +238,7 @@ pub async fn run(
             );
         }
         let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(region)
             .load()
             .await;
         let client = aws_sdk_ec2::Client::new(&conf);
@@ -208,15 +258,7 @@ pub async fn run(
         );
         services.controller = Some(Arc::new(controller));
     }
-    if matches!(opts.mode, Mode::Node | Mode::All) {
-        let node_id = match &opts.node_id {
-            Some(id) => id.clone(),
-            None => imds("/latest/meta-data/instance-id").await?,
-        };
-        let zone = match &opts.availability_zone {
-            Some(z) => z.clone(),
-            None => imds("/latest/meta-data/placement/availability-zone").await?,
-        };
+    if let Some((node_id, zone)) = identity {
         let finder: Arc<dyn DeviceFinder> = match &opts.loop_devices_dir {
             Some(dir) => Arc::new(LoopDevices::new(dir.clone(), opts.loop_device_size)),
             None => Arc::new(NvmeDevices::default()),

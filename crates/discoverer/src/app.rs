@@ -15,6 +15,7 @@ use stratus_kube_kit::client::{client, KubeClientArgs};
 use stratus_runtime::backoff::Backoff;
 use stratus_runtime::duration::parse_go_duration;
 use stratus_runtime::logging::LoggingArgs;
+use stratus_runtime::startup::{Problems, StartupError};
 use stratus_serving::{
     AccessRule, AlwaysAllow, DecisionTtls, Readiness, ResourceRule, ReviewClients, SecureServer,
     ServingConfig, TlsSource,
@@ -105,6 +106,9 @@ pub struct Options {
 /// Why the process could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
+    /// Settings are missing or wrong (every one named).
+    #[error(transparent)]
+    Startup(#[from] StartupError),
     /// Kubernetes client.
     #[error(transparent)]
     Client(#[from] stratus_kube_kit::client::ClientError),
@@ -176,15 +180,17 @@ pub async fn aws_backend(
     registry: &mut Registry,
 ) -> Result<AwsDiscoverer, AppError> {
     // The call guard owns retries (and counts them); the SDK's own would multiply them.
+    let region = stratus_aws::region::resolve(
+        None,
+        "set AWS_REGION (or AWS_DEFAULT_REGION), or run on EC2 with instance metadata reachable",
+    )
+    .await
+    .map_err(|e| AppError::Config(format!("--cloud-provider=aws: {e}")))?;
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .retry_config(aws_config::retry::RetryConfig::disabled())
+        .region(region)
         .load()
         .await;
-    if sdk.region().is_none() {
-        return Err(AppError::Config(
-            "AWS_REGION is not set: the AWS discoverer needs a region".into(),
-        ));
-    }
     let metrics = Arc::new(ApiMetrics::register(registry));
     Ok(AwsDiscoverer::new(
         aws_sdk_ec2::Client::new(&sdk),
@@ -221,15 +227,32 @@ pub async fn run(
     opts: Options,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AppError> {
-    let kube = client(opts.kube.config().await?)?;
+    // Everything needed, checked before anything serves: every problem named at once.
+    let mut problems = Problems::new();
+    let kube = problems
+        .take(opts.kube.config().await)
+        .and_then(|c| problems.take(client(c)));
     let mut registry = Registry::default();
-    let discoverer: Arc<dyn Discoverer> = match opts.cloud_provider {
-        CloudProvider::Aws => Arc::new(aws_backend(opts.cluster_id.clone(), &mut registry).await?),
-        CloudProvider::Openstack => Arc::new(openstack_backend(
-            &|name| std::env::var(name).ok(),
-            &mut registry,
-        )?),
-        CloudProvider::Dvp => Arc::new(dvp_backend(&|name| std::env::var(name).ok()).await?),
+    let env = |name: &str| std::env::var(name).ok();
+    let discoverer: Option<Arc<dyn Discoverer>> = match opts.cloud_provider {
+        CloudProvider::Aws => problems
+            .take(aws_backend(opts.cluster_id.clone(), &mut registry).await)
+            .map(|d| Arc::new(d) as Arc<dyn Discoverer>),
+        CloudProvider::Openstack => problems
+            .take(openstack_backend(&env, &mut registry))
+            .map(|d| Arc::new(d) as Arc<dyn Discoverer>),
+        CloudProvider::Dvp => problems
+            .take(dvp_backend(&env).await)
+            .map(|d| Arc::new(d) as Arc<dyn Discoverer>),
+    };
+    if let Some(config) = opts.secure_serving() {
+        problems.take(stratus_serving::tls::check(&config.tls).map_err(|e| format!("{e:#}")));
+    }
+    problems.finish()?;
+    let (Some(kube), Some(discoverer)) = (kube, discoverer) else {
+        return Err(AppError::Config(
+            "the startup check lost a part it found".into(),
+        ));
     };
     let metrics = Arc::new(Metrics::register(&mut registry));
     let readiness = Readiness::default();

@@ -1,4 +1,6 @@
-//! Process plumbing shared by Stratus binaries: logging, Go-style durations, shutdown signals.
+//! Process plumbing shared by Stratus binaries: logging, Go-style durations, shutdown signals,
+//! error text that never echoes its input (`redact`) and the startup check that names every
+//! missing setting at once (`startup`).
 //!
 //! Watches and writes nothing in Kubernetes.
 
@@ -7,4 +9,6 @@ pub mod build_info;
 pub mod duration;
 pub mod logging;
 pub mod memory;
+pub mod redact;
 pub mod shutdown;
+pub mod startup;

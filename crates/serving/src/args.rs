@@ -112,6 +112,26 @@ impl ServingArgs {
             .await?,
         })
     }
+
+    /// The problems of the review kubeconfig flags that are set, without building clients: what a
+    /// binary that could not build its own client still checks before it reports.
+    pub async fn review_kubeconfig_problems(&self) -> Vec<ClientError> {
+        let mut problems = Vec::new();
+        for (path, flag) in [
+            (
+                &self.authentication_kubeconfig,
+                "--authentication-kubeconfig",
+            ),
+            (&self.authorization_kubeconfig, "--authorization-kubeconfig"),
+        ] {
+            if let Some(path) = path {
+                if let Err(e) = from_kubeconfig(path, flag).await {
+                    problems.push(e);
+                }
+            }
+        }
+        problems
+    }
 }
 
 async fn review_client(

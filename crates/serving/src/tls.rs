@@ -71,6 +71,26 @@ pub fn server_config(source: &TlsSource) -> anyhow::Result<Arc<rustls::ServerCon
     Ok(Arc::new(config))
 }
 
+/// Reads the certificate and key `source` names (files or a pair directory) and checks they
+/// belong together, without serving: what a binary checks before it opens any port. A self-signed
+/// source has nothing to check.
+pub fn check(source: &TlsSource) -> anyhow::Result<()> {
+    let (cert, key, flags) = match source {
+        TlsSource::Files { cert, key } => (cert.clone(), key.clone(), FILE_FLAGS),
+        TlsSource::PairDir { dir, flag } => (
+            dir.join(PAIR_DIR_CERT),
+            dir.join(PAIR_DIR_KEY),
+            (*flag, *flag),
+        ),
+        TlsSource::SelfSigned { .. } => return Ok(()),
+    };
+    let (chain, key) = load_files(&cert, &key, flags)?;
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    rustls::sign::CertifiedKey::from_der(chain, key, &provider)
+        .map(drop)
+        .map_err(|e| anyhow::anyhow!("the serving certificate does not match its private key: {e}"))
+}
+
 /// The certificate and key of a [`TlsSource::SelfSigned`].
 fn self_signed_pair(
     source: &TlsSource,
@@ -113,16 +133,23 @@ pub(crate) fn load_files(
 ) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| format!("{cert_flag} {}: cannot read", cert.display()))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{cert_flag} {}: cannot read a PEM certificate: {}",
+                cert.display(),
+                stratus_runtime::redact::pem(&e)
+            )
+        })?;
     anyhow::ensure!(
         !chain.is_empty(),
         "{cert_flag} {}: no PEM certificate in it",
         cert.display()
     );
-    let key = PrivateKeyDer::from_pem_file(key).with_context(|| {
-        format!(
-            "{key_flag} {}: cannot read a PEM private key",
-            key.display()
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        anyhow::anyhow!(
+            "{key_flag} {}: cannot read a PEM private key: {}",
+            key.display(),
+            stratus_runtime::redact::pem(&e)
         )
     })?;
     Ok((chain, key))
@@ -140,6 +167,44 @@ mod tests {
         })
         .unwrap();
         assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+    }
+
+    /// Key files with secret material in the wrong shape: the error names the flag, the file and
+    /// the problem, never a line of it.
+    #[test]
+    fn a_bad_pem_file_is_named_without_its_content() {
+        const SECRET: &str = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7SECRET";
+        let dir = std::env::temp_dir().join(format!("stratus-serving-pem-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = self_signed::generate(&["localhost".to_string()]).unwrap();
+        let cert = dir.join("tls.crt");
+        std::fs::write(&cert, &good.cert_pem).unwrap();
+        let keys = [
+            format!("-----BEGIN PRIVATE KEY-----\n{SECRET}\n"),
+            format!("-----BEGIN PRIVATE KEY-----\n{SECRET}!!\n-----END PRIVATE KEY-----\n"),
+            format!("-----BEGIN {SECRET}\n{SECRET}\n"),
+            format!("{SECRET}\n"),
+            format!("{SECRET}{}", "A".repeat(10 << 20)),
+        ];
+        for (i, text) in keys.iter().enumerate() {
+            let key = dir.join(format!("tls-{i}.key"));
+            std::fs::write(&key, text).unwrap();
+            for (cert, key) in [(&cert, &key), (&key, &key)] {
+                let source = TlsSource::Files {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                };
+                let e = format!("{:#}", server_config(&source).unwrap_err());
+                assert!(
+                    !e.contains("SECRET") && !e.contains("MIIEvQ"),
+                    "case {i}: {e}"
+                );
+                assert!(!e.contains("[45, 45"), "case {i}: {e}");
+                assert!(e.len() < 400, "case {i}: {e}");
+                assert!(e.contains(&key.display().to_string()), "case {i}: {e}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

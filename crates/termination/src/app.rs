@@ -8,6 +8,7 @@ use prometheus_client::registry::Registry;
 use stratus_aws::api_call::AwsApi;
 use stratus_cloud_kit::{ApiMetrics, BucketConfig, RetryPolicy, ServiceLimits};
 use stratus_election::{ElectionMetrics, LeaderStatus};
+use stratus_runtime::startup::{Problems, StartupError};
 
 use crate::config::{Mode, Options};
 use crate::drain::Drainer;
@@ -29,6 +30,9 @@ use crate::webhook::Webhook;
 /// Why the handler could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
+    /// Settings are missing or wrong (every one named).
+    #[error(transparent)]
+    Startup(#[from] StartupError),
     /// The Kubernetes client could not be configured (no kubeconfig or in-cluster config).
     #[error("kubernetes client: {0}")]
     Kube(String),
@@ -54,7 +58,7 @@ pub enum AppError {
 async fn kube_client(opts: &Options) -> Result<kube::Client, AppError> {
     let mut config = kube::Config::infer()
         .await
-        .map_err(|e| AppError::Kube(e.to_string()))?;
+        .map_err(|e| AppError::Kube(stratus_kube_kit::client::infer_problem(&e)))?;
     if !opts.kubernetes_service_host.is_empty() && !opts.kubernetes_service_port.is_empty() {
         let url = format!(
             "https://{}:{}",
@@ -67,7 +71,8 @@ async fn kube_client(opts: &Options) -> Result<kube::Client, AppError> {
     // kube's built-in retry repeats 429 answers for minutes; a refused eviction must come back
     // at once so that the drain loop can retry it against the instance's deadline.
     config.default_retry = false;
-    kube::Client::try_from(config).map_err(|e| AppError::Kube(e.to_string()))
+    kube::Client::try_from(config)
+        .map_err(|e| AppError::Kube(stratus_runtime::redact::scrub(&e.to_string())))
 }
 
 /// Runs the handler until `shutdown` completes.
@@ -76,8 +81,40 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
     let opts = Arc::new(opts);
+    // Everything needed, checked before anything serves: every problem named at once.
+    let mut problems = Problems::new();
+    if let Err(invalid) = opts.validate() {
+        for problem in invalid {
+            problems.push(problem);
+        }
+    }
+    let client = problems.take(kube_client(&opts).await);
+    let webhook = if opts.webhook_url.is_empty() {
+        None
+    } else {
+        opts.webhook_template_text()
+            .and_then(|template| {
+                Webhook::new(
+                    &opts.webhook_url,
+                    &opts.webhook_headers,
+                    template,
+                    &opts.webhook_proxy,
+                )
+            })
+            .map_err(|e| format!("webhook: {}", stratus_runtime::redact::scrub(&e)))
+            .map_or_else(
+                |e| {
+                    problems.push(e);
+                    None
+                },
+                Some,
+            )
+    };
+    problems.finish()?;
+    let Some(client) = client else {
+        return Err(AppError::Config("the startup check lost the client".into()));
+    };
     tracing::info!(settings = %opts.summary(), "aws-node-termination-handler arguments");
-    let client = kube_client(&opts).await?;
     let throttle = Arc::new(Throttle::new(opts.kube_api_qps, opts.kube_api_burst));
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
@@ -137,20 +174,6 @@ pub async fn run(
         )
     } else {
         Recorder::disabled()
-    };
-    let webhook = if opts.webhook_url.is_empty() {
-        None
-    } else {
-        let template = opts.webhook_template_text().map_err(AppError::Config)?;
-        Some(
-            Webhook::new(
-                &opts.webhook_url,
-                &opts.webhook_headers,
-                template,
-                &opts.webhook_proxy,
-            )
-            .map_err(AppError::Config)?,
-        )
     };
     let settings = DrainSettings {
         ignore_daemon_sets: opts.ignore_daemon_sets,

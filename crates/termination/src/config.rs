@@ -333,6 +333,14 @@ impl Options {
     /// Parses `args` (with the program name first) and the environment, applies upstream's
     /// deprecated-flag rules, and validates.
     pub fn parse_from_env(args: impl IntoIterator<Item = String>) -> Result<Options, ConfigError> {
+        let options = Options::parse_args(args)?;
+        options.validate().map_err(ConfigError::Invalid)?;
+        Ok(options)
+    }
+
+    /// Parses `args` and the environment and applies upstream's deprecated-flag rules, without
+    /// [`Options::validate`] (the process validates at start, with its other checks).
+    pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Options, ConfigError> {
         // Upstream treats an empty environment variable as unset; clap would take "" as a value.
         let empty: Vec<String> = Options::command()
             .get_arguments()
@@ -357,7 +365,6 @@ impl Options {
         let mut options =
             Options::from_arg_matches(&matches).map_err(|e| ConfigError::Parse(e.to_string()))?;
         options.apply_deprecations(&matches);
-        options.validate().map_err(ConfigError::Invalid)?;
         Ok(options)
     }
 
@@ -484,6 +491,16 @@ impl Options {
                         "required in queue mode (set --queue-url or QUEUE_URL)".into(),
                     );
                 }
+                if self.aws_region.is_empty()
+                    && !self.queue_url.is_empty()
+                    && self.region_from_queue_url().is_none()
+                {
+                    bad(
+                        "aws-region",
+                        "required in queue mode when --queue-url names no region (set --aws-region or AWS_REGION)"
+                            .into(),
+                    );
+                }
             }
         }
         if self.heartbeat_interval != -1 && !(30..=3600).contains(&self.heartbeat_interval) {
@@ -522,13 +539,15 @@ impl Options {
             match self.webhook_template_text() {
                 Ok(text) => {
                     if let Err(e) = crate::webhook::check_template(&text) {
-                        bad("webhook-template", e);
+                        // The template may carry a token: its text is never quoted.
+                        bad("webhook-template", stratus_runtime::redact::scrub(&e));
                     }
                 }
                 Err(e) => bad("webhook-template-file", e),
             }
             if let Err(e) = self.webhook_url.parse::<http::Uri>() {
-                bad("webhook-url", format!("{:?}: {e}", self.webhook_url));
+                // Never quoted: a webhook URL often carries its token.
+                bad("webhook-url", format!("not a URL: {e}"));
             }
             if !self.webhook_proxy.is_empty() {
                 if let Err(e) = crate::webhook::parse_proxy(&self.webhook_proxy) {
@@ -731,6 +750,25 @@ mod tests {
         .to_string();
         assert!(err.contains("must not be greater"), "{err}");
         assert!(err.contains("--sqs-msg-visibility-timeout-sec"), "{err}");
+        // The region: the flag (an empty one is unset, whatever AWS_REGION says), else the queue
+        // URL's; neither is a problem named before anything starts.
+        let err = parse(&[
+            "--enable-sqs-termination-draining",
+            "--queue-url=https://queue.example/1/q",
+            "--aws-region=",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("--aws-region: required in queue mode"),
+            "{err}"
+        );
+        parse(&[
+            "--enable-sqs-termination-draining",
+            "--queue-url=https://queue.example/1/q",
+            "--aws-region=eu-west-1",
+        ])
+        .unwrap();
     }
 
     /// Every upstream environment variable and flag (v1.25 `config.go` plus the 2026 additions)

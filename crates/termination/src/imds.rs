@@ -319,7 +319,7 @@ impl Imds {
             .map(Some)
             .map_err(|e| ImdsError::Decode {
                 path: path.to_owned(),
-                message: e.to_string(),
+                message: stratus_runtime::redact::json(&e),
             })
     }
 

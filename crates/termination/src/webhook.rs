@@ -25,11 +25,19 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// Parses `--webhook-headers` (a JSON object of strings).
 pub fn parse_headers(text: &str) -> Result<Vec<(String, String)>, String> {
     let map: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(text).map_err(|e| format!("not a JSON object: {e}"))?;
+        serde_json::from_str(text).map_err(|e| {
+            format!(
+                "not a JSON object of strings: {}",
+                stratus_runtime::redact::json(&e)
+            )
+        })?;
     map.into_iter()
         .map(|(k, v)| match v {
             serde_json::Value::String(s) => Ok((k, s)),
-            other => Err(format!("header {k:?} has a non-string value {other}")),
+            _ => Err(format!(
+                "header {} has a value that is not a string",
+                stratus_runtime::redact::bounded(&k, 64)
+            )),
         })
         .collect()
 }
@@ -39,9 +47,9 @@ pub fn parse_proxy(text: &str) -> Result<Uri, String> {
     let uri: Uri = text
         .replacen("tcp://", "http://", 1)
         .parse()
-        .map_err(|e| format!("{text:?}: {e}"))?;
+        .map_err(|e| format!("not a URL: {e}"))?;
     if uri.authority().is_none() {
-        return Err(format!("{text:?} has no host"));
+        return Err("the URL has no host".into());
     }
     Ok(uri)
 }

@@ -43,8 +43,12 @@ pub fn decode<T>(body: &[u8]) -> Result<AdmissionRequest<T>, String>
 where
     T: Resource + DeserializeOwned,
 {
-    let review: AdmissionReview<T> =
-        serde_json::from_slice(body).map_err(|e| format!("not an AdmissionReview: {e}"))?;
+    let review: AdmissionReview<T> = serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "not an AdmissionReview: {}",
+            stratus_runtime::redact::json(&e)
+        )
+    })?;
     review
         .try_into()
         .map_err(|_| "an AdmissionReview without a request".to_string())

@@ -7,7 +7,7 @@
 //! must end the line and continues the value on the next one. Whitespace is space, tab and CR.
 //! Names are kept as written: folding case is the validator's business.
 
-use super::problem::{truncate, ConfigProblem};
+use super::problem::{name as shown_name, ConfigProblem};
 
 /// A section header and the entries under it, as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,10 +107,13 @@ pub fn parse(text: &str) -> (Vec<RawSection>, Vec<ConfigProblem>) {
                     line: line_no,
                 }),
                 Target::Discard => {}
+                // The "key" is not named: text before any header is often not config at all
+                // (a token or a kubeconfig written where the config file belongs).
                 Target::Nowhere => problems.push(
-                    ConfigProblem::new("key outside of any section (put [Global] above it)")
-                        .for_key(&key)
-                        .at_line(line_no),
+                    ConfigProblem::new(
+                        "text outside of any section: a gcfg file starts with a section header such as [Global]",
+                    )
+                    .at_line(line_no),
                 ),
             },
             Err(err) => {
@@ -182,7 +185,7 @@ fn parse_header(rest: &str) -> Result<Line, LineError> {
     let rest = rest.strip_prefix(']').ok_or_else(|| {
         LineError::new(format!(
             "malformed section header [{}: expected ']'",
-            truncate(name)
+            shown_name(name)
         ))
     })?;
     if !is_line_end(rest) {
@@ -239,9 +242,10 @@ where
         });
     }
     let Some(value) = rest.trim_start_matches(is_space).strip_prefix('=') else {
-        return Err(LineError::with_key(
-            key,
-            "malformed line: expected '=' after the key",
+        // Not named: a line that is not `key = value` is often not config at all (a secret
+        // written in the wrong file), and its first word is not known to be a key.
+        return Err(LineError::new(
+            "malformed line: expected `key = value` (no '=' after the first word)",
         ));
     };
     let value = lex_value(value, more).map_err(|message| LineError::with_key(key, message))?;
@@ -440,7 +444,11 @@ mod tests {
         assert_eq!(sections.len(), 1);
         assert!(sections[0].entries.is_empty());
         assert!(problems[1].message.contains("expected ']'"));
-        assert_eq!(problems[3].key.as_deref(), Some("key"));
+        assert_eq!(
+            problems[3].key, None,
+            "the first word of a line without '=' is not named"
+        );
+        assert!(problems[3].message.contains("no '='"), "{problems:?}");
         assert!(problems[4].message.contains("unterminated"));
         assert!(problems[5].message.contains("\\q"));
         assert!(problems[7].message.contains("end of the file"));

@@ -12,7 +12,7 @@ pub mod schema;
 use std::path::Path;
 
 pub use lexer::{RawEntry, RawSection};
-pub use problem::{shown, truncate, ConfigErrors, ConfigProblem, MAX_SHOWN_CHARS};
+pub use problem::{name, ConfigErrors, ConfigProblem, MAX_LISTED, MAX_NAME_CHARS};
 pub use schema::{enum_value, group, parse_bool, Group, KeySchema, Section, SectionKind};
 
 /// Lexes `text` and validates it with `validate`; every problem of both steps, sorted by line,

@@ -1,14 +1,20 @@
-//! Problems found in a cloud config file, and how they are shown to people.
+//! Problems found in a cloud config file, and how they are shown to people: by section, key and
+//! line, never quoting a value (a value may be a password, or a whole file written in the wrong
+//! place), and never more than [`MAX_LISTED`] of them.
 
 use std::fmt;
 
-/// Longest part of a value, in characters, that a problem message quotes.
-pub const MAX_SHOWN_CHARS: usize = 200;
+/// Longest section, subsection or key name, in characters, that a problem message names; a
+/// longer one is described by its length.
+pub const MAX_NAME_CHARS: usize = 64;
+
+/// The most problems [`ConfigErrors`] lists (the rest are counted).
+pub const MAX_LISTED: usize = 20;
 
 /// One thing wrong with a cloud config.
 ///
 /// Displayed as `[Section] Key: message (line N)`, leaving out the parts that are `None`, e.g.
-/// `[Global] Region: "moon-1" is not a valid AWS region name (line 3)`.
+/// `[Global] Region: not a valid AWS region name (line 3)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigProblem {
     /// The section, without brackets: `Global` or `ServiceOverride "1"`.
@@ -17,7 +23,7 @@ pub struct ConfigProblem {
     pub key: Option<String>,
     /// The 1-based line of the config text the problem is on, when there is one.
     pub line: Option<usize>,
-    /// What is wrong; a single line that never quotes more than 200 characters of a value.
+    /// What is wrong; a single line that never quotes a value.
     pub message: String,
 }
 
@@ -40,7 +46,7 @@ impl ConfigProblem {
 
     /// Sets the key.
     pub fn for_key(mut self, key: impl AsRef<str>) -> Self {
-        self.key = Some(truncate(key.as_ref()));
+        self.key = Some(name(key.as_ref()));
         self
     }
 
@@ -69,7 +75,8 @@ impl fmt::Display for ConfigProblem {
 
 /// Every problem found in a cloud config (never empty when returned as an error).
 ///
-/// Displayed as `invalid cloud config:` followed by one problem per line.
+/// Displayed as `invalid cloud config:` followed by one problem per line (at most
+/// [`MAX_LISTED`], then how many more).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigErrors(pub Vec<ConfigProblem>);
 
@@ -83,8 +90,11 @@ impl ConfigErrors {
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("invalid cloud config:")?;
-        for problem in &self.0 {
+        for problem in self.0.iter().take(MAX_LISTED) {
             write!(f, "\n  {problem}")?;
+        }
+        if self.0.len() > MAX_LISTED {
+            write!(f, "\n  … and {} more", self.0.len() - MAX_LISTED)?;
         }
         Ok(())
     }
@@ -92,21 +102,15 @@ impl fmt::Display for ConfigErrors {
 
 impl std::error::Error for ConfigErrors {}
 
-/// Quotes a user-supplied value for a message: escaped, on one line, at most 200 characters of it.
-pub fn shown(value: &str) -> String {
-    let total = value.chars().count();
-    if total <= MAX_SHOWN_CHARS {
-        return format!("{value:?}");
-    }
-    let head: String = value.chars().take(MAX_SHOWN_CHARS).collect();
-    format!("{head:?}… ({total} characters, truncated)")
-}
-
-/// Cuts a user-supplied name to at most 200 characters (names are never secrets, just long).
-pub fn truncate(name: &str) -> String {
-    match name.char_indices().nth(MAX_SHOWN_CHARS) {
-        Some((cut, _)) => format!("{}…", &name[..cut]),
-        None => name.to_owned(),
+/// A user-supplied name (section, subsection, key) for a message: as written when it is at most
+/// [`MAX_NAME_CHARS`] characters of printable text, else described by its length (a long "name" is
+/// a value or a whole file written where a name goes).
+pub fn name(text: &str) -> String {
+    let count = text.chars().count();
+    if count <= MAX_NAME_CHARS && !text.chars().any(char::is_control) {
+        text.to_owned()
+    } else {
+        format!("<a {count}-character name>")
     }
 }
 
@@ -135,14 +139,22 @@ mod tests {
     }
 
     #[test]
-    fn shown_escapes_and_truncates() {
-        assert_eq!(shown("a\"b\nc"), r#""a\"b\nc""#);
-        let long = "x".repeat(500);
-        let s = shown(&long);
-        assert!(s.contains(&"x".repeat(200)));
-        assert!(!s.contains(&"x".repeat(201)));
-        assert!(s.ends_with("(500 characters, truncated)"));
-        assert_eq!(truncate(&"é".repeat(300)).chars().count(), 201);
-        assert_eq!(truncate("short"), "short");
+    fn long_names_are_described_not_shown() {
+        assert_eq!(name("Region"), "Region");
+        assert_eq!(name(&"é".repeat(64)), "é".repeat(64));
+        assert_eq!(name(&"x".repeat(65)), "<a 65-character name>");
+        assert_eq!(name("a\u{1}b"), "<a 3-character name>");
+    }
+
+    #[test]
+    fn errors_list_at_most_twenty_problems() {
+        let errors = ConfigErrors(
+            (0..25)
+                .map(|i| ConfigProblem::new(format!("p{i}")))
+                .collect(),
+        );
+        let text = errors.to_string();
+        assert!(text.contains("p19") && !text.contains("p20"), "{text}");
+        assert!(text.ends_with("\n  … and 5 more"), "{text}");
     }
 }

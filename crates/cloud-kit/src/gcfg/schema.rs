@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::lexer::{RawEntry, RawSection};
-use super::problem::{shown, truncate, ConfigProblem};
+use super::problem::{name as shown_name, ConfigProblem};
 
 /// A kind of section a config file may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +49,12 @@ impl Group<'_> {
 /// `name` or `name "sub"`.
 pub fn section_label(name: &str, sub: Option<&str>) -> String {
     match sub {
-        Some(sub) => format!("{} {:?}", truncate(name), truncate(sub)),
-        None => truncate(name),
+        Some(sub) => format!(
+            "{} \"{}\"",
+            shown_name(name),
+            shown_name(sub).escape_debug()
+        ),
+        None => shown_name(name),
     }
 }
 
@@ -148,17 +152,26 @@ impl<'a> Section<'a> {
             header_line: raws.first().map(|r| r.line),
             keys: HashMap::new(),
         };
+        // The valid keys are listed once per section, at its first unknown key.
+        let mut listed_on: Option<usize> = None;
         for entry in raws.iter().flat_map(|r| &r.entries) {
             let Some(&key) = schema
                 .keys
                 .iter()
                 .find(|k| k.eq_ignore_ascii_case(&entry.key))
             else {
-                let message = format!(
-                    "unknown key{}; valid keys are {}",
-                    unknown_hint(&entry.key),
-                    schema.keys.join(", ")
-                );
+                let message = match listed_on {
+                    None => format!(
+                        "unknown key{}; valid keys are {}",
+                        unknown_hint(&entry.key),
+                        schema.keys.join(", ")
+                    ),
+                    Some(line) => format!(
+                        "unknown key{} (valid keys are listed at line {line})",
+                        unknown_hint(&entry.key)
+                    ),
+                };
+                listed_on.get_or_insert(entry.line);
                 problems.push(section.problem(&entry.key, Some(entry.line), message));
                 continue;
             };
@@ -235,7 +248,8 @@ impl<'a> Section<'a> {
         self.text(key, problems).map(|(v, _)| v.to_owned())
     }
 
-    /// An optional value converted by `check`, whose error message is reported.
+    /// An optional value converted by `check`, whose error message is reported. The message
+    /// should not quote the value; should it still, the value is cut out of it.
     pub fn checked<T>(
         &self,
         key: &'static str,
@@ -244,7 +258,10 @@ impl<'a> Section<'a> {
     ) -> Option<T> {
         let (value, line) = self.text(key, problems)?;
         check(value)
-            .map_err(|message| problems.push(self.problem(key, Some(line), message)))
+            .map_err(|message| {
+                let message = without_value(&message, value);
+                problems.push(self.problem(key, Some(line), message));
+            })
             .ok()
     }
 
@@ -262,10 +279,7 @@ impl<'a> Section<'a> {
             return true;
         };
         parse_bool(value).unwrap_or_else(|| {
-            let message = format!(
-                "{} is not a boolean (use true/false, yes/no, on/off or 1/0)",
-                shown(value)
-            );
+            let message = "not a boolean (use true/false, yes/no, on/off or 1/0)";
             problems.push(self.problem(key, Some(entry.line), message));
             default
         })
@@ -302,6 +316,16 @@ impl<'a> Section<'a> {
     }
 }
 
+/// `message` with every occurrence of `value` (or of its trimmed form, when that is longer than
+/// two characters) replaced by `…`.
+fn without_value(message: &str, value: &str) -> String {
+    let trimmed = value.trim();
+    if trimmed.chars().count() <= 2 {
+        return message.to_owned();
+    }
+    message.replace(value, "…").replace(trimmed, "…")
+}
+
 /// Reads a gcfg boolean: true/false, yes/no, on/off, 1/0, in any case.
 pub fn parse_bool(value: &str) -> Option<bool> {
     match value.to_ascii_lowercase().as_str() {
@@ -311,7 +335,8 @@ pub fn parse_bool(value: &str) -> Option<bool> {
     }
 }
 
-/// Matches `value` exactly against `choices`; a case-only mismatch gets a hint.
+/// Matches `value` exactly against `choices`; a case-only mismatch gets a hint. The message names
+/// the choices, never the value.
 pub fn enum_value<T: Copy>(value: &str, choices: &[(&str, T)]) -> Result<T, String> {
     if let Some((_, t)) = choices.iter().find(|(name, _)| *name == value) {
         return Ok(*t);
@@ -322,11 +347,7 @@ pub fn enum_value<T: Copy>(value: &str, choices: &[(&str, T)]) -> Result<T, Stri
         .find(|(name, _)| name.eq_ignore_ascii_case(value))
         .map(|(name, _)| format!(" (values are case-sensitive: write {name})"))
         .unwrap_or_default();
-    Err(format!(
-        "{} is not one of {}{hint}",
-        shown(value),
-        names.join(", ")
-    ))
+    Err(format!("not one of {}{hint}", names.join(", ")))
 }
 
 #[cfg(test)]
@@ -375,7 +396,7 @@ mod tests {
     #[test]
     fn readers_report_every_problem_with_its_line() {
         let (raws, _) =
-            lexer::parse("[G]\nName = x\nname = y\nFlag = maybe\nBare\nEmpty =\nOdd = 1\n");
+            lexer::parse("[G]\nName = x\nname = y\nFlag = maybe\nBare\nEmpty =\nOdd = 1\nOdder\n");
         let mut problems = Vec::new();
         let refs: Vec<&RawSection> = raws.iter().collect();
         let schema = KeySchema {
@@ -395,7 +416,8 @@ mod tests {
             vec![
                 "[G] Name: is set more than once (first on line 2); keep only one (line 3)",
                 "[G] Odd: unknown key; valid keys are Name, Flag, Bare, Empty, Need (line 7)",
-                "[G] Flag: \"maybe\" is not a boolean (use true/false, yes/no, on/off or 1/0) (line 4)",
+                "[G] Odder: unknown key (valid keys are listed at line 7) (line 8)",
+                "[G] Flag: not a boolean (use true/false, yes/no, on/off or 1/0) (line 4)",
                 "[G] Bare: needs a value (`key = value`) (line 5)",
                 "[G] Need: is required but missing (line 1)",
             ]
@@ -403,11 +425,26 @@ mod tests {
     }
 
     #[test]
+    fn a_checker_quoting_the_value_has_it_cut_out() {
+        let (raws, _) = lexer::parse("[G]\nName = hunter2-secret\n");
+        let refs: Vec<&RawSection> = raws.iter().collect();
+        let schema = KeySchema {
+            keys: &["Name"],
+            repeatable: &[],
+        };
+        let mut problems = Vec::new();
+        let s = Section::keyed("G".into(), &refs, schema, |_| String::new(), &mut problems);
+        let got: Option<u8> = s.checked("Name", &mut problems, |v| Err(format!("{v:?} is bad")));
+        assert_eq!(got, None);
+        assert_eq!(problems[0].to_string(), "[G] Name: \"…\" is bad (line 2)");
+    }
+
+    #[test]
     fn enums_are_exact_with_a_case_hint() {
         assert_eq!(enum_value("b", &[("a", 1), ("b", 2)]), Ok(2));
         assert_eq!(
             enum_value("A", &[("a", 1)]).unwrap_err(),
-            "\"A\" is not one of a (values are case-sensitive: write a)"
+            "not one of a (values are case-sensitive: write a)"
         );
         assert_eq!(parse_bool("YES"), Some(true));
         assert_eq!(parse_bool("nope"), None);

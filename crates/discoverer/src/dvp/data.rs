@@ -87,10 +87,16 @@ pub fn document(stored: &[u8], parent: &[ParentClass]) -> Result<Vec<u8>, Discov
         Stored::default()
     } else {
         let value: Value = serde_json::from_slice(stored).map_err(|e| {
-            DiscoveryError::Input(format!("the stored discovery data is not JSON: {e}"))
+            DiscoveryError::Input(format!(
+                "the stored discovery data is not JSON: {}",
+                stratus_runtime::redact::json(&e)
+            ))
         })?;
         serde_json::from_value(value).map_err(|e| {
-            DiscoveryError::Input(format!("the stored discovery data does not parse: {e}"))
+            DiscoveryError::Input(format!(
+                "the stored discovery data does not parse: {}",
+                stratus_runtime::redact::json(&e)
+            ))
         })?
     };
     let mut classes: BTreeMap<String, StorageClassEntry> = stored

@@ -14,7 +14,6 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams};
-use kube::config::KubeConfigOptions;
 use kube::runtime::watcher;
 use stratus_dvp::config::DvpConfig;
 use stratus_dvp_api::labels::CLUSTER_UUID;
@@ -62,12 +61,7 @@ impl DvpDiscoverer {
     /// Connects to the parent named by `config` (no request yet) and starts the StorageClass
     /// watch.
     pub async fn connect(config: DvpConfig, cluster_uuid: Option<String>) -> Result<Self, String> {
-        let kube_config =
-            kube::Config::from_custom_kubeconfig(config.kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| format!("DVP_KUBERNETES_CONFIG_BASE64: {e}"))?;
-        let parent = kube::Client::try_from(kube_config)
-            .map_err(|e| format!("DVP_KUBERNETES_CONFIG_BASE64: {e}"))?;
+        let parent = config.client().await?;
         if cluster_uuid.is_none() {
             tracing::warn!("CLUSTER_UUID is not set: orphaned VirtualDisks are not looked for");
         }

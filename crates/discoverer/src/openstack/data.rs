@@ -168,7 +168,8 @@ pub fn base_document(
             "the stored discovery data is not a JSON object".into(),
         )),
         Err(e) => Err(DiscoveryError::Input(format!(
-            "the stored discovery data is not JSON: {e}"
+            "the stored discovery data is not JSON: {}",
+            stratus_runtime::redact::json(&e)
         ))),
     }
 }

@@ -70,7 +70,10 @@ pub fn settings(lookup: &dyn Fn(&str) -> Option<String>) -> Result<OpenStackSett
                 None
             }
             Err(e) => {
-                problems.push(format!("MODULE_CONFIG is not JSON: {e}"));
+                problems.push(format!(
+                    "MODULE_CONFIG is not JSON: {}",
+                    stratus_runtime::redact::json(&e)
+                ));
                 None
             }
         },

@@ -45,37 +45,61 @@ impl Provider for AwsProvider {
         options: &ProviderOptions,
     ) -> Result<Box<dyn ConfiguredProvider>, ProviderError> {
         let config = match &options.config_path {
-            Some(path) => {
-                CloudConfig::load(path).map_err(|e| ProviderError::Config(e.to_string()))?
-            }
+            Some(path) => CloudConfig::load(path).map_err(|e| {
+                ProviderError::Config(format!("--cloud-config {}: {e}", path.display()))
+            })?,
             None => CloudConfig::default(),
         };
-        // Refuse a config that cannot scope the cloud before touching any API.
-        scope_for(&config, options.allow_untagged_cloud)
-            .map_err(|e| ProviderError::Config(e.to_string()))?;
+        // A config that cannot scope the cloud is refused before any API is touched: by
+        // `missing` (with the region, so that both are named at once), else by `start`.
         Ok(Box::new(ConfiguredAws {
             config,
             options: AwsOptions {
                 allow_untagged_cloud: options.allow_untagged_cloud,
                 cache: CacheOptions::with_refresh_period(options.cache_refresh_period),
             },
+            region: None,
         }))
     }
 }
+
+/// How the cloud-controller-manager takes a region, for the message when it has none.
+const HOW_TO_SET_REGION: &str =
+    "set Region or Zone in [Global] of the cloud config, or AWS_REGION, or run on EC2 with instance metadata reachable";
 
 /// The AWS provider with a checked cloud config.
 struct ConfiguredAws {
     config: CloudConfig,
     options: AwsOptions,
+    /// The region `missing` found.
+    region: Option<aws_config::Region>,
 }
 
 #[async_trait]
 impl ConfiguredProvider for ConfiguredAws {
+    async fn missing(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Err(e) = scope_for(&self.config, self.options.allow_untagged_cloud) {
+            problems.push(e.to_string());
+        }
+        match crate::region::resolve(self.config.region().as_deref(), HOW_TO_SET_REGION).await {
+            Ok(region) => self.region = Some(region),
+            Err(problem) => problems.push(problem),
+        }
+        problems
+    }
+
     async fn start(
         self: Box<Self>,
         metrics: &mut Registry,
     ) -> Result<Arc<dyn Cloud>, ProviderError> {
-        let cloud = AwsCloud::start(&self.config, self.options, metrics)
+        let region = match self.region {
+            Some(region) => region,
+            None => crate::region::resolve(self.config.region().as_deref(), HOW_TO_SET_REGION)
+                .await
+                .map_err(ProviderError::Start)?,
+        };
+        let cloud = AwsCloud::start(&self.config, region, self.options, metrics)
             .await
             .map_err(|e| ProviderError::Start(e.to_string()))?;
         Ok(Arc::new(cloud))
@@ -94,9 +118,6 @@ pub struct AwsOptions {
 /// Why the AWS provider cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum AwsInitError {
-    #[error("no AWS region: set Region or Zone in [Global] of the cloud config, or AWS_REGION")]
-    /// No region in the config nor in the environment.
-    NoRegion,
     #[error(
         "no cluster ID: set KubernetesClusterID in [Global] of the cloud config, or pass --allow-untagged-cloud"
     )]
@@ -124,10 +145,12 @@ pub struct AwsCloud {
 }
 
 impl AwsCloud {
-    /// Loads credentials (SDK default chain, optionally assuming `RoleARN`), builds the EC2
-    /// client (endpoint from `[ServiceOverride]` or `AWS_ENDPOINT_URL[_EC2]`) and starts the cache.
+    /// Loads credentials (SDK default chain, optionally assuming `RoleARN`) for `region` (see
+    /// [`crate::region::resolve`]), builds the EC2 client (endpoint from `[ServiceOverride]` or
+    /// `AWS_ENDPOINT_URL[_EC2]`) and starts the cache.
     pub async fn start(
         config: &CloudConfig,
+        region: Region,
         options: AwsOptions,
         registry: &mut Registry,
     ) -> Result<AwsCloud, AwsInitError> {
@@ -140,14 +163,9 @@ impl AwsCloud {
                     .operation_attempt_timeout(Duration::from_secs(30))
                     .build(),
             );
-        if let Some(region) = config.region() {
-            loader = loader.region(Region::new(region));
-        }
+        let region = region.to_string();
+        loader = loader.region(Region::new(region.clone()));
         let mut sdk = loader.load().await;
-        let region = sdk
-            .region()
-            .map(|r| r.to_string())
-            .ok_or(AwsInitError::NoRegion)?;
         if let Some(role) = config.global.role_arn.as_deref() {
             let provider = aws_config::sts::AssumeRoleProvider::builder(role)
                 .session_name("stratus-cloud-controller-manager")

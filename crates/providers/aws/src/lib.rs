@@ -14,6 +14,7 @@ pub mod instance_cache;
 pub mod instances_v2;
 pub mod lb;
 pub mod provider_id;
+pub mod region;
 pub mod routes;
 pub mod subnet_selection;
 pub mod topology;

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::FutureExt;
-use kube::config::KubeConfigOptions;
 use prometheus_client::registry::Registry;
 use stratus_cloud::{
     Capability, Cloud, ConfiguredProvider, InstancesV2, Provider, ProviderError, ProviderOptions,
@@ -61,14 +60,7 @@ impl ConfiguredProvider for ConfiguredDvp {
         registry: &mut Registry,
     ) -> Result<Arc<dyn Cloud>, ProviderError> {
         let metrics = DvpMetrics::register(registry);
-        let client_config = kube::Config::from_custom_kubeconfig(
-            self.config.kubeconfig.clone(),
-            &KubeConfigOptions::default(),
-        )
-        .await
-        .map_err(|e| ProviderError::Start(format!("DVP parent kubeconfig: {e}")))?;
-        let client = kube::Client::try_from(client_config)
-            .map_err(|e| ProviderError::Start(format!("DVP parent client: {e}")))?;
+        let client = self.config.client().await.map_err(ProviderError::Start)?;
         let view = VmView::start(client.clone(), &self.config.namespace, metrics.clone());
         let load_balancers =
             DvpLoadBalancers::start(client, &self.config.namespace, view.clone(), metrics);

@@ -2,7 +2,9 @@
 //! (base64) and the tenant namespace, from the environment (`DVP_KUBERNETES_CONFIG_BASE64`,
 //! `DVP_NAMESPACE`) or from the `--cloud-config` file (JSON or YAML keys
 //! `kubernetes_config_base64`, `namespace`); the environment wins. Checked at start, every
-//! problem reported at once; the kubeconfig never appears in logs.
+//! problem reported at once; no message quotes a value of the file, the environment or the
+//! kubeconfig (they hold the parent cluster's credentials), and the kubeconfig never appears in
+//! logs.
 
 use std::path::Path;
 
@@ -62,7 +64,11 @@ impl DvpConfig {
             Some((path, text)) => match serde_yaml::from_str::<Option<FileConfig>>(text) {
                 Ok(parsed) => parsed.unwrap_or_default(),
                 Err(e) => {
-                    problems.push(format!("{}: {e}", path.display()));
+                    problems.push(format!(
+                        "--cloud-config {}: {} (the file is a YAML or JSON mapping with the keys kubernetes_config_base64 and namespace)",
+                        path.display(),
+                        stratus_runtime::redact::yaml(&e)
+                    ));
                     FileConfig::default()
                 }
             },
@@ -96,7 +102,7 @@ impl DvpConfig {
             }
             Some(ns) if !is_dns_label(ns.trim()) => {
                 problems.push(format!(
-                    "{ENV_NAMESPACE}: {ns:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
+                    "{ENV_NAMESPACE} (or namespace in --cloud-config) is not a namespace name (lowercase letters, digits and '-', at most 63)"
                 ));
                 None
             }
@@ -110,6 +116,29 @@ impl DvpConfig {
             }),
             _ => Err(ConfigError(problems)),
         }
+    }
+}
+
+impl DvpConfig {
+    /// A client of the parent cluster. Errors name the setting and never quote the kubeconfig.
+    pub async fn client(&self) -> Result<kube::Client, String> {
+        let config = kube::Config::from_custom_kubeconfig(
+            self.kubeconfig.clone(),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| {
+            format!(
+                "{ENV_KUBECONFIG}: the parent kubeconfig is not usable: {}",
+                stratus_runtime::redact::scrub(&e.to_string())
+            )
+        })?;
+        kube::Client::try_from(config).map_err(|e| {
+            format!(
+                "{ENV_KUBECONFIG}: no client for the parent cluster: {}",
+                stratus_runtime::redact::scrub(&e.to_string())
+            )
+        })
     }
 }
 
@@ -133,7 +162,12 @@ fn parse_kubeconfig(encoded: &str) -> Result<(Kubeconfig, String), String> {
         .iter()
         .find(|c| c.name == context_name)
         .and_then(|c| c.context.as_ref())
-        .ok_or_else(|| format!("{ENV_KUBECONFIG}: context {context_name:?} is not defined"))?;
+        .ok_or_else(|| {
+            format!(
+                "{ENV_KUBECONFIG}: context {} is not defined",
+                shown_name(&context_name)
+            )
+        })?;
     let server = kubeconfig
         .clusters
         .iter()
@@ -142,16 +176,22 @@ fn parse_kubeconfig(encoded: &str) -> Result<(Kubeconfig, String), String> {
         .and_then(|c| c.server.clone())
         .ok_or_else(|| {
             format!(
-                "{ENV_KUBECONFIG}: cluster {:?} of context {context_name:?} has no server",
-                context.cluster
+                "{ENV_KUBECONFIG}: cluster {} of context {} has no server",
+                shown_name(&context.cluster),
+                shown_name(&context_name)
             )
         })?;
     if !(server.starts_with("https://") || server.starts_with("http://")) {
         return Err(format!(
-            "{ENV_KUBECONFIG}: server {server:?} is not an http(s) URL"
+            "{ENV_KUBECONFIG}: the server of the current context is not an http(s) URL"
         ));
     }
     Ok((kubeconfig, server))
+}
+
+/// A kubeconfig's name (context, cluster) for a message: short names as written, others cut.
+fn shown_name(name: &str) -> String {
+    stratus_runtime::redact::bounded(name, 64)
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -264,7 +304,7 @@ current-context: dvp
                     ),
                     (ENV_NAMESPACE, "ok".into()),
                 ],
-                &["context \"nope\" is not defined"],
+                &["context nope is not defined"],
             ),
         ];
         for (vars, wants) in table {
@@ -276,6 +316,38 @@ current-context: dvp
             assert!(!err.to_string().contains("secret-token-123"));
         }
         let err = DvpConfig::load(env(&[]), Some((Path::new("/c"), "bogus_key: 1"))).unwrap_err();
-        assert!(err.to_string().contains("/c:"), "{err}");
+        assert!(
+            err.to_string().contains("--cloud-config /c: line 1"),
+            "{err}"
+        );
+    }
+
+    /// The file shapes a user gets wrong: never quoted, always short.
+    #[test]
+    fn a_wrong_file_is_named_without_its_content() {
+        let encoded = b64(KUBECONFIG);
+        let files = [
+            encoded.clone(),
+            format!("{encoded}{}", "A".repeat(10 << 20)),
+            "namespace: [1]\nkubernetes_config_base64: {a: 1}\nsecret-token-123: 1\n".to_string(),
+            "namespace: secret-token-123\nkubernetes_config_base64: secret-token-123\n".to_string(),
+            "{\"namespace\": 5, \"kubernetes_config_base64\": \"secret-token-123\"}".to_string(),
+            "\u{0}\u{1}secret-token-123\u{7f}".to_string(),
+        ];
+        for text in &files {
+            let err = DvpConfig::load(env(&[]), Some((Path::new("/c"), text)))
+                .unwrap_err()
+                .to_string();
+            assert!(!err.contains("secret-token-123"), "{err}");
+            assert!(!err.contains(&encoded[..40]), "{err}");
+            assert!(err.len() < 1024, "{}", err.len());
+        }
+        let err = DvpConfig::load(env(&[]), Some((Path::new("/c"), &encoded))).unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "--cloud-config /c: line 1, column 1: invalid type: a string, expected struct FileConfig"
+            ),
+            "{err}"
+        );
     }
 }

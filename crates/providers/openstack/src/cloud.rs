@@ -39,10 +39,16 @@ impl Provider for OpenStackProvider {
                 "--cloud-config is required with --cloud-provider=openstack (the cloud.conf with [Global] auth-url and credentials)".into(),
             ));
         };
-        let config =
-            OpenStackConfig::load(path).map_err(|e| ProviderError::Config(e.to_string()))?;
-        let http = HttpClient::new(&config.global.tls, config.metadata.request_timeout)
-            .map_err(|e| ProviderError::Config(format!("invalid cloud config: [Global] {e}")))?;
+        let config = OpenStackConfig::load(path).map_err(|e| {
+            ProviderError::Config(format!("--cloud-config {}: {e}", path.display()))
+        })?;
+        let http =
+            HttpClient::new(&config.global.tls, config.metadata.request_timeout).map_err(|e| {
+                ProviderError::Config(format!(
+                    "--cloud-config {}: invalid cloud config: [Global] {e}",
+                    path.display()
+                ))
+            })?;
         Ok(Box::new(ConfiguredOpenStack {
             config,
             http,

@@ -5,6 +5,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
+use stratus_runtime::redact;
 
 use crate::event::{go_hex, InterruptionEvent, Kind, LifecycleAction, SQS_MONITOR};
 
@@ -78,27 +79,26 @@ fn time_or(text: &str, now: Timestamp) -> Timestamp {
 
 /// Reads one message body at `now`.
 pub fn parse(body: &str, now: Timestamp) -> Result<Parsed, ParseError> {
-    let value: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| ParseError(format!("not JSON: {e}")))?;
+    let value: serde_json::Value = serde_json::from_str(body)
+        .map_err(|e| ParseError(format!("not JSON: {}", redact::json(&e))))?;
     if value
         .get("detail-type")
         .and_then(|v| v.as_str())
         .is_some_and(|s| !s.is_empty())
     {
         let event: EventBridgeEvent =
-            serde_json::from_value(value).map_err(|e| ParseError(e.to_string()))?;
+            serde_json::from_value(value).map_err(|e| ParseError(redact::json(&e)))?;
         return from_event_bridge(event, now);
     }
     // A lifecycle hook notification, possibly wrapped by SNS in "Message".
     let inner = match value.get("Message") {
-        Some(serde_json::Value::String(s)) => {
-            serde_json::from_str(s).map_err(|e| ParseError(format!("Message: {e}")))?
-        }
+        Some(serde_json::Value::String(s)) => serde_json::from_str(s)
+            .map_err(|e| ParseError(format!("Message: {}", redact::json(&e))))?,
         Some(other) => other.clone(),
         None => value,
     };
     let detail: LifecycleDetail =
-        serde_json::from_value(inner).map_err(|e| ParseError(e.to_string()))?;
+        serde_json::from_value(inner).map_err(|e| ParseError(redact::json(&e)))?;
     if detail.event == TEST_NOTIFICATION || detail.transition == TEST_NOTIFICATION {
         return Ok(Parsed::NotActionable("ASG test notification".into()));
     }
@@ -173,8 +173,8 @@ fn from_event_bridge(e: EventBridgeEvent, now: Timestamp) -> Result<Parsed, Pars
     };
     match (e.source.as_str(), e.detail_type.as_str()) {
         ("aws.autoscaling", _) => {
-            let detail: LifecycleDetail =
-                serde_json::from_value(e.detail.clone()).map_err(|x| ParseError(x.to_string()))?;
+            let detail: LifecycleDetail = serde_json::from_value(e.detail.clone())
+                .map_err(|x| ParseError(redact::json(&x)))?;
             if detail.event == TEST_NOTIFICATION || detail.transition == TEST_NOTIFICATION {
                 return Ok(Parsed::NotActionable("ASG test notification".into()));
             }

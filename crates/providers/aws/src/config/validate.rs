@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use stratus_cloud_kit::gcfg::schema::section_label;
 use stratus_cloud_kit::gcfg::{
-    enum_value, group, shown, ConfigProblem, KeySchema, RawSection, Section, SectionKind,
+    enum_value, group, ConfigProblem, KeySchema, RawSection, Section, SectionKind,
 };
 
 use super::values::{
@@ -20,7 +20,7 @@ const GLOBAL: &str = "Global";
 const SERVICE_OVERRIDE: &str = "ServiceOverride";
 
 /// Keys of `[Global]`, spelled as upstream.
-const GLOBAL_KEYS: &[&str] = &[
+pub(super) const GLOBAL_KEYS: &[&str] = &[
     "Zone",
     "Region",
     "VPC",
@@ -41,7 +41,7 @@ const GLOBAL_KEYS: &[&str] = &[
 ];
 
 /// Keys of `[ServiceOverride "name"]`, spelled as upstream.
-const OVERRIDE_KEYS: &[&str] = &[
+pub(super) const OVERRIDE_KEYS: &[&str] = &[
     "Service",
     "Region",
     "URL",
@@ -167,7 +167,7 @@ fn global_config(s: &Section<'_>, problems: &mut Vec<ConfigProblem>) -> GlobalCo
             .checked(
                 "ClusterServiceSharedLoadBalancerHealthProbePort",
                 problems,
-                |v| parse_port(v).map_err(|m| format!("{} {m}", shown(v))),
+                |v| parse_port(v).map_err(|m| format!("the value {m}")),
             )
             .filter(|port| *port != 0)
             .unwrap_or(DEFAULT_SHARED_HEALTH_PROBE_PORT),
@@ -177,7 +177,7 @@ fn global_config(s: &Section<'_>, problems: &mut Vec<ConfigProblem>) -> GlobalCo
                 problems,
                 |v| match check_probe_path(v) {
                     Ok(()) => Ok(v.to_owned()),
-                    Err(m) => Err(format!("{} {m}", shown(v))),
+                    Err(m) => Err(format!("the path {m}")),
                 },
             )
             .unwrap_or_else(|| DEFAULT_SHARED_HEALTH_PROBE_PATH.to_owned()),
@@ -197,7 +197,7 @@ fn region_value(v: &str) -> Result<String, String> {
     if is_region(v) {
         Ok(v.to_owned())
     } else {
-        Err(format!("{} is not a valid AWS region name", shown(v)))
+        Err("not a valid AWS region name (e.g. us-east-1)".to_owned())
     }
 }
 
@@ -206,10 +206,10 @@ fn zone_value(v: &str) -> Result<String, String> {
     if zone_region(v).is_some() {
         Ok(v.to_owned())
     } else {
-        Err(format!(
-            "{} is not a valid AWS availability zone name (a region followed by a zone letter, e.g. us-east-1a)",
-            shown(v)
-        ))
+        Err(
+            "not a valid AWS availability zone name (a region followed by a zone letter, e.g. us-east-1a)"
+                .to_owned(),
+        )
     }
 }
 
@@ -225,7 +225,7 @@ fn check_zone_in_region(
     };
     if zone_region(zone) != Some(region) {
         let line = s.first("Zone").map(|e| e.line);
-        let message = format!("{} is not in Region {}", shown(zone), shown(region));
+        let message = "the zone is not in the Region of [Global]";
         problems.push(s.problem("Zone", line, message));
     }
 }
@@ -241,11 +241,7 @@ fn check_cluster_ids_agree(
     if let (Some(tag), Some(id)) = (tag, id) {
         if tag != id {
             let line = s.first("KubernetesClusterTag").map(|e| e.line);
-            let message = format!(
-                "{} differs from KubernetesClusterID {}; they must match when both are set",
-                shown(tag),
-                shown(id)
-            );
+            let message = "differs from KubernetesClusterID; they must match when both are set";
             problems.push(s.problem("KubernetesClusterTag", line, message));
         }
     }
@@ -302,13 +298,8 @@ fn service_override(
         .and_then(|(url, line)| match check_endpoint_url(&url) {
             Ok(()) => Some(url),
             Err(reason) => {
-                // A URL with user info may hold a password: never echo it.
-                let what = if url.contains('@') {
-                    "the URL".to_owned()
-                } else {
-                    shown(&url)
-                };
-                problems.push(s.problem("URL", Some(line), format!("{what} {reason}")));
+                // Never echoed: a URL with user info may hold a password.
+                problems.push(s.problem("URL", Some(line), format!("the URL {reason}")));
                 None
             }
         });
@@ -339,9 +330,7 @@ fn check_duplicate_overrides(
         match seen.get(&key) {
             Some(first) => problems.push(
                 ConfigProblem::new(format!(
-                    "{} in {} is already overridden by [{}]",
-                    shown(&o.service),
-                    shown(&o.region),
+                    "this service is already overridden in this region by [{}]",
                     override_label(first)
                 ))
                 .in_section(override_label(&o.name))

@@ -152,12 +152,12 @@ fn read_pem_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| TlsError::File {
             path: shown.clone(),
-            message: e.to_string(),
+            message: stratus_runtime::redact::pem(&e),
         })?
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| TlsError::File {
             path: shown.clone(),
-            message: e.to_string(),
+            message: stratus_runtime::redact::pem(&e),
         })?;
     if certs.is_empty() {
         return Err(TlsError::File {
@@ -192,7 +192,7 @@ fn tls_config(tls: &TlsOptions) -> Result<rustls::ClientConfig, TlsError> {
         Some((cert, key)) => {
             let key = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::File {
                 path: key.display().to_string(),
-                message: e.to_string(),
+                message: stratus_runtime::redact::pem(&e),
             })?;
             builder.with_client_auth_cert(read_pem_certs(cert)?, key)?
         }

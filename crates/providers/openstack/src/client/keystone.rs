@@ -118,8 +118,8 @@ pub fn parse_token(
     let id = subject_token
         .filter(|t| !t.is_empty())
         .ok_or(TokenError::NoToken)?;
-    let answer: Answer =
-        serde_json::from_slice(body).map_err(|e| TokenError::Body(e.to_string()))?;
+    let answer: Answer = serde_json::from_slice(body)
+        .map_err(|e| TokenError::Body(stratus_runtime::redact::json(&e)))?;
     let expires = timestamp(&answer.token.expires_at)?;
     let issued = match &answer.token.issued_at {
         Some(t) => timestamp(t)?,

@@ -45,10 +45,15 @@ pub struct ServiceClient {
     headers: Vec<(HeaderName, HeaderValue)>,
 }
 
-fn parse_error(operation: &str, e: impl std::fmt::Display) -> CloudError {
+/// The answer to `operation` is not what it should be; `why` is scrubbed (an answer's values are
+/// never quoted).
+fn parse_error(operation: &str, why: impl std::fmt::Display) -> CloudError {
     CloudError::Unavailable {
         operation: operation.into(),
-        message: format!("the answer does not parse: {e}"),
+        message: format!(
+            "the answer does not parse: {}",
+            stratus_runtime::redact::scrub(&why.to_string())
+        ),
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use stratus_cloud_kit::gcfg::{shown, ConfigErrors, ConfigProblem};
+use stratus_cloud_kit::gcfg::{name, ConfigErrors, ConfigProblem};
 
 use super::validate::{Lined, RawConfig, RawGlobal};
 use super::{Credentials, GlobalConfig, Interface, Named, OpenStackConfig, Secret, TlsOptions};
@@ -130,17 +130,21 @@ fn read_clouds(
             })
             .collect(),
     };
-    let Some((path, text)) = candidates
-        .iter()
-        .find_map(|p| read_file(p).ok().map(|t| (p.clone(), t)))
-    else {
+    let mut unreadable = Vec::new();
+    let Some((path, text)) = candidates.iter().find_map(|p| match read_file(p) {
+        Ok(text) => Some((p.clone(), text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            unreadable.push(format!("cannot read {}: {e}", p.display()));
+            None
+        }
+    }) else {
         let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
-        problems.push(problem(
-            g,
-            "use-clouds",
-            Some(line),
-            format!("no clouds.yaml found (tried {})", tried.join(", ")),
-        ));
+        let why = match unreadable.is_empty() {
+            true => format!("no clouds.yaml found (tried {})", tried.join(", ")),
+            false => unreadable.join("; "),
+        };
+        problems.push(problem(g, "use-clouds", Some(line), why));
         return;
     };
     let file: CloudsFile = match serde_yaml::from_str(&text) {
@@ -150,7 +154,11 @@ fn read_clouds(
                 g,
                 "clouds-file",
                 Some(line),
-                format!("{} is not a clouds.yaml: {e}", path.display()),
+                format!(
+                    "{} is not a clouds.yaml: {}",
+                    path.display(),
+                    stratus_runtime::redact::yaml(&e)
+                ),
             ));
             return;
         }
@@ -166,20 +174,20 @@ fn read_clouds(
         (None, _) => None,
     };
     let Some(cloud) = cloud else {
-        let names: Vec<&String> = file.clouds.keys().collect();
+        let names: Vec<String> = file.clouds.keys().take(10).map(|n| name(n)).collect();
         let what = match &wanted {
-            Some(name) => format!("cloud {} is not in {}", shown(name), path.display()),
+            Some(wanted) => format!("cloud {} is not in {}", name(wanted), path.display()),
             None => format!(
                 "{} holds {} clouds; name one with `cloud` or OS_CLOUD",
                 path.display(),
-                names.len()
+                file.clouds.len()
             ),
         };
         problems.push(problem(
             g,
             "cloud",
             Some(line),
-            format!("{what} (clouds: {names:?})"),
+            format!("{what} (clouds: {})", names.join(", ")),
         ));
         return;
     };

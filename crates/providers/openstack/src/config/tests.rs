@@ -109,12 +109,12 @@ fn every_problem_is_listed_with_its_line() {
     assert_eq!(
         got,
         vec![
-            "[Global] auth-url: \"keystone:5000\" is not an http:// or https:// URL (line 2)",
+            "[Global] auth-url: not an http:// or https:// URL (line 2)",
             "[Global] flavour: unknown key; valid keys are auth-url, username, user-id, password, tenant-id, tenant-name, domain-id, domain-name, tenant-domain-id, tenant-domain-name, user-domain-id, user-domain-name, region, os-endpoint-type, ca-file, cert-file, key-file, tls-insecure, use-clouds, clouds-file, cloud, application-credential-id, application-credential-name, application-credential-secret, trust-id, trustee-id, trustee-password (line 5)",
             "[Global] trust-id: trust-based authentication is not supported: use a password or an application credential (line 6)",
-            "[Networking] address-sort-order: \"10.0.0.0\" is not a CIDR (want address/prefix, e.g. 10.244.0.0/16 or fd00:10:244::/56) (line 8)",
-            "[LoadBalancer] lb-method: \"RANDOM\" is not one of ROUND_ROBIN, LEAST_CONNECTIONS, SOURCE_IP, SOURCE_IP_PORT (line 10)",
-            "[LoadBalancer] monitor-delay: invalid duration \"5\": missing unit (ns, us, ms, s, m or h) (line 11)",
+            "[Networking] address-sort-order: not a comma-separated list of CIDRs (want address/prefix, e.g. 10.244.0.0/16 or fd00:10:244::/56) (line 8)",
+            "[LoadBalancer] lb-method: not one of ROUND_ROBIN, LEAST_CONNECTIONS, SOURCE_IP, SOURCE_IP_PORT (line 10)",
+            "[LoadBalancer] monitor-delay: not a duration (a number with a unit: ns, us, ms, s, m or h, e.g. 5s) (line 11)",
             "[LoadBalancer] router-id: unknown key (it belongs in [Route]); valid keys are enabled, lb-version, use-octavia, subnet-id, member-subnet-id, network-id, floating-network-id, floating-subnet-id, floating-subnet, floating-subnet-tags, lb-method, lb-provider, create-monitor, monitor-delay, monitor-timeout, monitor-max-retries, monitor-max-retries-down, manage-security-groups, internal-lb, node-selector, cascade-delete, flavor-id, availability-zone, enable-ingress-hostname, ingress-hostname-suffix, max-shared-lb, container-store, provider-requires-serial-api-calls, default-tls-container-ref (line 12)",
             "[Bogus] unknown section; valid sections are [Global], [Networking], [LoadBalancer], [LoadBalancerClass \"name\"], [Route], [Metadata] and [BlockStorage] (line 13)",
         ]
@@ -168,7 +168,62 @@ fn clouds_yaml_fills_what_the_file_leaves_empty() {
     .unwrap_err()
     .to_string();
     assert!(
-        missing.contains("cloud \"nope\" is not in /etc/clouds.yaml"),
+        missing.contains("cloud nope is not in /etc/clouds.yaml (clouds: prod)"),
         "{missing}"
     );
+}
+
+/// Every key of every section given a value that cannot be right (with a secret in it), an unknown
+/// key holding the secret, text before any section, and a clouds.yaml that is not YAML of the
+/// right shape: no problem quotes the secret.
+#[test]
+fn no_problem_quotes_a_value() {
+    use super::validate::*;
+    const SECRET: &str = "tok-7f3a9c-SECRET";
+    let value = format!("\"{SECRET} \\\" {SECRET}\"");
+    let mut text = format!("{SECRET}\n{SECRET} = {SECRET}\n");
+    let sections: &[(&str, &[&str])] = &[
+        ("Global", GLOBAL_KEYS),
+        ("Networking", NETWORKING_KEYS),
+        ("LoadBalancer", LOAD_BALANCER_KEYS),
+        ("LoadBalancerClass \"a\"", LOAD_BALANCER_CLASS_KEYS),
+        ("Route", ROUTE_KEYS),
+        ("Metadata", METADATA_KEYS),
+        ("BlockStorage", BLOCK_STORAGE_KEYS),
+    ];
+    for (section, keys) in sections {
+        text.push_str(&format!("[{section}]\nunknown-key = {value}\n"));
+        for key in *keys {
+            text.push_str(&format!("{key} = {value}\n{key} = {SECRET}\n"));
+        }
+    }
+    let err = parse(&text).unwrap_err();
+    assert!(err.problems().len() > 20, "{err}");
+    for problem in err.problems() {
+        let shown = problem.to_string();
+        assert!(!shown.contains("7f3a9c"), "{shown}");
+    }
+    let shown = err.to_string();
+    assert!(shown.len() < 4096, "{}", shown.len());
+
+    for yaml in [
+        SECRET.to_string(),
+        format!("clouds:\n  prod:\n    verify: {SECRET}\n"),
+        format!("clouds:\n  prod:\n    auth: {SECRET}\n"),
+        format!("clouds: [{SECRET}]\n"),
+    ] {
+        let read = |_: &Path| Ok(yaml.clone());
+        let err = OpenStackConfig::parse_with(
+            "[Global]\nuse-clouds = true\nclouds-file = /etc/clouds.yaml\n",
+            &read,
+            &|_| None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("/etc/clouds.yaml is not a clouds.yaml: line "),
+            "{err}"
+        );
+        assert!(!err.contains("7f3a9c"), "{err}");
+    }
 }

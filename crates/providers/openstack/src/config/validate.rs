@@ -8,7 +8,7 @@ use std::time::Duration;
 use stratus_cloud::Cidr;
 use stratus_cloud_kit::gcfg::schema::section_label;
 use stratus_cloud_kit::gcfg::{
-    enum_value, group, shown, ConfigProblem, KeySchema, RawSection, Section, SectionKind,
+    enum_value, group, ConfigProblem, KeySchema, RawSection, Section, SectionKind,
 };
 use stratus_runtime::duration::parse_go_duration;
 
@@ -57,7 +57,7 @@ const KINDS: &[SectionKind] = &[
 ];
 
 /// Keys of `[Global]`, spelled as upstream.
-const GLOBAL_KEYS: &[&str] = &[
+pub(super) const GLOBAL_KEYS: &[&str] = &[
     "auth-url",
     "username",
     "user-id",
@@ -87,14 +87,14 @@ const GLOBAL_KEYS: &[&str] = &[
     "trustee-password",
 ];
 
-const NETWORKING_KEYS: &[&str] = &[
+pub(super) const NETWORKING_KEYS: &[&str] = &[
     "ipv6-support-disabled",
     "public-network-name",
     "internal-network-name",
     "address-sort-order",
 ];
 
-const LOAD_BALANCER_KEYS: &[&str] = &[
+pub(super) const LOAD_BALANCER_KEYS: &[&str] = &[
     "enabled",
     "lb-version",
     "use-octavia",
@@ -126,7 +126,7 @@ const LOAD_BALANCER_KEYS: &[&str] = &[
     "default-tls-container-ref",
 ];
 
-const LOAD_BALANCER_CLASS_KEYS: &[&str] = &[
+pub(super) const LOAD_BALANCER_CLASS_KEYS: &[&str] = &[
     "floating-network-id",
     "floating-subnet-id",
     "floating-subnet",
@@ -136,9 +136,9 @@ const LOAD_BALANCER_CLASS_KEYS: &[&str] = &[
     "member-subnet-id",
 ];
 
-const ROUTE_KEYS: &[&str] = &["router-id"];
-const METADATA_KEYS: &[&str] = &["search-order", "request-timeout"];
-const BLOCK_STORAGE_KEYS: &[&str] = &[
+pub(super) const ROUTE_KEYS: &[&str] = &["router-id"];
+pub(super) const METADATA_KEYS: &[&str] = &["search-order", "request-timeout"];
+pub(super) const BLOCK_STORAGE_KEYS: &[&str] = &[
     "node-volume-attach-limit",
     "rescan-on-resize",
     "ignore-volume-az",
@@ -309,11 +309,7 @@ fn global(s: &Section<'_>, problems: &mut Vec<ConfigProblem>) -> RawGlobal {
         if url.starts_with("http://") || url.starts_with("https://") {
             Some((url, line))
         } else {
-            problems.push(s.problem(
-                "auth-url",
-                Some(line),
-                format!("{} is not an http:// or https:// URL", shown(&url)),
-            ));
+            problems.push(s.problem("auth-url", Some(line), "not an http:// or https:// URL"));
             None
         }
     });
@@ -382,7 +378,11 @@ fn networking(s: &Section<'_>, problems: &mut Vec<ConfigProblem>) -> NetworkingC
             v.split(',')
                 .map(str::trim)
                 .filter(|c| !c.is_empty())
-                .map(|c| Cidr::parse(c).map_err(|e| e.to_string()))
+                .map(|c| {
+                    Cidr::parse(c).map_err(|_| {
+                        "not a comma-separated list of CIDRs (want address/prefix, e.g. 10.244.0.0/16 or fd00:10:244::/56)".to_owned()
+                    })
+                })
                 .collect::<Result<Vec<Cidr>, String>>()
         })
         .unwrap_or_default();
@@ -400,7 +400,9 @@ fn duration(
     problems: &mut Vec<ConfigProblem>,
 ) -> Option<Duration> {
     s.checked(key, problems, |v| {
-        parse_go_duration(v.trim()).map_err(|e| e.to_string())
+        parse_go_duration(v.trim()).map_err(|_| {
+            "not a duration (a number with a unit: ns, us, ms, s, m or h, e.g. 5s)".to_owned()
+        })
     })
 }
 
@@ -412,10 +414,7 @@ fn number(
 ) -> Option<u32> {
     s.checked(key, problems, |v| match v.trim().parse::<u32>() {
         Ok(n) if n <= max => Ok(n),
-        _ => Err(format!(
-            "{} is not a whole number from 0 to {max}",
-            shown(v)
-        )),
+        _ => Err(format!("not a whole number from 0 to {max}")),
     })
 }
 
@@ -438,7 +437,7 @@ fn load_balancer(s: &Section<'_>, problems: &mut Vec<ConfigProblem>) -> LoadBala
             problems.push(s.problem(
                 "lb-version",
                 Some(line),
-                format!("{} is not supported: only v2 (Octavia) is", shown(&v)),
+                "not supported: only v2 (Octavia) is",
             ));
         }
     }
@@ -463,7 +462,7 @@ fn load_balancer(s: &Section<'_>, problems: &mut Vec<ConfigProblem>) -> LoadBala
                 .map(|pair| {
                     let (k, val) = pair.split_once('=').unwrap_or((pair, ""));
                     if k.trim().is_empty() {
-                        Err(format!("{} has an empty label key", shown(pair)))
+                        Err("a label has an empty key (write key=value,key2=value2)".to_owned())
                     } else {
                         Ok((k.trim().to_owned(), val.trim().to_owned()))
                     }
@@ -481,7 +480,7 @@ fn load_balancer(s: &Section<'_>, problems: &mut Vec<ConfigProblem>) -> LoadBala
         problems.push(s.problem(
             "monitor-timeout",
             line,
-            format!("{monitor_timeout:?} is longer than monitor-delay {monitor_delay:?}; Octavia refuses such a monitor"),
+            "is longer than monitor-delay; Octavia refuses such a monitor",
         ));
     }
     LoadBalancerConfig {
@@ -554,10 +553,7 @@ fn metadata(s: &Section<'_>, problems: &mut Vec<ConfigProblem>) -> MetadataConfi
                 .collect::<Result<Vec<_>, String>>()?;
             match order.len() {
                 1 | 2 if order.first() != order.get(1) => Ok(order),
-                _ => Err(format!(
-                    "{} must name configDrive and/or metadataService once each",
-                    shown(v)
-                )),
+                _ => Err("must name configDrive and/or metadataService once each".to_owned()),
             }
         })
         .unwrap_or(d.search_order);
@@ -574,7 +570,7 @@ fn block_storage(s: &Section<'_>, problems: &mut Vec<ConfigProblem>) -> BlockSto
     let limit = s.checked("node-volume-attach-limit", problems, |v| {
         match v.trim().parse::<u32>() {
             Ok(n) if (1..=256).contains(&n) => Ok(n),
-            _ => Err(format!("{} is not a whole number from 1 to 256", shown(v))),
+            _ => Err("not a whole number from 1 to 256".to_owned()),
         }
     });
     BlockStorageConfig {
