@@ -7,12 +7,23 @@ pub mod bench;
 pub mod crates;
 pub mod links;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// The repository root (two levels above this crate's manifest).
+/// The repository root: the nearest directory holding `docs/` and `Cargo.lock` above
+/// `$CARGO_MANIFEST_DIR` as the process runs (cargo sets it for `cargo test` and `cargo run`),
+/// else above this crate as compiled. Build artifacts are shared between clones (one cache
+/// outside every clone), so the compiled path alone can name a clone that is gone.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("the repository root exists")
+    let runtime = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    runtime
+        .into_iter()
+        .chain(std::iter::once(built))
+        .find_map(|start| {
+            start
+                .ancestors()
+                .find(|dir| dir.join("docs").is_dir() && dir.join("Cargo.lock").is_file())
+                .map(Path::to_path_buf)
+        })
+        .expect("the repository root (a directory with docs/ and Cargo.lock) is above $CARGO_MANIFEST_DIR")
 }

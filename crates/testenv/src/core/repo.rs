@@ -39,12 +39,13 @@ mod tests {
 
     #[test]
     fn finds_the_root_from_any_directory_below_it() {
-        let compiled = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let root = root_above(&compiled.join("bins/cloud-controller-manager/src")).unwrap();
+        let manifest = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo test sets it");
+        let above_manifest = Path::new(&manifest).join("../..");
+        let root = root_above(&above_manifest.join("bins/cloud-controller-manager/src")).unwrap();
         assert!(root.join(MARKER).is_file());
         assert_eq!(
             root.canonicalize().unwrap(),
-            compiled.canonicalize().unwrap()
+            above_manifest.canonicalize().unwrap()
         );
         assert_eq!(root_above(Path::new("/")), None);
     }
