@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use ecr_credential_provider::app::{self, Options};
-use ecr_credential_provider::aws::AwsTokenSource;
-use ecr_credential_provider::cache::Cache;
-use ecr_credential_provider::identity::ROLE_ENV;
-use ecr_credential_provider::log::Log;
-use ecr_credential_provider::request::MAX_REQUEST_BYTES;
+use stratus_ecr::app::{self, Options};
+use stratus_ecr::aws::AwsTokenSource;
+use stratus_ecr::cache::Cache;
+use stratus_ecr::identity::ROLE_ENV;
+use stratus_ecr::log::Log;
+use stratus_ecr::request::MAX_REQUEST_BYTES;
 
 /// Where answers are cached unless `--cache-dir` or `ECR_CREDENTIAL_PROVIDER_CACHE_DIR` says
 /// otherwise: the kubelet's state directory, private to root.

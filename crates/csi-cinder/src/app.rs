@@ -16,9 +16,9 @@ use stratus_csi::devices::{DeviceFinder, LoopDevices};
 use stratus_csi::metrics::CsiMetrics;
 use stratus_csi::mount::SystemMounter;
 use stratus_csi::{DriverInfo, Endpoint, Services};
-use stratus_openstack::client::http::HttpClient;
-use stratus_openstack::client::{guard, Session};
-use stratus_openstack::config::{BlockStorageConfig, OpenStackConfig};
+use stratus_openstack_api::client::http::HttpClient;
+use stratus_openstack_api::client::{guard, Session};
+use stratus_openstack_api::config::{BlockStorageConfig, OpenStackConfig};
 use stratus_runtime::startup::{Problems, StartupError};
 
 use crate::cinder::CinderApi;

@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 use stratus_cloud::CloudError;
 use stratus_cloud_kit::ApiMetrics;
 use stratus_csi::BackendError;
-use stratus_openstack::client::errors::is_not_found;
-use stratus_openstack::client::{guard, Service, ServiceClient, Session};
+use stratus_openstack_api::client::errors::is_not_found;
+use stratus_openstack_api::client::{guard, Service, ServiceClient, Session};
 
 use crate::params::VolumeSpec;
 

@@ -4,7 +4,7 @@
 
 use http::Method;
 use serde::Deserialize;
-use stratus_openstack::client::http::HttpClient;
+use stratus_openstack_api::client::http::HttpClient;
 
 /// Where the metadata service answers.
 pub const METADATA_URL: &str = "http://169.254.169.254/openstack/latest/meta_data.json";

@@ -22,7 +22,7 @@ use stratus_discoverer::metrics::Metrics;
 use stratus_discoverer::outputs::Outputs;
 use stratus_discoverer::reconciler::{Health, Reconciler, RetrySettings};
 use stratus_discoverer::Discoverer;
-use stratus_openstack::client::{guard, Service, ServiceClient, Session};
+use stratus_openstack_api::client::{guard, Service, ServiceClient, Session};
 use stratus_runtime::backoff::Backoff;
 use stratus_testenv::{Fault, FaultKind};
 use stratus_testenv::{Identity, OpenStackEnv, TestEnv};
@@ -48,7 +48,7 @@ fn fixture_client(cloud: &OpenStackEnv, service: Service) -> Result<ServiceClien
     let settings = stratus_discoverer::openstack::env::settings(&lookup(cloud, &[]))
         .map_err(anyhow::Error::msg)?;
     let metrics = Arc::new(ApiMetrics::register(&mut Registry::default()));
-    let http = stratus_openstack::client::http::HttpClient::new(
+    let http = stratus_openstack_api::client::http::HttpClient::new(
         &Default::default(),
         Duration::from_secs(30),
     )?;

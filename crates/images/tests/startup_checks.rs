@@ -399,7 +399,7 @@ fn ecr_cache(dir: &Path, junk: &Path) -> PathBuf {
     let cache = dir.join("ecr-cache");
     std::fs::create_dir_all(&cache).unwrap();
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let key = ecr_credential_provider::cache::CacheKey {
+    let key = stratus_ecr::cache::CacheKey {
         registry: "123456789012.dkr.ecr.us-east-1.amazonaws.com".into(),
         region: "us-east-1".into(),
         role: String::new(),

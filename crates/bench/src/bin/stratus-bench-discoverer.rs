@@ -80,7 +80,7 @@ fn free_port() -> Result<u16> {
 }
 
 async fn openstack(binary: &str, volumes: usize) -> Result<()> {
-    use stratus_openstack::client::{guard, Service, ServiceClient, Session};
+    use stratus_openstack_api::client::{guard, Service, ServiceClient, Session};
     let flavors: usize = arg("--flavors", "500").parse()?;
     let images: usize = arg("--images", "200").parse()?;
     let env = TestEnv::start().await?;
@@ -97,7 +97,7 @@ async fn openstack(binary: &str, volumes: usize) -> Result<()> {
         &mut prometheus_client::registry::Registry::default(),
     ));
     let session = std::sync::Arc::new(Session::new(
-        stratus_openstack::client::http::HttpClient::new(
+        stratus_openstack_api::client::http::HttpClient::new(
             &Default::default(),
             Duration::from_secs(30),
         )?,

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use stratus_openstack::config::{Credentials, Named, Secret};
+use stratus_openstack_api::config::{Credentials, Named, Secret};
 
 /// What the environment asks for.
 #[derive(Debug, Clone, PartialEq)]

@@ -16,10 +16,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use stratus_cloud::CloudError;
 use stratus_cloud_kit::ApiMetrics;
-use stratus_openstack::client::errors::is_not_found;
-use stratus_openstack::client::http::HttpClient;
-use stratus_openstack::client::{guard, Clients, Service, ServiceClient, Session};
-use stratus_openstack::config::{Interface, TlsOptions};
+use stratus_openstack_api::client::errors::is_not_found;
+use stratus_openstack_api::client::http::HttpClient;
+use stratus_openstack_api::client::{guard, Clients, Service, ServiceClient, Session};
+use stratus_openstack_api::config::{Interface, TlsOptions};
 
 use crate::discoverer::{Discoverer, DiscoveryError};
 use crate::types::{CloudCondition, DiskMeta, InstanceType};

@@ -10,8 +10,8 @@ use std::net::IpAddr;
 use stratus_cloud::{Cidr, NodeAddress, NodeAddressType};
 
 use crate::compute::Server;
-use crate::config::NetworkingConfig;
 use crate::network::Port;
+use stratus_openstack_api::config::NetworkingConfig;
 
 fn is_ipv6(addr: &str) -> bool {
     matches!(addr.parse::<IpAddr>(), Ok(IpAddr::V6(_)))

@@ -12,14 +12,14 @@ use stratus_cloud::{
 };
 use stratus_cloud_kit::ApiMetrics;
 
-use crate::client::http::HttpClient;
-use crate::client::{guard, Clients, Session};
 use crate::compute::Nova;
-use crate::config::OpenStackConfig;
 use crate::instances::OpenStackInstances;
 use crate::network::Neutron;
 use crate::provider_id::{REGIONAL_ENV, SCHEME};
 use crate::server_view::{ServerView, ViewOptions};
+use stratus_openstack_api::client::http::HttpClient;
+use stratus_openstack_api::client::{guard, Clients, Session};
+use stratus_openstack_api::config::OpenStackConfig;
 
 /// The OpenStack provider, as the binaries register it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -99,12 +99,14 @@ impl ConfiguredProvider for ConfiguredOpenStack {
             self.config.networking.clone(),
         ));
         let load_balancers = self.config.load_balancer.enabled.then(|| {
-            let octavia = crate::lb::octavia::Octavia::new(crate::client::ServiceClient::new(
-                clients.session.clone(),
-                crate::client::Service::LoadBalancer,
-                guard("load-balancer", &metrics),
-                Vec::new(),
-            ));
+            let octavia = crate::lb::octavia::Octavia::new(
+                stratus_openstack_api::client::ServiceClient::new(
+                    clients.session.clone(),
+                    stratus_openstack_api::client::Service::LoadBalancer,
+                    guard("load-balancer", &metrics),
+                    Vec::new(),
+                ),
+            );
             Arc::new(crate::lb::OpenStackLoadBalancers::new(
                 self.config.load_balancer.clone(),
                 self.config.load_balancer_classes.clone(),

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use stratus_cloud::CloudError;
 
-use crate::client::errors::is_not_found;
-use crate::client::service::Listing;
-use crate::client::ServiceClient;
+use stratus_openstack_api::client::errors::is_not_found;
+use stratus_openstack_api::client::service::Listing;
+use stratus_openstack_api::client::ServiceClient;
 
 /// Servers per page of the listing.
 pub const PAGE_SIZE: usize = 1000;

@@ -10,10 +10,10 @@ use stratus_cloud::{CloudError, InstanceMetadata, InstancesV2, NodeInfo, Provide
 
 use crate::addresses::node_addresses;
 use crate::compute::{status, Nova, Server};
-use crate::config::NetworkingConfig;
 use crate::labels;
 use crate::provider_id::OpenStackProviderId;
 use crate::server_view::{Entry, ServerView};
+use stratus_openstack_api::config::NetworkingConfig;
 
 /// Label carrying the server's host ID, as upstream.
 pub const HOST_ID_LABEL: &str = "topology.openstack.org/host-id";

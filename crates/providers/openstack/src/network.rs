@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use stratus_cloud::CloudError;
 
-use crate::client::ServiceClient;
+use stratus_openstack_api::client::ServiceClient;
 
 /// A fixed IP of a port.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -254,16 +254,6 @@ impl ServerView {
         let _ = self.synced.subscribe().wait_for(|s| *s).await;
     }
 
-    /// How many servers the view holds.
-    pub fn len(&self) -> usize {
-        self.snapshot.read().expect("snapshot").by_id.len()
-    }
-
-    /// Whether it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     async fn refresh_forever(self: Arc<Self>) {
         let mut active = self.active.subscribe();
         if active.wait_for(|a| *a).await.is_err() {

@@ -5,9 +5,9 @@ use http::Method;
 use serde_json::{json, Value};
 use stratus_cloud::CloudError;
 
-use crate::client::errors::is_not_found;
-use crate::client::ServiceClient;
 use crate::compute::encode;
+use stratus_openstack_api::client::errors::is_not_found;
+use stratus_openstack_api::client::ServiceClient;
 
 /// Neutron calls of the load balancers.
 #[derive(Debug, Clone)]

@@ -35,13 +35,13 @@ use stratus_cloud::{
 };
 use tokio::sync::OnceCell;
 
-use crate::config::{LoadBalancerClass, LoadBalancerConfig};
 use annotations::LbOptions;
 use floating::FloatingIps;
 use octavia::{is_conflict, Octavia};
 use secgroups::{MemberPort, RuleSpec};
 use sg_neutron::SecurityGroups;
 use spec::{plan_step, LbSpec};
+use stratus_openstack_api::config::{LoadBalancerClass, LoadBalancerConfig};
 use watcher::{is_pending, Watcher};
 
 /// How often pending load balancers are polled.

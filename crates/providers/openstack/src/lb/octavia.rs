@@ -7,9 +7,9 @@ use serde_json::{json, Value};
 use stratus_cloud::CloudError;
 
 use super::spec::{member_body, ActualListener, ActualPool, ActualTree, MemberSpec, Step};
-use crate::client::errors::is_not_found;
-use crate::client::ServiceClient;
 use crate::compute::encode;
+use stratus_openstack_api::client::errors::is_not_found;
+use stratus_openstack_api::client::ServiceClient;
 
 const BASE: &str = "/v2/lbaas";
 

@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 use stratus_cloud::{CloudError, ServiceRef};
 
 use super::secgroups::{self, MemberPort, PortChange, RuleSpec};
-use crate::client::errors::is_not_found;
-use crate::client::ServiceClient;
 use crate::compute::encode;
+use stratus_openstack_api::client::errors::is_not_found;
+use stratus_openstack_api::client::ServiceClient;
 
 /// Neutron security groups of load balancers.
 #[derive(Debug, Clone)]

@@ -68,11 +68,6 @@ impl Watcher {
         self.wake.notify_one();
     }
 
-    /// How many load balancers are watched.
-    pub fn watched(&self) -> usize {
-        self.pending.lock().expect("pending lock").len()
-    }
-
     async fn poll(&self) {
         let list = match self.octavia.list().await {
             Ok(list) => list,

@@ -5,8 +5,8 @@ use http::Method;
 use serde_json::{json, Value};
 use stratus_cloud::CloudError;
 
-use crate::client::ServiceClient;
 use crate::compute::encode;
+use stratus_openstack_api::client::ServiceClient;
 
 /// Neutron routers and ports.
 #[derive(Debug, Clone)]

@@ -10,8 +10,8 @@ use stratus_cloud::{
 };
 
 use super::*;
-use crate::config::LoadBalancerConfig;
 use crate::lb::annotations;
+use stratus_openstack_api::config::LoadBalancerConfig;
 
 fn node(name: &str, ip: &str) -> TargetNode {
     TargetNode {

@@ -19,12 +19,16 @@ pub const MAX_REQUEST_BYTES: usize = 1 << 20;
 /// The API versions of `credentialprovider.kubelet.k8s.io` this plugin speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApiVersion {
+    /// `v1`.
     V1,
+    /// `v1beta1`.
     V1beta1,
+    /// `v1alpha1`.
     V1alpha1,
 }
 
 impl ApiVersion {
+    /// Every version, newest first.
     pub const ALL: [ApiVersion; 3] = [ApiVersion::V1, ApiVersion::V1beta1, ApiVersion::V1alpha1];
 
     /// `credentialprovider.kubelet.k8s.io/<version>`.
@@ -36,6 +40,7 @@ impl ApiVersion {
         }
     }
 
+    /// The version of a full `apiVersion` string.
     pub fn parse(s: &str) -> Option<ApiVersion> {
         ApiVersion::ALL.into_iter().find(|v| v.as_str() == s)
     }
@@ -44,6 +49,7 @@ impl ApiVersion {
 /// A decoded request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
+    /// The request's version; the response answers in the same.
     pub api_version: ApiVersion,
     /// The image being pulled, e.g. `123456789012.dkr.ecr.us-east-1.amazonaws.com/app:v1`.
     pub image: String,
@@ -56,27 +62,39 @@ pub struct Request {
 /// Why stdin is not a usable request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
+    /// Nothing on stdin.
     #[error("stdin is empty; expected a {REQUEST_KIND} JSON object from the kubelet")]
     Empty,
+    /// More than [`MAX_REQUEST_BYTES`] on stdin.
     #[error("stdin is larger than {MAX_REQUEST_BYTES} bytes; expected one {REQUEST_KIND}")]
     TooLarge,
+    /// Not JSON.
     #[error("stdin is not valid JSON ({0}); expected a {REQUEST_KIND} object")]
     NotJson(String),
+    /// JSON, but not an object.
     #[error("stdin is not a JSON object; expected a {REQUEST_KIND}")]
     NotAnObject,
+    /// No `apiVersion`.
     #[error("the request has no apiVersion; supported: {supported}", supported = supported())]
     NoApiVersion,
+    /// An `apiVersion` this plugin does not speak.
     #[error("unsupported apiVersion; supported: {supported}", supported = supported())]
     UnsupportedApiVersion,
+    /// No `kind`.
     #[error("the request has no kind; expected {REQUEST_KIND:?}")]
     NoKind,
+    /// A `kind` other than [`REQUEST_KIND`].
     #[error("the request's kind is not {REQUEST_KIND:?}")]
     WrongKind,
+    /// No image, or an empty one.
     #[error("the request has no image (or it is empty)")]
     NoImage,
+    /// A field of the wrong JSON type.
     #[error("the request's {field} must be {expected}")]
     WrongType {
+        /// The field.
         field: &'static str,
+        /// The type it must have.
         expected: &'static str,
     },
 }

@@ -27,30 +27,47 @@ pub const ROLE_SESSION_NAME: &str = "ecr-credential-provider";
 /// Why no token came back.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
+    /// The runtime for the AWS calls could not start.
     #[error("starting the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
+    /// `sts:AssumeRoleWithWebIdentity` failed.
     #[error("assuming role {role_arn} with the service account token (sts:AssumeRoleWithWebIdentity in {region}) failed: {message}")]
     AssumeRole {
+        /// The role.
         role_arn: String,
+        /// The region STS was called in.
         region: String,
+        /// The SDK's message.
         message: String,
     },
+    /// `GetAuthorizationToken` failed.
     #[error("{service}:GetAuthorizationToken in {region} failed: {message}")]
     GetToken {
+        /// `ecr` or `ecr-public`.
         service: &'static str,
+        /// The region called.
         region: String,
+        /// The SDK's message.
         message: String,
     },
+    /// The answer lacks a field.
     #[error("{service}:GetAuthorizationToken in {region} answered without {what}")]
     Incomplete {
+        /// `ecr` or `ecr-public`.
         service: &'static str,
+        /// The region called.
         region: String,
+        /// The missing field.
         what: &'static str,
     },
+    /// The answer's token is malformed.
     #[error("{service}:GetAuthorizationToken in {region} answered a token that is not {problem}")]
     BadToken {
+        /// `ecr` or `ecr-public`.
         service: &'static str,
+        /// The region called.
         region: String,
+        /// How it is malformed.
         problem: TokenFormatError,
     },
 }
@@ -70,10 +87,13 @@ impl FetchError {
 /// How an authorization token can be malformed (never quoting it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TokenFormatError {
+    /// Not base64.
     #[error("base64")]
     NotBase64,
+    /// Not UTF-8 once decoded.
     #[error("UTF-8")]
     NotUtf8,
+    /// No `:` between user and password.
     #[error("of the form user:password")]
     NoColon,
 }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 pub struct Secret(String);
 
 impl Secret {
+    /// Wraps a secret value.
     pub fn new(value: impl Into<String>) -> Secret {
         Secret(value.into())
     }

@@ -1,5 +1,6 @@
-//! `ecr-credential-provider`: the kubelet image credential provider plugin for Amazon ECR
-//! (every partition, FIPS and dual-stack hosts) and ECR Public.
+//! `stratus-ecr`: the kubelet image credential provider plugin for Amazon ECR (every partition,
+//! FIPS and dual-stack hosts) and ECR Public, as a library; `bins/ecr-credential-provider` is its
+//! thin `main` (flags, stdin, stdout, exit code).
 //!
 //! Reads one `CredentialProviderRequest` (`credentialprovider.kubelet.k8s.io/v1`, `v1beta1` or
 //! `v1alpha1`) from stdin and writes one `CredentialProviderResponse` in the same version to

@@ -33,6 +33,7 @@ impl Log {
         self.add_secret_str(secret.expose());
     }
 
+    /// Remembers a secret given as text so it is redacted from every later line.
     pub fn add_secret_str(&mut self, secret: &str) {
         if secret.len() >= MIN_SECRET_LEN && !self.secrets.iter().any(|s| s == secret) {
             self.secrets.push(secret.to_owned());

@@ -22,7 +22,9 @@ pub enum Identity {
     /// `AssumeRoleWithWebIdentity` with the pod's service-account token, then ECR with the
     /// role's credentials.
     WebIdentity {
+        /// The role to assume.
         role_arn: String,
+        /// The pod's service-account token.
         token: Secret,
         /// The service account the token stands for (issuer, subject, audience, UID), so that
         /// the cache never hands one service account's answer to another.
@@ -54,7 +56,9 @@ impl Identity {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{source_name} is {}, which is not an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)", stratus_runtime::redact::quoted_name(arn, 2048))]
 pub struct RoleArnError {
+    /// Where the ARN came from (an annotation or an environment variable).
     pub source_name: String,
+    /// The ARN as given.
     pub arn: String,
 }
 

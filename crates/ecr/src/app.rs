@@ -15,7 +15,9 @@ use crate::secret::Secret;
 /// Registry credentials as ECR hands them out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Token {
+    /// The registry user name (`AWS` for ECR).
     pub username: String,
+    /// The registry password (the decoded token's second half).
     pub password: Secret,
     /// Unix seconds; `None` if AWS gave no expiry.
     pub expires_at: Option<i64>,
@@ -45,15 +47,21 @@ pub struct Options {
 /// Why the invocation fails.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The request on stdin is unusable.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// The image is not in an ECR registry.
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// The role to assume is not an IAM role ARN.
     #[error(transparent)]
     Role(#[from] RoleArnError),
+    /// AWS gave no token for the registry.
     #[error("no credentials for {registry}: {source}")]
     Fetch {
+        /// The registry (the response's auth key).
         registry: String,
+        /// Why not.
         #[source]
         source: FetchError,
     },

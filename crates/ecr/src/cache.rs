@@ -30,6 +30,7 @@ const MAX_ENTRY_BYTES: u64 = 64 * 1024;
 pub struct CacheKey {
     /// The registry host (with port), the response's auth key.
     pub registry: String,
+    /// The region of the registry's API.
     pub region: String,
     /// The assumed role, `""` for the node's credentials.
     pub role: String,
@@ -59,7 +60,9 @@ impl CacheKey {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
+    /// The registry user name.
     pub username: String,
+    /// The registry password.
     pub password: Secret,
     /// When the token was obtained (Unix seconds).
     pub issued_at: i64,
@@ -101,10 +104,12 @@ pub struct Cache {
 }
 
 impl Cache {
+    /// A cache in `dir` (created on the first write).
     pub fn new(dir: impl Into<PathBuf>) -> Cache {
         Cache { dir: dir.into() }
     }
 
+    /// The cache's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

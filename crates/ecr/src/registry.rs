@@ -16,13 +16,21 @@ pub const ECR_PUBLIC_REGION: &str = "us-east-1";
 /// An AWS partition, as far as registry host names go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Partition {
+    /// The commercial partition (`aws`).
     Aws,
+    /// China (`aws-cn`).
     China,
+    /// GovCloud (`aws-us-gov`).
     GovCloud,
+    /// ISO (`aws-iso`).
     Iso,
+    /// ISO-B (`aws-iso-b`).
     IsoB,
+    /// ISO-E (`aws-iso-e`).
     IsoE,
+    /// ISO-F (`aws-iso-f`).
     IsoF,
+    /// The European Sovereign Cloud (`aws-eusc`).
     EuSovereign,
 }
 
@@ -85,14 +93,24 @@ pub enum Registry {
     Private {
         /// Host (and port, if the image named one) as written in the image: the auth key.
         authority: String,
+        /// The registry's account ID.
         account: String,
+        /// The registry's region.
         region: String,
+        /// The region's partition.
         partition: Partition,
+        /// Whether the host is a FIPS endpoint.
         fips: bool,
+        /// Whether the host is dual-stack.
         dual_stack: bool,
     },
     /// `public.ecr.aws` or dual-stack `ecr-public.aws.com`.
-    Public { authority: String, dual_stack: bool },
+    Public {
+        /// Host (and port, if the image named one) as written in the image: the auth key.
+        authority: String,
+        /// Whether the host is the dual-stack one.
+        dual_stack: bool,
+    },
 }
 
 impl Registry {
@@ -143,7 +161,9 @@ impl Registry {
     stratus_runtime::redact::bounded(reason, stratus_runtime::redact::MAX_PROBLEM_BYTES)
 )]
 pub struct RegistryError {
+    /// The image as requested.
     pub image: String,
+    /// Why it is not an ECR image.
     pub reason: String,
 }
 

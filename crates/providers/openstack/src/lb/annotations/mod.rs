@@ -10,7 +10,7 @@ use stratus_cloud_kit::annotations::{
     parse_go_bool, AnnotationErrors, AnnotationReader, KeyTable, ProblemKind,
 };
 
-use crate::config::{LbMethod, LoadBalancerClass, LoadBalancerConfig};
+use stratus_openstack_api::config::{LbMethod, LoadBalancerClass, LoadBalancerConfig};
 
 /// OCCM's prefix.
 pub const PREFIX: &str = "loadbalancer.openstack.org/";

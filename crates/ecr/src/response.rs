@@ -16,18 +16,22 @@ pub const RESPONSE_KIND: &str = "CredentialProviderResponse";
 /// Credentials for one registry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuthConfig {
+    /// The registry user name.
     pub username: String,
+    /// The registry password.
     pub password: Secret,
 }
 
 /// A response to one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
+    /// The request's version.
     pub api_version: ApiVersion,
     /// How long the kubelet may cache the answer, in seconds (0: not at all).
     pub cache_seconds: u64,
     /// The registry host (with port, if any) the credentials are for.
     pub registry: String,
+    /// The credentials.
     pub auth: AuthConfig,
 }
 
