@@ -12,7 +12,7 @@ use aws_sdk_ec2::types::{
     VolumeType,
 };
 use aws_sdk_ec2::Client;
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::AwsApi;
 use stratus_cloud::CloudError;
 use stratus_csi::batch::{Batcher, FetchFn};
 use stratus_csi::BackendError;

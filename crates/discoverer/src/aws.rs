@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::Filter;
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::AwsApi;
 
 use crate::discoverer::{Discoverer, DiscoveryError};
 use crate::types::{CloudCondition, DiskMeta, InstanceType};

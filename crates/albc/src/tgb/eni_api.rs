@@ -4,7 +4,7 @@
 //! an action only this controller calls.
 
 use aws_sdk_ec2::types::Filter;
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::AwsApi;
 use stratus_cloud::CloudError;
 
 /// A network interface's address, instance and security groups.

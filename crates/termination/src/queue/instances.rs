@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::Filter;
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::AwsApi;
 use stratus_cloud::CloudError;
 use tokio::sync::{mpsc, oneshot, Mutex};
 use tokio::time::Instant;

@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use stratus_cloud::{LoadBalancerRequest, Protocol};
 
-use crate::lb::annotations::{
+use stratus_aws_api::annotations::{
     BackendProtocol, HealthCheckPort, HealthCheckProtocol, LbAnnotations,
 };
-use crate::lb::tags::ownership_tags;
+use stratus_aws_api::tags::ownership_tags;
 
 /// Upstream defaults of a Classic ELB health check.
 pub const DEFAULT_HEALTHY_THRESHOLD: i32 = 2;
@@ -257,7 +257,7 @@ pub fn classic_spec(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lb::annotations::{self, PREFIX};
+    use stratus_aws_api::annotations::{self, PREFIX};
     use stratus_cloud::{ServicePort, ServiceRef};
 
     fn request(ports: &[(u16, u16)]) -> LoadBalancerRequest {

@@ -9,10 +9,10 @@ use elb::types::{
 };
 use stratus_cloud::CloudError;
 
-use crate::api_call::AwsApi;
 use crate::lb::classic_spec::{
     AccessLogSettings, ClassicAttributes, ClassicListener, HealthCheck, PROXY_PROTOCOL_POLICY,
 };
+use stratus_aws_api::call::AwsApi;
 
 /// Most names one DescribeTags call accepts.
 pub const TAG_BATCH: usize = 20;
