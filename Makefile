@@ -47,8 +47,12 @@ build:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	@if $(CARGO) tree -p stratus-ccm -e normal --prefix none | grep -E '^(stratus-aws|aws-(sdk|config|types|smithy|runtime|sigv4|credential))'; then \
+	@if $(CARGO) tree -p stratus-ccm -e normal --prefix none | grep -E '^(stratus-aws |stratus-aws-api |aws-(sdk|config|types|smithy|runtime|sigv4|credential))'; then \
 		echo "lint: stratus-ccm must not depend on a provider or an AWS SDK crate (see above)"; exit 1; fi
+	@for c in stratus-albc stratus-termination stratus-csi-ebs stratus-discoverer ecr-credential-provider; do \
+		if $(CARGO) tree -p $$c -e normal --prefix none | grep -q '^stratus-aws '; then \
+			echo "lint: $$c depends on stratus-aws, the CCM provider; AWS applications use stratus-aws-api (crates/aws-api)"; exit 1; fi; \
+	done
 
 ## test: everything on a fresh machine — tools, lint, the docs' checks, unit, integration (real apiserver + moto)
 ## (the tools only some suites use build in the background, at low priority, while Rust compiles;
