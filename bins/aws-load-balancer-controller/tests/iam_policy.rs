@@ -66,8 +66,12 @@ fn policy_grants_exactly_the_calls_made() {
                 .collect();
             // The controller's own EC2 seam (the targets' network interfaces).
             if path.ends_with("tgb/eni_api.rs") {
-                for (i, _) in text.match_indices(".call(\"") {
-                    let rest = &text[i + ".call(\"".len()..];
+                // Single calls and the pager's pages.
+                for (i, m) in text
+                    .match_indices(".call(\"")
+                    .chain(text.match_indices("pages(&self.api,\""))
+                {
+                    let rest = &text[i + m.len()..];
                     let action: String = rest.chars().take_while(|c| *c != '"').collect();
                     used.insert(format!("ec2:{action}"));
                 }
