@@ -14,6 +14,7 @@
 pub mod annotations;
 pub mod call;
 pub mod ec2;
+pub mod elb;
 pub mod elbv2;
 pub mod node_rules;
 pub mod pager;
@@ -25,4 +26,5 @@ pub mod tags;
 
 pub use call::AwsApi;
 pub use ec2::Ec2;
+pub use elb::ElbApi;
 pub use elbv2::ElbV2Api;

@@ -16,12 +16,12 @@ use stratus_cloud::{
 };
 use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 
-use stratus_aws_api::{AwsApi, Ec2, ElbV2Api};
+use stratus_aws_api::{AwsApi, Ec2, ElbApi, ElbV2Api};
 
 use crate::config::CloudConfig;
 use crate::instance_cache::{CacheOptions, InstanceCache, Scope};
 use crate::instances_v2::AwsInstances;
-use crate::lb::{AwsLoadBalancers, ElbApi, LbSettings};
+use crate::lb::{AwsLoadBalancers, LbSettings};
 use crate::routes::{AwsRoutes, TableScope};
 use crate::topology::{self, Topology};
 use crate::zones::ZoneIds;

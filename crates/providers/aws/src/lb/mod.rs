@@ -7,7 +7,6 @@
 mod backend_memo;
 mod classic;
 mod classic_spec;
-mod elb_api;
 mod network;
 mod network_calls;
 mod network_spec;
@@ -21,9 +20,9 @@ use stratus_cloud::{CloudError, Ingress, LoadBalancer, LoadBalancerRequest, Node
 
 use crate::instance::Instance;
 use crate::instance_cache::InstanceCache;
-pub(crate) use crate::lb::elb_api::ElbApi;
 use stratus_aws_api::annotations::{LbAnnotations, LbKind};
 use stratus_aws_api::ec2::Ec2;
+use stratus_aws_api::elb::{self as elb_api, ElbApi};
 use stratus_aws_api::elbv2::ElbV2Api;
 use stratus_aws_api::subnets::SubnetCache;
 
