@@ -9,9 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_sdk_elasticloadbalancingv2::types::{
-    IpAddressType, LoadBalancerTypeEnum, ProtocolEnum, TargetTypeEnum,
-};
+use aws_sdk_elasticloadbalancingv2::types::{IpAddressType, LoadBalancerTypeEnum, ProtocolEnum};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
@@ -32,7 +30,7 @@ use crate::ingress::rules::plan_rules;
 use crate::ingress::security;
 use crate::ingress::tags::{CLUSTER_TAG, RESOURCE_TAG, STACK_LABEL, STACK_TAG};
 use crate::ingress::target_groups::{
-    having_tags, hold_target_group_attributes, tagged_target_groups,
+    hold_target_group_attributes, stack_target_groups, tagged_target_groups, target_type,
 };
 use crate::tgb::internal::{self, InternalBinding};
 use crate::tgb::targets::service_port;
@@ -289,18 +287,8 @@ async fn target_groups(
     let (mut existing, by_name) = match known {
         Some(k) => (k.target_groups.clone(), BTreeMap::new()),
         None => {
-            let all: Vec<LiveTargetGroup> = ctx
-                .alb
-                .all_target_groups()
-                .await?
-                .iter()
-                .filter_map(LiveTargetGroup::of)
-                .collect();
-            let pairs: Vec<(String, String)> = all
-                .iter()
-                .map(|g| (g.name.clone(), g.arn.clone()))
-                .collect();
-            let tagged = having_tags(&ctx.alb, &pairs, &stack_tags(ctx, &spec.group)).await?;
+            let (all, tagged) =
+                stack_target_groups(&ctx.alb, &stack_tags(ctx, &spec.group)).await?;
             let by_name: BTreeMap<String, LiveTargetGroup> =
                 all.into_iter().map(|g| (g.name.clone(), g)).collect();
             let existing = tagged
@@ -344,11 +332,7 @@ async fn target_groups(
                         protocol: ProtocolEnum::Http,
                         port: 80,
                         vpc_id: &ctx.settings.vpc,
-                        target_type: if tg.ip {
-                            TargetTypeEnum::Ip
-                        } else {
-                            TargetTypeEnum::Instance
-                        },
+                        target_type: target_type(tg.ip),
                         health_check: &health_settings(&tg.health),
                         tags: &t,
                     })

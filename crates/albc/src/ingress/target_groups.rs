@@ -3,10 +3,41 @@
 
 use std::collections::BTreeMap;
 
+use aws_sdk_elasticloadbalancingv2::types::TargetTypeEnum;
 use stratus_aws_api::ElbV2Api;
 use stratus_cloud::CloudError;
 
 use crate::ingress::drift;
+use crate::ingress::live::LiveTargetGroup;
+
+/// Every target group of the region (one paged listing) and those of them (name, ARN) whose
+/// tags carry every `(key, value)` of `selector` (DescribeTags, 20 ARNs per call).
+pub async fn stack_target_groups(
+    alb: &ElbV2Api,
+    selector: &BTreeMap<String, String>,
+) -> Result<(Vec<LiveTargetGroup>, Vec<(String, String)>), CloudError> {
+    let all: Vec<LiveTargetGroup> = alb
+        .all_target_groups()
+        .await?
+        .iter()
+        .filter_map(LiveTargetGroup::of)
+        .collect();
+    let pairs: Vec<(String, String)> = all
+        .iter()
+        .map(|g| (g.name.clone(), g.arn.clone()))
+        .collect();
+    let tagged = having_tags(alb, &pairs, selector).await?;
+    Ok((all, tagged))
+}
+
+/// `ip` targets, else `instance` ones.
+pub fn target_type(ip: bool) -> TargetTypeEnum {
+    if ip {
+        TargetTypeEnum::Ip
+    } else {
+        TargetTypeEnum::Instance
+    }
+}
 
 /// Target groups (name, ARN) whose tags carry every `(key, value)` of `selector` (one paged
 /// listing, then DescribeTags 20 ARNs per call).
@@ -25,7 +56,7 @@ pub async fn tagged_target_groups(
 }
 
 /// Those of `groups` (name, ARN) whose tags carry every `(key, value)` of `selector`.
-pub async fn having_tags(
+async fn having_tags(
     alb: &ElbV2Api,
     groups: &[(String, String)],
     selector: &BTreeMap<String, String>,

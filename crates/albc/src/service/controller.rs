@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_elasticloadbalancingv2::types::{IpAddressType, LoadBalancerTypeEnum, TargetTypeEnum};
+use aws_sdk_elasticloadbalancingv2::types::{IpAddressType, LoadBalancerTypeEnum};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -29,10 +29,10 @@ use stratus_aws_api::ElbV2Api;
 use stratus_kube_kit::EventPublisher;
 
 use crate::ingress::backend_group::SharedBackendGroup;
-use crate::ingress::live::{health_settings, LiveTargetGroup};
+use crate::ingress::live::health_settings;
 use crate::ingress::tags::CLUSTER_TAG;
 use crate::ingress::target_groups::{
-    having_tags, hold_target_group_attributes, tagged_target_groups,
+    hold_target_group_attributes, stack_target_groups, tagged_target_groups, target_type,
 };
 use crate::ingress::{drift, security};
 use crate::service::annotations::{is_nlb_service, parse};
@@ -290,21 +290,8 @@ async fn apply(
         }
     };
     // Target groups (health checks changed in place) and their bindings.
-    let all: Vec<LiveTargetGroup> = ctx
-        .alb
-        .all_target_groups()
-        .await?
-        .iter()
-        .filter_map(LiveTargetGroup::of)
-        .collect();
-    let pairs: Vec<(String, String)> = all
-        .iter()
-        .map(|g| (g.name.clone(), g.arn.clone()))
-        .collect();
-    let existing: BTreeMap<String, String> = having_tags(&ctx.alb, &pairs, &stack)
-        .await?
-        .into_iter()
-        .collect();
+    let (all, tagged) = stack_target_groups(&ctx.alb, &stack).await?;
+    let existing: BTreeMap<String, String> = tagged.into_iter().collect();
     let mut tg_arns = BTreeMap::new();
     for p in &spec.ports {
         let live = all.iter().find(|g| g.name == p.target_group);
@@ -329,11 +316,7 @@ async fn apply(
                         protocol: protocol_enum(p.target_protocol),
                         port: p.port,
                         vpc_id: &ctx.settings.vpc,
-                        target_type: if spec.ip {
-                            TargetTypeEnum::Ip
-                        } else {
-                            TargetTypeEnum::Instance
-                        },
+                        target_type: target_type(spec.ip),
                         health_check: &health_settings(&spec.health),
                         tags: &t,
                     })
