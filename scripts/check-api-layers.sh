@@ -9,6 +9,12 @@ cargo_cmd=${CARGO:-cargo}
 
 # application package  forbidden package (a CCM provider)  the API crate to use instead
 rules=(
+    "stratus-albc  stratus-aws  stratus-aws-api"
+    "stratus-termination  stratus-aws  stratus-aws-api"
+    "stratus-csi-ebs  stratus-aws  stratus-aws-api"
+    "stratus-discoverer  stratus-aws  stratus-aws-api"
+    "stratus-ecr  stratus-aws  stratus-aws-api"
+    "ecr-credential-provider  stratus-aws  stratus-aws-api"
     "stratus-csi-cinder  stratus-openstack  stratus-openstack-api"
     "stratus-discoverer  stratus-openstack  stratus-openstack-api"
 )

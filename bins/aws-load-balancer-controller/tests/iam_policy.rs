@@ -1,8 +1,7 @@
 //! `deploy/albc-iam-policy.json` grants exactly the AWS actions the controller's code calls:
 //! every `ctx.elbv2.<method>(` in `crates/albc/src`, mapped to its API action, every
-//! `.call("<Action>"` of the ELBv2 seams (`ingress/alb_api.rs`, `ingress/listener_api.rs`, `service/nlb_api.rs` of the
-//! NLB Service driver and the reaper's `reaper/inventory.rs`) and of the EC2 interface seam
-//! (`tgb/eni_api.rs`), the EC2 reads of the shared
+//! `.call("<Action>"` of the one ELBv2 client the controller drives (`crates/aws-api/src/elbv2`)
+//! and of the EC2 interface seam (`tgb/eni_api.rs`), the EC2 reads of the shared
 //! subnet discovery when `SubnetCache` is used, the security-group calls of the managed ALB group
 //! (`ingress/security.rs`), the shared backend group (`ingress/backend_group.rs`) and the
 //! bindings' networking rules (`tgb/sg_rules.rs`), and nothing else.
@@ -20,7 +19,7 @@ const METHODS: &[(&str, &str)] = &[
     ("deregister_targets", "DeregisterTargets"),
 ];
 
-/// The `stratus_aws::ec2::Ec2` security-group methods the managed ALB group
+/// The `stratus_aws_api::Ec2` security-group methods the managed ALB group
 /// (`ingress/security.rs`), the shared backend group (`ingress/backend_group.rs`) and the
 /// bindings' networking rules (`tgb/sg_rules.rs`) call, with their API actions.
 const EC2_METHODS: &[(&str, &[&str])] = &[
@@ -65,29 +64,20 @@ fn policy_grants_exactly_the_calls_made() {
                 .chars()
                 .filter(|c| !c.is_whitespace())
                 .collect();
-            if path.ends_with("ingress/alb_api.rs")
-                || path.ends_with("ingress/listener_api.rs")
-                || path.ends_with("service/nlb_api.rs")
-                || path.ends_with("reaper/inventory.rs")
-            {
-                for (i, _) in text.match_indices(".call(\"") {
-                    let rest = &text[i + ".call(\"".len()..];
-                    let action: String = rest.chars().take_while(|c| *c != '"').collect();
-                    used.insert(format!("elasticloadbalancing:{action}"));
-                }
-                // Tags given on create need AddTags as well.
-                used.insert("elasticloadbalancing:AddTags".to_string());
-            }
             // The controller's own EC2 seam (the targets' network interfaces).
             if path.ends_with("tgb/eni_api.rs") {
-                for (i, _) in text.match_indices(".call(\"") {
-                    let rest = &text[i + ".call(\"".len()..];
+                // Single calls and the pager's pages.
+                for (i, m) in text
+                    .match_indices(".call(\"")
+                    .chain(text.match_indices("pages(&self.api,\""))
+                {
+                    let rest = &text[i + m.len()..];
                     let action: String = rest.chars().take_while(|c| *c != '"').collect();
                     used.insert(format!("ec2:{action}"));
                 }
             }
             if text.contains("SubnetCache::new(") {
-                // stratus_aws::lb::ec2_network: Ec2::vpc_subnets.
+                // stratus_aws_api::ec2: Ec2::vpc_subnets.
                 used.insert("ec2:DescribeSubnets".to_string());
                 used.insert("ec2:DescribeRouteTables".to_string());
             }
@@ -131,6 +121,21 @@ fn policy_grants_exactly_the_calls_made() {
             }
         }
     }
+    // The ELBv2 client the Ingress, Service and binding drivers and the reaper call.
+    for entry in std::fs::read_dir(repo_root().join("crates/aws-api/src/elbv2")).unwrap() {
+        let text: String = std::fs::read_to_string(entry.unwrap().path())
+            .unwrap()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        for (i, _) in text.match_indices(".call(\"") {
+            let rest = &text[i + ".call(\"".len()..];
+            let action: String = rest.chars().take_while(|c| *c != '"').collect();
+            used.insert(format!("elasticloadbalancing:{action}"));
+        }
+    }
+    // Tags given on create need AddTags as well.
+    used.insert("elasticloadbalancing:AddTags".to_string());
     let policy: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(repo_root().join("deploy/albc-iam-policy.json")).unwrap(),
     )

@@ -1,8 +1,9 @@
 //! `deploy/iam-policy.json` grants exactly the AWS API actions the provider calls: every
-//! `AwsApi::call("Operation", ..)` in `crates/providers/aws/src` (EC2 or Elastic Load Balancing,
-//! by the SDK the file uses) plus `ec2:CreateTags` for tag-on-create, and nothing else.
+//! `AwsApi::call("Operation", ..)` in `crates/providers/aws/src` and every action of the
+//! `crates/aws-api` methods it calls (EC2 or Elastic Load Balancing, by the SDK the file uses),
+//! plus `ec2:CreateTags` for tag-on-create, and nothing else.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use stratus_scenarios::kube_fixture::repo_root;
@@ -59,23 +60,27 @@ fn sdk_operations(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The actions the provider's code calls.
-fn called_actions() -> BTreeSet<String> {
-    let mut files = Vec::new();
-    sources(&repo_root().join("crates/providers/aws/src"), &mut files);
-    let mut actions = BTreeSet::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
-        // Unit tests sit at the end of a file.
-        let code = text.split("#[cfg(test)]").next().unwrap();
-        let compact: String = code.split_whitespace().collect();
-        let calls: BTreeSet<String> = literals_after(&compact, ".call(\"")
-            .into_iter()
-            .map(String::from)
-            .collect();
-        if calls.is_empty() {
-            continue;
-        }
+/// The AWS service a source file's SDK calls go to.
+fn service_of(file: &Path, code: &str) -> &'static str {
+    let elb = code.contains("aws_sdk_elasticloadbalancing");
+    let ec2 = code.contains("aws_sdk_ec2");
+    match (ec2, elb) {
+        (true, false) => "ec2",
+        (false, true) => "elasticloadbalancing",
+        _ => panic!("{}: cannot tell which AWS service it calls", file.display()),
+    }
+}
+
+/// The call labels of a file (`.call("…"` and the pager's `pages(&self.api, "…"`), checked to
+/// name every SDK operation the file sends.
+fn labels(file: &Path, code: &str) -> BTreeSet<String> {
+    let compact: String = code.split_whitespace().collect();
+    let calls: BTreeSet<String> = literals_after(&compact, ".call(\"")
+        .into_iter()
+        .chain(literals_after(&compact, "pages(&self.api,\""))
+        .map(String::from)
+        .collect();
+    if !calls.is_empty() {
         // The labels name what is sent: every SDK operation of the file is labelled.
         let sent = sdk_operations(code);
         assert!(
@@ -84,13 +89,128 @@ fn called_actions() -> BTreeSet<String> {
             file.display(),
             sent.difference(&calls).collect::<Vec<_>>()
         );
-        let elb = code.contains("aws_sdk_elasticloadbalancing");
-        let ec2 = code.contains("aws_sdk_ec2");
-        let service = match (ec2, elb) {
-            (true, false) => "ec2",
-            (false, true) => "elasticloadbalancing",
-            _ => panic!("{}: cannot tell which AWS service it calls", file.display()),
-        };
+    }
+    calls
+}
+
+/// The names `name` in `.name(` of `text`.
+fn method_calls(text: &str) -> BTreeSet<String> {
+    let compact: String = text.split_whitespace().collect();
+    compact
+        .match_indices('.')
+        .filter_map(|(i, _)| {
+            let rest = &compact[i + 1..];
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+            rest[end..]
+                .starts_with('(')
+                .then(|| rest[..end].to_string())
+        })
+        .collect()
+}
+
+/// The methods an API method calls on itself or a field (`self.x(`, `self.ec2.x(`): not the
+/// SDK builders' setters, which share names with API methods (`set_subnets`).
+fn self_calls(text: &str) -> BTreeSet<String> {
+    let compact: String = text.split_whitespace().collect();
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    compact
+        .match_indices("self.")
+        .filter_map(|(i, m)| {
+            let rest = &compact[i + m.len()..];
+            let first = ident(rest);
+            let after = &rest[first.len()..];
+            if after.starts_with('(') {
+                return Some(first);
+            }
+            let after = after.strip_prefix('.')?;
+            let second = ident(after);
+            after[second.len()..].starts_with('(').then_some(second)
+        })
+        .collect()
+}
+
+/// Every method of `crates/aws-api` by name with the actions it sends: its own labels and
+/// those of the API methods it calls (the subnet cache asks `vpc_subnets`, and so on).
+fn api_methods() -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    sources(&repo_root().join("crates/aws-api/src"), &mut files);
+    let mut own: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut callees: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        let has_calls = !labels(&file, code).is_empty();
+        for chunk in code.split("async fn ").skip(1) {
+            let name: String = chunk
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let mut actions = BTreeSet::new();
+            if has_calls {
+                let service = service_of(&file, code);
+                let compact: String = chunk.split_whitespace().collect();
+                for c in literals_after(&compact, ".call(\"")
+                    .into_iter()
+                    .chain(literals_after(&compact, "pages(&self.api,\""))
+                {
+                    actions.insert(format!("{service}:{c}"));
+                }
+                // Tag-on-create (TagSpecifications) needs ec2:CreateTags.
+                if service == "ec2" && chunk.contains(".tag_specifications(") {
+                    actions.insert("ec2:CreateTags".to_string());
+                }
+            }
+            own.entry(name.clone()).or_default().extend(actions);
+            callees.entry(name).or_default().extend(self_calls(chunk));
+        }
+    }
+    let mut all = own.clone();
+    loop {
+        let mut grown = false;
+        for (name, called) in &callees {
+            let more: BTreeSet<String> = called
+                .iter()
+                .filter(|c| *c != name)
+                .filter_map(|c| all.get(c))
+                .flatten()
+                .cloned()
+                .collect();
+            let mine = all.get_mut(name).unwrap();
+            let before = mine.len();
+            mine.extend(more);
+            grown |= mine.len() > before;
+        }
+        if !grown {
+            return all;
+        }
+    }
+}
+
+/// The actions the provider's code calls: the `.call("…"` labels of the files that send requests
+/// themselves, and the actions of the API crate methods the other files call.
+fn called_actions() -> BTreeSet<String> {
+    let api = api_methods();
+    let mut files = Vec::new();
+    sources(&repo_root().join("crates/providers/aws/src"), &mut files);
+    let mut actions = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        // Unit tests sit at the end of a file.
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        let calls = labels(&file, code);
+        if calls.is_empty() {
+            // A file that sends no request itself: the API methods it calls (a file that does,
+            // the classic ELB seam, names SDK builder setters like the API's `set_subnets`).
+            for method in method_calls(code) {
+                actions.extend(api.get(&method).into_iter().flatten().cloned());
+            }
+            continue;
+        }
+        let service = service_of(&file, code);
         // Tag-on-create (TagSpecifications) needs ec2:CreateTags.
         if service == "ec2" && code.contains(".tag_specifications(") {
             actions.insert("ec2:CreateTags".to_string());

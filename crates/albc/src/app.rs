@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use aws_config::Region;
 use prometheus_client::registry::Registry;
-use stratus_aws::api_call::AwsApi;
-use stratus_aws::ec2::Ec2;
-use stratus_aws::lb::elbv2_api::ElbV2Api;
-use stratus_aws::lb::subnets::SubnetCache;
+use stratus_aws_api::elbv2::ElbV2Api;
+use stratus_aws_api::subnets::SubnetCache;
+use stratus_aws_api::AwsApi;
+use stratus_aws_api::Ec2;
 use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 use stratus_election::{ElectionConfig, ElectionMetrics, Leadership};
 use stratus_kube_kit::client::client;
@@ -21,7 +21,6 @@ use stratus_serving::{
     TlsSource,
 };
 
-use crate::ingress::alb_api::AlbApi;
 use crate::ingress::backend_group::{BackendGroup, SharedBackendGroup};
 use crate::ingress::controller::IngressSettings;
 use crate::ingress::{self};
@@ -43,8 +42,9 @@ pub const COMPONENT: &str = "aws-load-balancer-controller";
 pub struct AwsClients {
     /// Target registration.
     pub elbv2: ElbV2Api,
-    /// Application load balancers.
-    pub alb: AlbApi,
+    /// Application and network load balancers (the same client behind a rate limiter of its
+    /// own, so a burst of Ingress changes does not hold up target registration).
+    pub alb: ElbV2Api,
     /// Subnet discovery (tags, as the CCM).
     pub subnets: SubnetCache,
     /// The targets' network interfaces (bindings' `spec.networking`).
@@ -55,7 +55,7 @@ pub struct AwsClients {
 pub const HOW_TO_SET_REGION: &str =
     "set --aws-region or AWS_REGION, or run on EC2 with instance metadata reachable";
 
-/// Builds [`AwsClients`] for `region` (see [`stratus_aws::region::resolve`]).
+/// Builds [`AwsClients`] for `region` (see [`stratus_aws_api::region::resolve`]).
 pub async fn aws_clients(
     opts: &Options,
     region: Region,
@@ -91,7 +91,7 @@ pub async fn aws_clients(
             client.clone(),
             AwsApi::new("elasticloadbalancingv2", metrics.clone(), retry),
         ),
-        alb: AlbApi::new(
+        alb: ElbV2Api::new(
             client,
             AwsApi::new("elasticloadbalancingv2", metrics, retry),
         ),
@@ -113,8 +113,9 @@ pub async fn run(
     let kube = problems
         .take(opts.kube.config().await)
         .and_then(|c| problems.take(client(c)));
-    let region = problems
-        .take(stratus_aws::region::resolve(opts.aws_region.as_deref(), HOW_TO_SET_REGION).await);
+    let region = problems.take(
+        stratus_aws_api::region::resolve(opts.aws_region.as_deref(), HOW_TO_SET_REGION).await,
+    );
     if opts.webhook_address().is_some() {
         problems.take(
             stratus_serving::tls::check(&TlsSource::PairDir {

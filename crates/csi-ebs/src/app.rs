@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use prometheus_client::registry::Registry;
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::AwsApi;
 use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 use stratus_csi::metrics::CsiMetrics;
 use stratus_csi::mount::SystemMounter;
@@ -157,7 +157,7 @@ async fn flag_or_imds(given: &Option<String>, flag: &str, path: &str) -> Result<
     if let Some(value) = given.as_ref().filter(|v| !v.trim().is_empty()) {
         return Ok(value.clone());
     }
-    stratus_aws::region::imds_client()
+    stratus_aws_api::region::imds_client()
         .get(path)
         .await
         .map(|s| s.as_ref().to_string())
@@ -193,7 +193,7 @@ pub async fn run(
     let controller = matches!(opts.mode, Mode::Controller | Mode::All);
     let node = matches!(opts.mode, Mode::Node | Mode::All);
     let region = if controller {
-        problems.take(stratus_aws::region::resolve(None, HOW_TO_SET_REGION).await)
+        problems.take(stratus_aws_api::region::resolve(None, HOW_TO_SET_REGION).await)
     } else {
         None
     };

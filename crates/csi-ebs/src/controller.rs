@@ -5,7 +5,8 @@
 //! (available, attached, detached) goes through one shared volume-state poller, so concurrent
 //! operations share each DescribeVolumes. Every wait has a deadline; when it passes the call
 //! answers Pending (gRPC Aborted) so the sidecar retries and the next call picks the operation up
-//! where the cloud is.
+//! where the cloud is. What a publish or unpublish does next is decided by [`crate::plan`] from
+//! the volume's attachments; this driver makes the calls.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -24,6 +25,9 @@ use tokio::time::Instant;
 use crate::devices::NodeDevices;
 use crate::ec2::{Ec2, VolumeInfo};
 use crate::params::volume_spec;
+use crate::plan::{
+    attached_to, detach_targets, plan_refused, plan_repeat, still_attached, Refused, RepeatStep,
+};
 pub use crate::shapes::{client_token, requested_zone, DEVICE_PATH};
 use crate::shapes::{device_context, to_snapshot, to_volume, GIB};
 use crate::tags;
@@ -205,28 +209,17 @@ impl EbsController {
                 let v = self.ec2.volume(volume_id).await?.ok_or_else(|| {
                     BackendError::NotFound(format!("volume {volume_id} does not exist"))
                 })?;
-                let live =
-                    |a: &&crate::ec2::Attachment| a.state == "attached" || a.state == "attaching";
-                if let Some(a) = v
-                    .attachments
-                    .iter()
-                    .filter(live)
-                    .find(|a| a.instance_id == node_id)
-                {
-                    self.devices.hold(node_id, volume_id, &a.device);
-                    return Ok(a.device.clone());
-                }
-                let other = v
-                    .attachments
-                    .iter()
-                    .find(|a| a.instance_id != node_id && a.state != "detached");
-                match other {
-                    Some(other) => Err(BackendError::FailedPrecondition(format!(
-                        "volume {volume_id} is attached to {} ({}): {err}",
-                        other.instance_id, other.state
-                    ))),
-                    // Still detaching from this node, or not attachable yet: retry.
-                    None => Err(BackendError::Pending(format!(
+                match plan_refused(&v, node_id) {
+                    Refused::Here(device) => {
+                        self.devices.hold(node_id, volume_id, &device);
+                        Ok(device)
+                    }
+                    Refused::Elsewhere { instance, state } => {
+                        Err(BackendError::FailedPrecondition(format!(
+                            "volume {volume_id} is attached to {instance} ({state}): {err}"
+                        )))
+                    }
+                    Refused::NotYet => Err(BackendError::Pending(format!(
                         "volume {volume_id} cannot be attached to {node_id} yet: {err}"
                     ))),
                 }
@@ -426,21 +419,16 @@ impl ControllerBackend for EbsController {
                 // its ticks.
                 tracing::debug!(volume = volume_id, node = node_id, "publish again: looking");
                 let v = self.poller.look(volume_id.to_string()).await?;
-                let mine = v.as_ref().and_then(|v| {
-                    v.attachments
-                        .iter()
-                        .find(|a| a.instance_id == node_id && a.state != "detached")
-                });
-                match mine {
-                    Some(a) if a.state == "attached" => {
+                match plan_repeat(v.as_ref(), node_id) {
+                    RepeatStep::Attached(device) => {
                         self.attached_at
                             .lock()
                             .expect("attached")
                             .insert(key, Instant::now());
-                        return Ok(device_context(&a.device));
+                        return Ok(device_context(&device));
                     }
-                    Some(a) => a.device.clone(),
-                    None => {
+                    RepeatStep::Wait(device) => device,
+                    RepeatStep::Attach => {
                         self.devices.release(node_id, volume_id);
                         self.attach(volume_id, node_id).await?
                     }
@@ -455,13 +443,7 @@ impl ControllerBackend for EbsController {
             .entry(key.clone())
             .or_insert_with(Instant::now);
         let waited = self
-            .wait_volume(volume_id, "attached", |v| {
-                Ok(v.is_some_and(|v| {
-                    v.attachments
-                        .iter()
-                        .any(|a| a.instance_id == node_id && a.state == "attached")
-                }))
-            })
+            .wait_volume(volume_id, "attached", |v| Ok(attached_to(v, node_id)))
             .await;
         match waited {
             Ok(_) => {
@@ -495,11 +477,7 @@ impl ControllerBackend for EbsController {
             let Some(v) = self.ec2.volume(volume_id).await? else {
                 return Ok(());
             };
-            v.attachments
-                .iter()
-                .filter(|a| a.state == "attached" || a.state == "attaching")
-                .map(|a| a.instance_id.clone())
-                .collect()
+            detach_targets(&v)
         } else {
             vec![node_id.to_string()]
         };
@@ -523,13 +501,10 @@ impl ControllerBackend for EbsController {
         if !detaching {
             return Ok(());
         }
-        let still = |v: &VolumeInfo| {
-            v.attachments
-                .iter()
-                .any(|a| (node_id.is_empty() || a.instance_id == node_id) && a.state != "detached")
-        };
-        self.wait_volume(volume_id, "detached", |v| Ok(!v.is_some_and(still)))
-            .await?;
+        self.wait_volume(volume_id, "detached", |v| {
+            Ok(!v.is_some_and(|v| still_attached(v, node_id)))
+        })
+        .await?;
         for instance in &targets {
             let key = (volume_id.to_string(), instance.clone());
             self.devices.release(instance, volume_id);

@@ -12,7 +12,8 @@ use aws_sdk_ec2::types::{
     VolumeType,
 };
 use aws_sdk_ec2::Client;
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::pager::pages;
+use stratus_aws_api::AwsApi;
 use stratus_cloud::CloudError;
 use stratus_csi::batch::{Batcher, FetchFn};
 use stratus_csi::BackendError;
@@ -504,30 +505,26 @@ impl Ec2 {
             .map(|(n, v)| filter(n, [v.to_string()]))
             .collect();
         let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let page = self
-                .api
-                .call("DescribeSnapshots", || {
-                    self.client
-                        .describe_snapshots()
-                        .owner_ids("self")
-                        .set_filters(Some(filters.clone()))
-                        .max_results(1000)
-                        .set_next_token(token.clone())
-                        .send()
-                })
-                .await
-                .map_err(backend_error)?;
-            out.extend(page.snapshots().iter().filter_map(snapshot_info));
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                return Ok(out);
-            }
-        }
+        pages(
+            &self.api,
+            "DescribeSnapshots",
+            |token| {
+                self.client
+                    .describe_snapshots()
+                    .owner_ids("self")
+                    .set_filters(Some(filters.clone()))
+                    .max_results(1000)
+                    .set_next_token(token)
+                    .send()
+            },
+            |page| {
+                out.extend(page.snapshots().iter().filter_map(snapshot_info));
+                page.next_token().map(str::to_string)
+            },
+        )
+        .await
+        .map_err(backend_error)?;
+        Ok(out)
     }
 }
 
@@ -537,28 +534,25 @@ async fn describe_volumes(
     filters: Vec<Filter>,
 ) -> Result<Vec<VolumeInfo>, BackendError> {
     let mut out = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let page = api
-            .call("DescribeVolumes", || {
-                client
-                    .describe_volumes()
-                    .set_filters(Some(filters.clone()))
-                    .max_results(PAGE)
-                    .set_next_token(token.clone())
-                    .send()
-            })
-            .await
-            .map_err(backend_error)?;
-        out.extend(page.volumes().iter().filter_map(volume_info));
-        token = page
-            .next_token()
-            .filter(|t| !t.is_empty())
-            .map(str::to_string);
-        if token.is_none() {
-            return Ok(out);
-        }
-    }
+    pages(
+        api,
+        "DescribeVolumes",
+        |token| {
+            client
+                .describe_volumes()
+                .set_filters(Some(filters.clone()))
+                .max_results(PAGE)
+                .set_next_token(token)
+                .send()
+        },
+        |page| {
+            out.extend(page.volumes().iter().filter_map(volume_info));
+            page.next_token().map(str::to_string)
+        },
+    )
+    .await
+    .map_err(backend_error)?;
+    Ok(out)
 }
 
 async fn describe_instances(
@@ -568,51 +562,49 @@ async fn describe_instances(
 ) -> Result<HashMap<String, InstanceInfo>, BackendError> {
     let filters = vec![filter("instance-id", ids)];
     let mut out = HashMap::new();
-    let mut token: Option<String> = None;
-    loop {
-        let page = api
-            .call("DescribeInstances", || {
-                client
-                    .describe_instances()
-                    .set_filters(Some(filters.clone()))
-                    .set_next_token(token.clone())
-                    .send()
-            })
-            .await
-            .map_err(backend_error)?;
-        for instance in page.reservations().iter().flat_map(|r| r.instances()) {
-            let Some(id) = instance.instance_id() else {
-                continue;
-            };
-            let terminated = instance
-                .state()
-                .and_then(|s| s.name())
-                .is_some_and(|n| n.as_str() == "terminated");
-            if terminated {
-                continue;
+    pages(
+        api,
+        "DescribeInstances",
+        |token| {
+            client
+                .describe_instances()
+                .set_filters(Some(filters.clone()))
+                .set_next_token(token)
+                .send()
+        },
+        |page| {
+            for instance in page.reservations().iter().flat_map(|r| r.instances()) {
+                let Some(id) = instance.instance_id() else {
+                    continue;
+                };
+                let terminated = instance
+                    .state()
+                    .and_then(|s| s.name())
+                    .is_some_and(|n| n.as_str() == "terminated");
+                if terminated {
+                    continue;
+                }
+                out.insert(
+                    id.to_string(),
+                    InstanceInfo {
+                        devices: instance
+                            .block_device_mappings()
+                            .iter()
+                            .filter_map(|m| {
+                                let volume =
+                                    m.ebs().and_then(|e| e.volume_id()).unwrap_or_default();
+                                Some((m.device_name()?.to_string(), volume.to_string()))
+                            })
+                            .collect(),
+                    },
+                );
             }
-            out.insert(
-                id.to_string(),
-                InstanceInfo {
-                    devices: instance
-                        .block_device_mappings()
-                        .iter()
-                        .filter_map(|m| {
-                            let volume = m.ebs().and_then(|e| e.volume_id()).unwrap_or_default();
-                            Some((m.device_name()?.to_string(), volume.to_string()))
-                        })
-                        .collect(),
-                },
-            );
-        }
-        token = page
-            .next_token()
-            .filter(|t| !t.is_empty())
-            .map(str::to_string);
-        if token.is_none() {
-            return Ok(out);
-        }
-    }
+            page.next_token().map(str::to_string)
+        },
+    )
+    .await
+    .map_err(backend_error)?;
+    Ok(out)
 }
 
 async fn describe_modifications(

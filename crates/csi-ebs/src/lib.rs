@@ -11,6 +11,7 @@ pub mod devices;
 pub mod ec2;
 pub mod node;
 pub mod params;
+pub mod plan;
 pub mod shapes;
 pub mod tags;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use prometheus_client::registry::Registry;
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::AwsApi;
 use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 use stratus_kube_kit::client::{client, KubeClientArgs};
 use stratus_runtime::backoff::Backoff;
@@ -180,7 +180,7 @@ pub async fn aws_backend(
     registry: &mut Registry,
 ) -> Result<AwsDiscoverer, AppError> {
     // The call guard owns retries (and counts them); the SDK's own would multiply them.
-    let region = stratus_aws::region::resolve(
+    let region = stratus_aws_api::region::resolve(
         None,
         "set AWS_REGION (or AWS_DEFAULT_REGION), or run on EC2 with instance metadata reachable",
     )

@@ -6,7 +6,8 @@
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::Filter;
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::pager::pages;
+use stratus_aws_api::AwsApi;
 
 use crate::discoverer::{Discoverer, DiscoveryError};
 use crate::types::{CloudCondition, DiskMeta, InstanceType};
@@ -63,28 +64,24 @@ impl Discoverer for AwsDiscoverer {
     async fn instance_types(&self) -> Result<Option<Vec<InstanceType>>, DiscoveryError> {
         const OP: &str = "DescribeInstanceTypes";
         let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let page = self
-                .api
-                .call(OP, || {
-                    self.ec2
-                        .describe_instance_types()
-                        .max_results(PAGE_SIZE)
-                        .set_next_token(token.clone())
-                        .send()
-                })
-                .await
-                .map_err(|e| DiscoveryError::from_cloud(OP, e))?;
-            out.extend(page.instance_types().iter().filter_map(instance_type));
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned);
-            if token.is_none() {
-                return Ok(Some(out));
-            }
-        }
+        pages(
+            &self.api,
+            OP,
+            |token| {
+                self.ec2
+                    .describe_instance_types()
+                    .max_results(PAGE_SIZE)
+                    .set_next_token(token)
+                    .send()
+            },
+            |page| {
+                out.extend(page.instance_types().iter().filter_map(instance_type));
+                page.next_token().map(str::to_owned)
+            },
+        )
+        .await
+        .map_err(|e| DiscoveryError::from_cloud(OP, e))?;
+        Ok(Some(out))
     }
 
     async fn discovery_data(&self, _stored: &[u8]) -> Result<Option<Vec<u8>>, DiscoveryError> {
@@ -107,40 +104,36 @@ impl Discoverer for AwsDiscoverer {
                 .build(),
         ];
         let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let page = self
-                .api
-                .call(OP, || {
-                    self.ec2
-                        .describe_volumes()
-                        .set_filters(Some(filters.clone()))
-                        .max_results(500)
-                        .set_next_token(token.clone())
-                        .send()
-                })
-                .await
-                .map_err(|e| DiscoveryError::from_cloud(OP, e))?;
-            out.extend(page.volumes().iter().filter_map(|v| {
-                let name = v
-                    .tags()
-                    .iter()
-                    .find(|t| t.key() == Some(CSI_VOLUME_NAME_TAG))
-                    .and_then(|t| t.value())
-                    .unwrap_or_default();
-                Some(DiskMeta {
-                    id: v.volume_id()?.to_owned(),
-                    name: name.to_owned(),
-                })
-            }));
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned);
-            if token.is_none() {
-                return Ok(out);
-            }
-        }
+        pages(
+            &self.api,
+            OP,
+            |token| {
+                self.ec2
+                    .describe_volumes()
+                    .set_filters(Some(filters.clone()))
+                    .max_results(500)
+                    .set_next_token(token)
+                    .send()
+            },
+            |page| {
+                out.extend(page.volumes().iter().filter_map(|v| {
+                    let name = v
+                        .tags()
+                        .iter()
+                        .find(|t| t.key() == Some(CSI_VOLUME_NAME_TAG))
+                        .and_then(|t| t.value())
+                        .unwrap_or_default();
+                    Some(DiskMeta {
+                        id: v.volume_id()?.to_owned(),
+                        name: name.to_owned(),
+                    })
+                }));
+                page.next_token().map(str::to_owned)
+            },
+        )
+        .await
+        .map_err(|e| DiscoveryError::from_cloud(OP, e))?;
+        Ok(out)
     }
 
     async fn check_cloud_conditions(&self) -> Result<Vec<CloudCondition>, DiscoveryError> {

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use aws_sdk_ec2::config::{Credentials, Region};
 use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 use prometheus_client::registry::Registry;
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::AwsApi;
 use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 use stratus_discoverer::aws::AwsDiscoverer;
 use stratus_discoverer::metrics::Metrics;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::registry::Registry;
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::AwsApi;
 use stratus_cloud_kit::{ApiMetrics, BucketConfig, RetryPolicy, ServiceLimits};
 use stratus_election::{ElectionMetrics, LeaderStatus};
 use stratus_runtime::startup::{Problems, StartupError};

@@ -281,7 +281,7 @@ fn parse_raw(annotations: &BTreeMap<String, String>) -> (IngressAnnotations, Vec
             },
             "inbound-cidrs" => {
                 a.inbound_cidrs = list(v);
-                if let Err(e) = stratus_aws::lb::rules::check_source_ranges(&a.inbound_cidrs) {
+                if let Err(e) = stratus_aws_api::sg_rules::check_source_ranges(&a.inbound_cidrs) {
                     p.push(format!("{k}: {e}"));
                 }
             }

@@ -9,21 +9,29 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use aws_sdk_elasticloadbalancingv2::types::{IpAddressType, LoadBalancerTypeEnum, ProtocolEnum};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
-use stratus_aws::lb::subnets::choose_subnets;
+use stratus_aws_api::elbv2::{
+    LoadBalancer, NewLoadBalancer, NewRule, NewTargetGroup, Placement, Rule,
+};
+use stratus_aws_api::subnets::choose_subnets;
 use tokio::time::Instant;
 
-use crate::ingress::alb_api::{
-    sorted_extra, AlbState, LiveListener, LiveRule, LiveTargetGroup, NewAlb,
-};
 use crate::ingress::class_params::subnets_matching;
-use crate::ingress::controller::{IngressCtx, IngressError, RESOURCE_TAG, STACK_LABEL};
+use crate::ingress::context::{IngressCtx, IngressError};
 use crate::ingress::drift;
+use crate::ingress::live::{
+    health_settings, listener_settings, sorted_extra, Applied, LiveListener, LiveTargetGroup,
+};
 use crate::ingress::model::{load_balancer_name, AlbSpec, GroupId, TargetGroupSpec};
 use crate::ingress::rules::plan_rules;
 use crate::ingress::security;
+use crate::ingress::tags::{CLUSTER_TAG, RESOURCE_TAG, STACK_LABEL, STACK_TAG};
+use crate::ingress::target_groups::{
+    hold_target_group_attributes, stack_target_groups, tagged_target_groups, target_type,
+};
 use crate::tgb::internal::{self, InternalBinding};
 use crate::tgb::targets::service_port;
 
@@ -31,43 +39,11 @@ use crate::tgb::targets::service_port;
 /// periodic resync of every Ingress always comes later than this, so AWS is read again).
 pub const FRESH: Duration = Duration::from_secs(300);
 
-/// What the last successful apply of a group left in AWS.
-#[derive(Debug, Clone)]
-pub struct Applied {
-    /// The plan applied.
-    spec: AlbSpec,
-    /// The load balancer.
-    lb: AlbState,
-    /// Target groups of the stack by name.
-    target_groups: BTreeMap<String, LiveTargetGroup>,
-    /// Listeners by port.
-    listeners: BTreeMap<i32, LiveListener>,
-    /// Rules by listener port.
-    rules: BTreeMap<i32, Vec<LiveRule>>,
-    /// The backend group named in the bindings' networking.
-    backend: Option<String>,
-    /// When.
-    at: Instant,
-}
-
-impl Applied {
-    /// The ALB's DNS name (the members' hostname).
-    pub fn hostname(&self) -> &str {
-        &self.lb.dns_name
-    }
-}
-
 /// `elbv2.k8s.aws/cluster` and `ingress.k8s.aws/stack` of a group.
 pub fn stack_tags(ctx: &IngressCtx, group: &GroupId) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (
-            crate::ingress::controller::CLUSTER_TAG.to_string(),
-            ctx.settings.cluster.clone(),
-        ),
-        (
-            crate::ingress::controller::STACK_TAG.to_string(),
-            group.key(),
-        ),
+        (CLUSTER_TAG.to_string(), ctx.settings.cluster.clone()),
+        (STACK_TAG.to_string(), group.key()),
     ])
 }
 
@@ -120,9 +96,10 @@ pub async fn apply(
                 security::remove(ctx.subnets.ec2(), security::Owner::ingress(&stack)).await?;
             }
         }
-        if lb.dualstack != spec.dualstack {
-            ctx.alb.set_ip_address_type(&lb.arn, spec.dualstack).await?;
-            lb.dualstack = spec.dualstack;
+        if lb.is_dualstack() != spec.dualstack {
+            let kind = ip_address_type(spec.dualstack);
+            ctx.alb.set_ip_address_type(&lb.arn, kind.clone()).await?;
+            lb.ip_address_type = Some(kind.as_str().to_string());
         }
     }
     let attributes_known = known
@@ -132,11 +109,13 @@ pub async fn apply(
         let live = if created {
             BTreeMap::new()
         } else {
-            ctx.alb.attributes(&lb.arn).await?
+            ctx.alb.load_balancer_attributes(&lb.arn).await?
         };
         let set = drift::attributes_to_set(&live, spec);
         if !set.is_empty() {
-            ctx.alb.modify_attributes(&lb.arn, &set).await?;
+            ctx.alb
+                .modify_load_balancer_attributes(&lb.arn, &set)
+                .await?;
         }
     }
     let (existing, tg_arns) = target_groups(ctx, spec, &known, &tags, backend.as_deref()).await?;
@@ -144,7 +123,15 @@ pub async fn apply(
     let (mut listeners, known_rules) = match (&known, created) {
         (_, true) => (BTreeMap::new(), BTreeMap::new()),
         (Some(k), false) => (k.listeners.clone(), k.rules.clone()),
-        (None, false) => (ctx.alb.listeners(&lb.arn).await?, BTreeMap::new()),
+        (None, false) => (
+            ctx.alb
+                .listeners(&lb.arn)
+                .await?
+                .iter()
+                .filter_map(LiveListener::of)
+                .collect(),
+            BTreeMap::new(),
+        ),
     };
     let wanted_ports: Vec<i32> = spec.listeners.iter().map(|l| l.port.port).collect();
     for (port, live) in listeners.clone() {
@@ -159,7 +146,9 @@ pub async fn apply(
         let (live, live_rules) = match listeners.remove(&port) {
             Some(mut live) => {
                 if drift::listener_differs(&live, l) {
-                    ctx.alb.modify_listener(&live.arn, l).await?;
+                    ctx.alb
+                        .modify_listener(&live.arn, &listener_settings(l))
+                        .await?;
                     live.https = l.port.https;
                     live.certificate = l.certificates.first().cloned();
                     live.ssl_policy = l.ssl_policy.clone().or(live.ssl_policy);
@@ -182,7 +171,16 @@ pub async fn apply(
                 };
                 (live, live_rules)
             }
-            None => (ctx.alb.create_listener(&lb.arn, l).await?, Vec::new()),
+            None => {
+                let arn = ctx
+                    .alb
+                    .create_listener(&lb.arn, &listener_settings(l))
+                    .await?;
+                ctx.alb
+                    .change_certificates(&arn, &sorted_extra(l), true)
+                    .await?;
+                (LiveListener::made(arn, l), Vec::new())
+            }
         };
         let changes = plan_rules(&live_rules, &l.rules, &tg_arns);
         for r in &changes.delete {
@@ -191,8 +189,14 @@ pub async fn apply(
         let mut now = changes.keep;
         for r in changes.create {
             let tg = &tg_arns[&r.target_group];
-            let arn = ctx.alb.create_rule(&live.arn, r, tg).await?;
-            now.push(LiveRule {
+            let new = NewRule {
+                priority: r.priority,
+                hosts: &r.hosts,
+                paths: &r.paths,
+                target_group_arn: tg,
+            };
+            let arn = ctx.alb.create_rule(&live.arn, &new).await?;
+            now.push(Rule {
                 arn,
                 priority: r.priority,
                 hosts: r.hosts.clone(),
@@ -232,16 +236,16 @@ async fn load_balancer(
     known: &Option<Applied>,
     groups: &[String],
     tags: &BTreeMap<String, String>,
-) -> Result<(AlbState, bool), IngressError> {
+) -> Result<(LoadBalancer, bool), IngressError> {
     let found = match known {
         Some(k) => Some(k.lb.clone()),
-        None => ctx.alb.find(&spec.name).await?,
+        None => ctx.alb.load_balancer(&spec.name).await?,
     };
     match found {
-        Some(lb) if lb.internet_facing == spec.internet_facing => return Ok((lb, false)),
+        Some(lb) if lb.is_internet_facing() == spec.internet_facing => return Ok((lb, false)),
         Some(lb) => {
             tracing::info!(load_balancer = %spec.name, "scheme changed: replacing the load balancer");
-            ctx.alb.delete(&lb.arn).await?;
+            ctx.alb.delete_load_balancer(&lb.arn).await?;
         }
         None => {}
     }
@@ -257,11 +261,12 @@ async fn load_balancer(
     lb_tags.insert(RESOURCE_TAG.into(), "LoadBalancer".into());
     let lb = ctx
         .alb
-        .create(&NewAlb {
+        .create_load_balancer(&NewLoadBalancer {
             name: &spec.name,
+            kind: LoadBalancerTypeEnum::Application,
             internet_facing: spec.internet_facing,
-            dualstack: spec.dualstack,
-            subnets: &chosen,
+            ip_address_type: Some(ip_address_type(spec.dualstack)),
+            placement: Placement::Subnets(chosen),
             security_groups: groups,
             tags: &lb_tags,
         })
@@ -282,15 +287,8 @@ async fn target_groups(
     let (mut existing, by_name) = match known {
         Some(k) => (k.target_groups.clone(), BTreeMap::new()),
         None => {
-            let all = ctx.alb.all_target_groups_live().await?;
-            let pairs: Vec<(String, String)> = all
-                .iter()
-                .map(|g| (g.name.clone(), g.arn.clone()))
-                .collect();
-            let tagged = ctx
-                .alb
-                .having_tags(&pairs, &stack_tags(ctx, &spec.group))
-                .await?;
+            let (all, tagged) =
+                stack_target_groups(&ctx.alb, &stack_tags(ctx, &spec.group)).await?;
             let by_name: BTreeMap<String, LiveTargetGroup> =
                 all.into_iter().map(|g| (g.name.clone(), g)).collect();
             let existing = tagged
@@ -306,7 +304,9 @@ async fn target_groups(
             Some(live) => {
                 let mut live = live.clone();
                 if drift::health_differs(&live.health, &tg.health) {
-                    ctx.alb.modify_health(&live.arn, &tg.health).await?;
+                    ctx.alb
+                        .modify_health_check(&live.arn, &health_settings(&tg.health))
+                        .await?;
                     live.health = tg.health.clone();
                 }
                 let held = known.as_ref().is_some_and(|k| {
@@ -314,8 +314,7 @@ async fn target_groups(
                         == Some(&tg.attributes)
                 });
                 if !held {
-                    ctx.alb
-                        .hold_target_group_attributes(&live.arn, &tg.attributes, false)
+                    hold_target_group_attributes(&ctx.alb, &live.arn, &tg.attributes, false)
                         .await?;
                 }
                 live
@@ -328,11 +327,17 @@ async fn target_groups(
                 );
                 let arn = ctx
                     .alb
-                    .create_target_group(&ctx.settings.vpc, tg, &t)
+                    .create_target_group(&NewTargetGroup {
+                        name: &tg.name,
+                        protocol: ProtocolEnum::Http,
+                        port: 80,
+                        vpc_id: &ctx.settings.vpc,
+                        target_type: target_type(tg.ip),
+                        health_check: &health_settings(&tg.health),
+                        tags: &t,
+                    })
                     .await?;
-                ctx.alb
-                    .hold_target_group_attributes(&arn, &tg.attributes, true)
-                    .await?;
+                hold_target_group_attributes(&ctx.alb, &arn, &tg.attributes, true).await?;
                 LiveTargetGroup {
                     name: tg.name.clone(),
                     arn,
@@ -351,6 +356,14 @@ async fn target_groups(
         existing.insert(tg.name.clone(), live);
     }
     Ok((existing, arns))
+}
+
+fn ip_address_type(dualstack: bool) -> IpAddressType {
+    if dualstack {
+        IpAddressType::Dualstack
+    } else {
+        IpAddressType::Ipv4
+    }
 }
 
 fn port_str(p: &IntOrString) -> String {
@@ -432,14 +445,10 @@ async fn ensure_binding(
 /// Removes everything of a group with no member left.
 pub async fn teardown(ctx: &IngressCtx, group: &GroupId) -> Result<(), IngressError> {
     let name = load_balancer_name(&ctx.settings.cluster, group);
-    if let Some(lb) = ctx.alb.find(&name).await? {
-        ctx.alb.delete(&lb.arn).await?;
+    if let Some(lb) = ctx.alb.load_balancer(&name).await? {
+        ctx.alb.delete_load_balancer(&lb.arn).await?;
     }
-    for (tg, arn) in ctx
-        .alb
-        .tagged_target_groups(&stack_tags(ctx, group))
-        .await?
-    {
+    for (tg, arn) in tagged_target_groups(&ctx.alb, &stack_tags(ctx, group)).await? {
         internal::remove(&ctx.client, &tg).await?;
         ctx.alb.delete_target_group(&arn).await?;
     }

@@ -8,12 +8,11 @@
 
 use std::collections::BTreeMap;
 
-use stratus_aws::ec2::Ec2;
+use stratus_aws_api::{Ec2, ElbV2Api};
 use stratus_cloud::CloudError;
 
-use crate::ingress::alb_api::AlbApi;
-use crate::ingress::controller::CLUSTER_TAG;
 use crate::ingress::model::{clip, hash8};
+use crate::ingress::tags::CLUSTER_TAG;
 
 /// The resource tag key of the backend group.
 pub const RESOURCE_TAG: &str = "elbv2.k8s.aws/resource";
@@ -66,7 +65,7 @@ impl SharedBackendGroup {
     pub async fn release_if_unused(
         &self,
         ec2: &Ec2,
-        alb: &AlbApi,
+        alb: &ElbV2Api,
         cluster: &str,
     ) -> Result<(), CloudError> {
         let mut cached = self.id.lock().await;
@@ -128,7 +127,7 @@ pub async fn find(ec2: &Ec2, cluster: &str) -> Result<Option<String>, CloudError
 /// never deleted).
 pub async fn release_if_unused(
     ec2: &Ec2,
-    alb: &AlbApi,
+    alb: &ElbV2Api,
     cluster: &str,
     which: &BackendGroup,
 ) -> Result<(), CloudError> {
@@ -138,7 +137,10 @@ pub async fn release_if_unused(
     let Some(id) = find(ec2, cluster).await? else {
         return Ok(());
     };
-    if alb.any_load_balancer_carries(&id).await? {
+    if alb
+        .any_load_balancer(|l| l.security_groups.contains(&id))
+        .await?
+    {
         return Ok(());
     }
     tracing::info!(group = %id, "no load balancer left: deleting the shared backend security group");

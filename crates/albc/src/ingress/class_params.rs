@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use stratus_aws::subnet_selection::SubnetInfo;
+use stratus_aws_api::subnets::SubnetInfo;
 
 use crate::crd::IngressClassParamsSpec;
 use crate::ingress::annotations::IngressAnnotations;
@@ -94,7 +94,7 @@ pub fn apply(a: &mut IngressAnnotations, params: &IngressClassParamsSpec) -> Vec
     }
     if !params.inbound_cidrs.is_empty() {
         a.inbound_cidrs = params.inbound_cidrs.clone();
-        if let Err(e) = stratus_aws::lb::rules::check_source_ranges(&a.inbound_cidrs) {
+        if let Err(e) = stratus_aws_api::sg_rules::check_source_ranges(&a.inbound_cidrs) {
             p.push(format!("{WHO} spec.inboundCIDRs: {e}"));
         }
     }

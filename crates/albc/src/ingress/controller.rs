@@ -15,84 +15,27 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
-use stratus_aws::lb::subnets::SubnetCache;
-use stratus_cloud::CloudError;
+use stratus_aws_api::subnets::SubnetCache;
+use stratus_aws_api::ElbV2Api;
 use stratus_kube_kit::EventPublisher;
 
 use crate::crd::IngressClassParams;
-use crate::ingress::alb_api::AlbApi;
 use crate::ingress::annotations::{self, IngressAnnotations};
-use crate::ingress::apply::{apply, teardown, Applied};
-use crate::ingress::backend_group::SharedBackendGroup;
+use crate::ingress::apply::{apply, teardown};
 use crate::ingress::class::{namespace_refused, Classes, Served};
 use crate::ingress::class_params::namespace_allowed;
 use crate::ingress::model::{group_of, member_name, plan_parsed, GroupId};
 
 pub use crate::ingress::class::CONTROLLER;
-/// The finalizer on managed Ingresses.
-pub const FINALIZER: &str = "ingress.k8s.aws/resources";
-/// Cluster tag on every resource.
-pub const CLUSTER_TAG: &str = "elbv2.k8s.aws/cluster";
-/// Group tag on every resource.
-pub const STACK_TAG: &str = "ingress.k8s.aws/stack";
-/// Resource kind tag.
-pub const RESOURCE_TAG: &str = "ingress.k8s.aws/resource";
-/// Label on the internal TargetGroupBindings.
-pub const STACK_LABEL: &str = "ingress.k8s.aws/stack-hash";
-
-/// Settings of the driver.
-#[derive(Debug, Clone)]
-pub struct IngressSettings {
-    /// `--cluster-name`.
-    pub cluster: String,
-    /// `--ingress-class` (the legacy annotation value).
-    pub ingress_class: String,
-    /// VPC of the target groups.
-    pub vpc: String,
-    /// `--default-target-type=ip`.
-    pub default_ip: bool,
-    /// `--default-tags`.
-    pub default_tags: BTreeMap<String, String>,
-    /// The shared backend security group.
-    pub backend: Arc<SharedBackendGroup>,
-    /// `--ingress-max-concurrent-reconciles`.
-    pub concurrency: u16,
-}
-
-/// Why one reconcile failed.
-#[derive(Debug, thiserror::Error)]
-pub enum IngressError {
-    /// AWS refused or failed.
-    #[error("{0}")]
-    Aws(#[from] CloudError),
-    /// The Kubernetes API failed.
-    #[error("kubernetes: {0}")]
-    Kube(#[from] kube::Error),
-    /// No usable subnets.
-    #[error("{0}")]
-    Subnets(String),
-}
-
-/// Shared state.
-pub struct IngressCtx {
-    pub(crate) client: Client,
-    pub(crate) alb: AlbApi,
-    pub(crate) subnets: Arc<SubnetCache>,
-    events: EventPublisher,
-    pub(crate) settings: IngressSettings,
-    ingresses: Store<Ingress>,
-    classes: Classes,
-    locks: Mutex<HashMap<GroupId, Arc<tokio::sync::Mutex<()>>>>,
-    applied: Mutex<HashMap<GroupId, Applied>>,
-}
+pub use crate::ingress::context::{IngressCtx, IngressError, IngressSettings, FINALIZER};
 
 /// Runs the driver until `shutdown` completes.
 pub async fn run(
     client: Client,
-    alb: AlbApi,
+    alb: ElbV2Api,
     subnets: Arc<SubnetCache>,
     settings: IngressSettings,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,

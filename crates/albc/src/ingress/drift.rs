@@ -6,8 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::ingress::alb_api::{sorted_extra, AlbState, LiveListener};
+use stratus_aws_api::elbv2::LoadBalancer;
+
 use crate::ingress::annotations::HealthCheck;
+use crate::ingress::live::{sorted_extra, LiveListener};
 use crate::ingress::model::{AlbSpec, ListenerSpec};
 
 /// Whether the listener needs a ModifyListener to match `want` (the extra certificates are
@@ -32,7 +34,7 @@ pub fn list_changes(live: &[String], want: &[String]) -> (Vec<String>, Vec<Strin
 }
 
 /// The security groups the load balancer must carry, sorted, when they are not the ones it has.
-pub fn security_groups_to_set(lb: &AlbState, wanted: &[String]) -> Option<Vec<String>> {
+pub fn security_groups_to_set(lb: &LoadBalancer, wanted: &[String]) -> Option<Vec<String>> {
     let mut wanted = wanted.to_vec();
     wanted.sort();
     wanted.dedup();
@@ -136,13 +138,11 @@ mod tests {
 
     #[test]
     fn groups_and_attributes() {
-        let lb = AlbState {
+        let lb = LoadBalancer {
             arn: "a".into(),
             dns_name: "d".into(),
-            internet_facing: false,
-            dualstack: false,
             security_groups: vec!["sg-1".into(), "sg-2".into()],
-            subnets: Vec::new(),
+            ..LoadBalancer::default()
         };
         assert_eq!(
             security_groups_to_set(&lb, &["sg-2".into(), "sg-1".into()]),

@@ -3,15 +3,17 @@
 //! pure function of its members (under their class's IngressClassParams); the driver that
 //! applies it to AWS by difference, and the managed security group of an ALB.
 
-pub mod alb_api;
 pub mod annotations;
 pub mod apply;
 pub mod backend_group;
 pub mod class;
 pub mod class_params;
+pub mod context;
 pub mod controller;
 pub mod drift;
-pub mod listener_api;
+pub mod live;
 pub mod model;
 pub mod rules;
 pub mod security;
+pub mod tags;
+pub mod target_groups;

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::ingress::alb_api::LiveRule;
 use crate::ingress::model::RuleSpec;
+use stratus_aws_api::elbv2::Rule;
 
 /// What to change on one listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,11 +16,11 @@ pub struct RuleChanges<'a> {
     /// Planned rules to create, in priority order.
     pub create: Vec<&'a RuleSpec>,
     /// Live rules that stay.
-    pub keep: Vec<LiveRule>,
+    pub keep: Vec<Rule>,
 }
 
 /// Whether `have` is `want` (`tg_arns`: target group name → ARN).
-fn same(have: &LiveRule, want: &RuleSpec, tg_arns: &BTreeMap<String, String>) -> bool {
+fn same(have: &Rule, want: &RuleSpec, tg_arns: &BTreeMap<String, String>) -> bool {
     have.priority == want.priority
         && have.hosts == want.hosts
         && have.paths == want.paths
@@ -29,7 +29,7 @@ fn same(have: &LiveRule, want: &RuleSpec, tg_arns: &BTreeMap<String, String>) ->
 
 /// The changes that turn `live` into `wanted`.
 pub fn plan_rules<'a>(
-    live: &[LiveRule],
+    live: &[Rule],
     wanted: &'a [RuleSpec],
     tg_arns: &BTreeMap<String, String>,
 ) -> RuleChanges<'a> {
@@ -68,8 +68,8 @@ mod tests {
         }
     }
 
-    fn live(arn: &str, priority: i32, host: &str, tg_arn: &str) -> LiveRule {
-        LiveRule {
+    fn live(arn: &str, priority: i32, host: &str, tg_arn: &str) -> Rule {
+        Rule {
             arn: arn.into(),
             priority,
             hosts: vec![host.into()],

@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use stratus_aws::ec2::Ec2;
-use stratus_aws::lb::rules::{diff, listener_rules, source_ranges, CidrRule};
+use stratus_aws_api::sg_rules::{diff, listener_rules, source_ranges, CidrRule};
+use stratus_aws_api::Ec2;
 use stratus_cloud::CloudError;
 
 use crate::ingress::model::AlbSpec;
@@ -32,8 +32,8 @@ impl<'a> Owner<'a> {
     /// An Ingress group's stack.
     pub fn ingress(stack: &'a BTreeMap<String, String>) -> Self {
         Owner {
-            stack_key: crate::ingress::controller::STACK_TAG,
-            resource_key: crate::ingress::controller::RESOURCE_TAG,
+            stack_key: crate::ingress::tags::STACK_TAG,
+            resource_key: crate::ingress::tags::RESOURCE_TAG,
             stack,
         }
     }
@@ -91,7 +91,7 @@ pub async fn remove(ec2: &Ec2, owner: Owner<'_>) -> Result<(), CloudError> {
 async fn find(
     ec2: &Ec2,
     owner: Owner<'_>,
-) -> Result<Option<stratus_aws::lb::ec2_network::SecurityGroup>, CloudError> {
+) -> Result<Option<stratus_aws_api::ec2::SecurityGroup>, CloudError> {
     let Some(stack_value) = owner.stack.get(owner.stack_key) else {
         return Ok(None);
     };

@@ -14,10 +14,9 @@ use kube::{Client, ResourceExt};
 use stratus_cloud::CloudError;
 
 use crate::crd::{IngressClassParams, TargetGroupBinding};
-use crate::ingress::alb_api::AlbApi;
 use crate::reaper::inventory::{tagged_resources, tagged_security_groups};
 use crate::reaper::plan::{plan_reap, LiveOwners, Reap};
-use stratus_aws::ec2::Ec2;
+use stratus_aws_api::{Ec2, ElbV2Api};
 
 /// Why one pass failed.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +32,7 @@ pub enum ReapError {
 /// One pass: what was deleted.
 pub async fn reap_once(
     client: &Client,
-    alb: &AlbApi,
+    alb: &ElbV2Api,
     ec2: &Ec2,
     cluster: &str,
 ) -> Result<Reap, ReapError> {
@@ -57,7 +56,7 @@ pub async fn reap_once(
     let reap = plan_reap(cluster, &resources, &owners);
     for (arn, owner) in &reap.load_balancers {
         tracing::info!(%arn, ?owner, "reaping a load balancer whose owner is gone");
-        alb.delete(arn).await?;
+        alb.delete_load_balancer(arn).await?;
     }
     for (arn, owner) in &reap.target_groups {
         tracing::info!(%arn, ?owner, "reaping a target group whose owner is gone");
@@ -95,7 +94,7 @@ pub async fn reap_once(
 /// minute (or the period, if shorter).
 pub async fn run(
     client: Client,
-    alb: AlbApi,
+    alb: ElbV2Api,
     ec2: Ec2,
     cluster: String,
     period: Duration,

@@ -11,7 +11,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use crate::crd::IngressClassParams;
 use kube::ResourceExt;
 
-use crate::ingress::controller::{CLUSTER_TAG, STACK_TAG as INGRESS_STACK_TAG};
+use crate::ingress::tags::{CLUSTER_TAG, STACK_TAG as INGRESS_STACK_TAG};
 use crate::service::controller::STACK_TAG as SERVICE_STACK_TAG;
 use crate::service::model::stack_key;
 

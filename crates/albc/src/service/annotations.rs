@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::Service;
-use stratus_aws::lb::annotations::{
+use stratus_aws_api::annotations::{
     self as shared, BackendProtocol, HealthCheckPort, HealthCheckProtocol, SslPorts, PREFIX,
 };
 

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use aws_sdk_elasticloadbalancingv2::types::{IpAddressType, LoadBalancerTypeEnum};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -20,19 +21,25 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use stratus_aws::lb::subnets::{choose_subnets, SubnetCache};
+use stratus_aws_api::elbv2::{
+    LoadBalancer, NewLoadBalancer, NewTargetGroup, Placement, SubnetMapping,
+};
+use stratus_aws_api::subnets::{choose_subnets, SubnetCache};
+use stratus_aws_api::ElbV2Api;
 use stratus_kube_kit::EventPublisher;
 
-use crate::ingress::alb_api::{AlbApi, AlbState, NewTargetGroup};
 use crate::ingress::backend_group::SharedBackendGroup;
-use crate::ingress::controller::CLUSTER_TAG;
+use crate::ingress::live::health_settings;
+use crate::ingress::tags::CLUSTER_TAG;
+use crate::ingress::target_groups::{
+    hold_target_group_attributes, stack_target_groups, tagged_target_groups, target_type,
+};
 use crate::ingress::{drift, security};
 use crate::service::annotations::{is_nlb_service, parse};
-use crate::service::listeners::{self, ListenerStep};
+use crate::service::listeners::{self, protocol_enum, ListenerStep, LiveListener, WantedListener};
 use crate::service::model::{
     frontend_rules, nlb_name, plan_nlb, stack_key, subnet_slots, NlbSpec, SubnetSlot,
 };
-use crate::service::nlb_api::{protocol_enum, WantedListener};
 use crate::tgb::internal::{self, InternalBinding};
 
 /// The finalizer on managed Services.
@@ -78,7 +85,7 @@ pub struct ServiceSettings {
 /// Shared state.
 pub struct ServiceCtx {
     client: Client,
-    alb: AlbApi,
+    alb: ElbV2Api,
     subnets: Arc<SubnetCache>,
     events: EventPublisher,
     settings: ServiceSettings,
@@ -87,7 +94,7 @@ pub struct ServiceCtx {
 /// Runs the driver until `shutdown` completes.
 pub async fn run(
     client: Client,
-    alb: AlbApi,
+    alb: ElbV2Api,
     subnets: Arc<SubnetCache>,
     settings: ServiceSettings,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -251,11 +258,13 @@ async fn apply(
     };
     let stack = stack_tags(ctx, &spec.namespace, &spec.service);
     let (groups, backend) = security_groups(ctx, spec, &stack, &tags).await?;
-    let lb = match ctx.alb.find(&spec.name).await? {
-        Some(lb) if lb.internet_facing == spec.internet_facing => {
+    let lb = match ctx.alb.load_balancer(&spec.name).await? {
+        Some(lb) if lb.is_internet_facing() == spec.internet_facing => {
             if subnets_differ(&lb.subnets, &slots) {
                 tracing::info!(load_balancer = %spec.name, "subnets changed: setting them");
-                ctx.alb.set_subnets(&lb.arn, &slots).await?;
+                ctx.alb
+                    .set_subnets(&lb.arn, &subnet_mappings(&slots))
+                    .await?;
             }
             hold_security_groups(ctx, spec, &lb, &groups, &stack).await?;
             lb
@@ -263,32 +272,33 @@ async fn apply(
         found => {
             if let Some(old) = found {
                 tracing::info!(load_balancer = %spec.name, "scheme changed: replacing the load balancer");
-                ctx.alb.delete(&old.arn).await?;
+                ctx.alb.delete_load_balancer(&old.arn).await?;
             }
             let mut lb_tags = tags.clone();
             lb_tags.insert(RESOURCE_TAG.into(), "LoadBalancer".into());
             ctx.alb
-                .create_network(&spec.name, spec.internet_facing, &slots, &groups, &lb_tags)
+                .create_load_balancer(&NewLoadBalancer {
+                    name: &spec.name,
+                    kind: LoadBalancerTypeEnum::Network,
+                    internet_facing: spec.internet_facing,
+                    ip_address_type: Some(IpAddressType::Ipv4),
+                    placement: Placement::Mappings(subnet_mappings(&slots)),
+                    security_groups: &groups,
+                    tags: &lb_tags,
+                })
                 .await?
         }
     };
     // Target groups (health checks changed in place) and their bindings.
-    let all = ctx.alb.all_target_groups_live().await?;
-    let pairs: Vec<(String, String)> = all
-        .iter()
-        .map(|g| (g.name.clone(), g.arn.clone()))
-        .collect();
-    let existing: BTreeMap<String, String> = ctx
-        .alb
-        .having_tags(&pairs, &stack_tags(ctx, &spec.namespace, &spec.service))
-        .await?
-        .into_iter()
-        .collect();
+    let (all, tagged) = stack_target_groups(&ctx.alb, &stack).await?;
+    let existing: BTreeMap<String, String> = tagged.into_iter().collect();
     let mut tg_arns = BTreeMap::new();
     for p in &spec.ports {
         let live = all.iter().find(|g| g.name == p.target_group);
         if let Some(g) = live.filter(|g| drift::health_differs(&g.health, &spec.health)) {
-            ctx.alb.modify_health(&g.arn, &spec.health).await?;
+            ctx.alb
+                .modify_health_check(&g.arn, &health_settings(&spec.health))
+                .await?;
         }
         let made = existing
             .get(&p.target_group)
@@ -300,21 +310,20 @@ async fn apply(
             None => {
                 let mut t = tags.clone();
                 t.insert(RESOURCE_TAG.into(), p.port.to_string());
-                let new = NewTargetGroup {
-                    name: &p.target_group,
-                    protocol: protocol_enum(p.target_protocol),
-                    port: p.port,
-                    ip: spec.ip,
-                    health: &spec.health,
-                };
                 ctx.alb
-                    .create_target_group_of(&ctx.settings.vpc, &new, &t)
+                    .create_target_group(&NewTargetGroup {
+                        name: &p.target_group,
+                        protocol: protocol_enum(p.target_protocol),
+                        port: p.port,
+                        vpc_id: &ctx.settings.vpc,
+                        target_type: target_type(spec.ip),
+                        health_check: &health_settings(&spec.health),
+                        tags: &t,
+                    })
                     .await?
             }
         };
-        ctx.alb
-            .hold_target_group_attributes(&arn, &spec.tg_attributes, fresh)
-            .await?;
+        hold_target_group_attributes(&ctx.alb, &arn, &spec.tg_attributes, fresh).await?;
         let binding = InternalBinding {
             namespace: &spec.namespace,
             name: &p.target_group,
@@ -390,7 +399,7 @@ async fn security_groups(
 async fn hold_security_groups(
     ctx: &ServiceCtx,
     spec: &NlbSpec,
-    lb: &AlbState,
+    lb: &LoadBalancer,
     groups: &[String],
     stack: &BTreeMap<String, String>,
 ) -> Result<(), ServiceError> {
@@ -441,15 +450,26 @@ async fn apply_listeners(
     lb_arn: &str,
     wanted: &[WantedListener],
 ) -> Result<(), ServiceError> {
-    let live = ctx.alb.forwarding_listeners(lb_arn).await?;
+    let live: BTreeMap<i32, LiveListener> = ctx
+        .alb
+        .listeners(lb_arn)
+        .await?
+        .iter()
+        .filter_map(LiveListener::of)
+        .collect();
     let mut arns: BTreeMap<i32, String> = live.iter().map(|(p, l)| (*p, l.arn.clone())).collect();
     let mut fresh = Vec::new();
     for step in listeners::plan(&live, wanted) {
         match step {
             ListenerStep::Delete(arn) => ctx.alb.delete_listener(&arn).await?,
-            ListenerStep::Modify(arn, w) => ctx.alb.modify_forward_listener(&arn, &w).await?,
+            ListenerStep::Modify(arn, w) => {
+                ctx.alb.modify_listener(&arn, &w.modify_settings()).await?
+            }
             ListenerStep::Create(w) => {
-                let arn = ctx.alb.create_forward_listener(lb_arn, &w).await?;
+                let arn = ctx
+                    .alb
+                    .create_listener(lb_arn, &w.create_settings())
+                    .await?;
                 fresh.push(w.port);
                 arns.insert(w.port, arn);
             }
@@ -480,12 +500,27 @@ async fn hold_attributes(
     if wanted.is_empty() {
         return Ok(());
     }
-    let live = ctx.alb.attributes(lb_arn).await?;
+    let live = ctx.alb.load_balancer_attributes(lb_arn).await?;
     let set = drift::differing(&live, wanted);
     if !set.is_empty() {
-        ctx.alb.modify_attributes(lb_arn, &set).await?;
+        ctx.alb
+            .modify_load_balancer_attributes(lb_arn, &set)
+            .await?;
     }
     Ok(())
+}
+
+/// The subnet mappings of the chosen slots: each subnet with its static private address or
+/// Elastic IP when one is asked for.
+fn subnet_mappings(slots: &[SubnetSlot]) -> Vec<SubnetMapping> {
+    slots
+        .iter()
+        .map(|s| SubnetMapping {
+            subnet: s.subnet.clone(),
+            allocation_id: s.allocation.clone(),
+            private_ipv4_address: s.private_ip.map(|ip| ip.to_string()),
+        })
+        .collect()
 }
 
 /// `target-node-labels` as a binding's `spec.nodeSelector` (none: every node).
@@ -500,16 +535,12 @@ fn node_selector(labels: &BTreeMap<String, String>) -> Option<LabelSelector> {
 async fn teardown(ctx: &ServiceCtx, ns: &str, name: &str) -> Result<(), ServiceError> {
     if let Some(lb) = ctx
         .alb
-        .find(&nlb_name(&ctx.settings.cluster, ns, name))
+        .load_balancer(&nlb_name(&ctx.settings.cluster, ns, name))
         .await?
     {
-        ctx.alb.delete(&lb.arn).await?;
+        ctx.alb.delete_load_balancer(&lb.arn).await?;
     }
-    for (tg, arn) in ctx
-        .alb
-        .tagged_target_groups(&stack_tags(ctx, ns, name))
-        .await?
-    {
+    for (tg, arn) in tagged_target_groups(&ctx.alb, &stack_tags(ctx, ns, name)).await? {
         internal::remove(&ctx.client, &tg).await?;
         ctx.alb.delete_target_group(&arn).await?;
     }

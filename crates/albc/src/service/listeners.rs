@@ -5,8 +5,100 @@
 
 use std::collections::BTreeMap;
 
-use crate::ingress::listener_api::extra_of;
-use crate::service::nlb_api::{LiveListener, WantedListener};
+use aws_sdk_elasticloadbalancingv2::types::ProtocolEnum;
+use stratus_aws_api::elbv2::{DefaultAction, Listener, ListenerSettings};
+
+use crate::ingress::live::extra_of;
+use crate::service::model::L4Protocol;
+
+/// A listener as AWS has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveListener {
+    /// ARN.
+    pub arn: String,
+    /// Protocol (`TCP`, `UDP`, ...).
+    pub protocol: String,
+    /// The target group its default action forwards to.
+    pub target_group: Option<String>,
+    /// The default certificate (TLS).
+    pub certificate: Option<String>,
+    /// The security policy (TLS).
+    pub ssl_policy: Option<String>,
+    /// The ALPN policy (TLS), if any.
+    pub alpn: Option<String>,
+}
+
+impl LiveListener {
+    /// A described listener by port (None when AWS left out its port, ARN or protocol).
+    pub fn of(l: &Listener) -> Option<(i32, Self)> {
+        Some((
+            l.port?,
+            LiveListener {
+                arn: l.arn.clone()?,
+                protocol: l.protocol.clone()?,
+                target_group: l
+                    .default_actions
+                    .first()
+                    .and_then(|a| a.target_group_arn.clone()),
+                certificate: l.certificates.first().cloned(),
+                ssl_policy: l.ssl_policy.clone(),
+                alpn: l.alpn_policy.first().cloned(),
+            },
+        ))
+    }
+}
+
+/// A listener as planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WantedListener {
+    /// Port.
+    pub port: i32,
+    /// Protocol.
+    pub protocol: L4Protocol,
+    /// The target group it forwards to.
+    pub target_group: String,
+    /// TLS: the certificates (the first is the default one).
+    pub certificates: Vec<String>,
+    /// TLS: the security policy.
+    pub ssl_policy: Option<String>,
+    /// TLS: the ALPN policy.
+    pub alpn: Option<String>,
+}
+
+impl WantedListener {
+    /// CreateListener: an L4 listener forwarding everything to its target group; a TLS one with
+    /// its default certificate, policy and ALPN policy (the other certificates are added after).
+    pub fn create_settings(&self) -> ListenerSettings {
+        ListenerSettings {
+            port: Some(self.port),
+            protocol: Some(protocol_enum(self.protocol)),
+            certificate: self.certificates.first().cloned(),
+            ssl_policy: self.ssl_policy.clone(),
+            alpn_policy: self.alpn.clone(),
+            default_action: DefaultAction::Forward(self.target_group.clone()),
+        }
+    }
+
+    /// ModifyListener: the target group and, on a TLS listener, its default certificate,
+    /// policy and ALPN policy; port and protocol stay.
+    pub fn modify_settings(&self) -> ListenerSettings {
+        ListenerSettings {
+            port: None,
+            protocol: None,
+            ..self.create_settings()
+        }
+    }
+}
+
+/// The ELBv2 protocol of an L4 listener or target group.
+pub fn protocol_enum(p: L4Protocol) -> ProtocolEnum {
+    match p {
+        L4Protocol::Tcp => ProtocolEnum::Tcp,
+        L4Protocol::Udp => ProtocolEnum::Udp,
+        L4Protocol::Tls => ProtocolEnum::Tls,
+        L4Protocol::TcpUdp => ProtocolEnum::TcpUdp,
+    }
+}
 
 /// One listener change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +155,6 @@ pub fn extra_certificates(want: &WantedListener) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::model::L4Protocol;
 
     fn want(port: i32, protocol: L4Protocol, tg: &str, cert: Option<&str>) -> WantedListener {
         WantedListener {

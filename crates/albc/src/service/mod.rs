@@ -6,4 +6,3 @@ pub mod annotations;
 pub mod controller;
 pub mod listeners;
 pub mod model;
-pub mod nlb_api;

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::ingress::annotations::HealthCheck;
 use crate::ingress::model::{clip, hash8, target_group_name, GroupId};
-use stratus_aws::lb::rules::{listener_rules, source_ranges as source_ranges_of, CidrRule};
+use stratus_aws_api::sg_rules::{listener_rules, source_ranges as source_ranges_of, CidrRule};
 
 use crate::service::annotations::{NlbAnnotations, NlbTls, SOURCE_RANGES};
 

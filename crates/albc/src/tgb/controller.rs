@@ -17,7 +17,7 @@ use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
-use stratus_aws::lb::elbv2_api::{ElbV2Api, TargetRef};
+use stratus_aws_api::elbv2::{ElbV2Api, TargetRef};
 use stratus_cloud::CloudError;
 use stratus_kube_kit::EventPublisher;
 use stratus_runtime::backoff::Backoff;
@@ -385,7 +385,7 @@ async fn sync(tgb: &TargetGroupBinding, ctx: &Ctx) -> Result<Action, TgbError> {
                 .target_group_info(&arn)
                 .await?
                 .ok_or_else(|| TgbError::Spec(format!("target group {arn} not found")))?;
-            TargetType::parse(&info.target_type)?
+            TargetType::parse(info.target_type_or_default())?
         }
     };
     let wanted = wanted_targets(tgb, target_type, ctx)?;

@@ -4,7 +4,8 @@
 //! an action only this controller calls.
 
 use aws_sdk_ec2::types::Filter;
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::pager::pages;
+use stratus_aws_api::AwsApi;
 use stratus_cloud::CloudError;
 
 /// A network interface's address, instance and security groups.
@@ -47,38 +48,36 @@ impl EniApi {
                 .name(filter_name)
                 .set_values(Some(chunk.to_vec()))
                 .build();
-            let mut token: Option<String> = None;
-            loop {
-                let out = self
-                    .api
-                    .call("DescribeNetworkInterfaces", || {
-                        self.client
-                            .describe_network_interfaces()
-                            .filters(filter.clone())
-                            .set_next_token(token.clone())
-                            .send()
-                    })
-                    .await?;
-                found.extend(out.network_interfaces().iter().map(|n| {
-                    InterfaceGroups {
-                        private_ip: n.private_ip_address().unwrap_or_default().to_string(),
-                        instance_id: n
-                            .attachment()
-                            .and_then(|a| a.instance_id())
-                            .map(str::to_string),
-                        primary: n.attachment().and_then(|a| a.device_index()) == Some(0),
-                        groups: n
-                            .groups()
-                            .iter()
-                            .filter_map(|g| g.group_id().map(str::to_string))
-                            .collect(),
-                    }
-                }));
-                token = out.next_token().map(str::to_string);
-                if token.is_none() {
-                    break;
-                }
-            }
+            pages(
+                &self.api,
+                "DescribeNetworkInterfaces",
+                |token| {
+                    self.client
+                        .describe_network_interfaces()
+                        .filters(filter.clone())
+                        .set_next_token(token)
+                        .send()
+                },
+                |out| {
+                    found.extend(out.network_interfaces().iter().map(|n| {
+                        InterfaceGroups {
+                            private_ip: n.private_ip_address().unwrap_or_default().to_string(),
+                            instance_id: n
+                                .attachment()
+                                .and_then(|a| a.instance_id())
+                                .map(str::to_string),
+                            primary: n.attachment().and_then(|a| a.device_index()) == Some(0),
+                            groups: n
+                                .groups()
+                                .iter()
+                                .filter_map(|g| g.group_id().map(str::to_string))
+                                .collect(),
+                        }
+                    }));
+                    out.next_token().map(str::to_string)
+                },
+            )
+            .await?;
         }
         Ok(found)
     }

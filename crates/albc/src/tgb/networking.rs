@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use stratus_aws::lb::rules::{CidrRule, GroupRule};
+use stratus_aws_api::sg_rules::{CidrRule, GroupRule};
 
 use crate::crd::Networking;
 
@@ -83,7 +83,7 @@ pub fn wanted_rules(
                     }
                 }
                 (None, Some(block)) => {
-                    stratus_aws::lb::rules::check_source_ranges(std::slice::from_ref(
+                    stratus_aws_api::sg_rules::check_source_ranges(std::slice::from_ref(
                         &block.cidr,
                     ))
                     .map_err(|e| format!("spec.networking.ingress[{i}]: {e}"))?;

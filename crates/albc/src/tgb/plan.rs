@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use stratus_aws::lb::elbv2_api::{TargetHealthState, TargetRef};
+use stratus_aws_api::elbv2::{TargetHealthState, TargetRef};
 
 /// Target changes of one reconcile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

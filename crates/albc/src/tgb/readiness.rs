@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use stratus_aws::lb::elbv2_api::TargetHealthState;
+use stratus_aws_api::elbv2::TargetHealthState;
 
 /// Prefix of the readiness-gate condition type; the binding's name follows.
 pub const CONDITION_PREFIX: &str = "target-health.elbv2.k8s.aws/";
@@ -70,7 +70,7 @@ pub fn gates_to_set(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stratus_aws::lb::elbv2_api::TargetRef;
+    use stratus_aws_api::elbv2::TargetRef;
 
     fn pod(name: &str, ip: &str, gate: bool, met: bool) -> Pod {
         let cond = condition_type("web");

@@ -10,11 +10,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
 
-use stratus_aws::ec2::Ec2;
-use stratus_aws::lb::ec2_network::SecurityGroup;
-use stratus_aws::lb::elbv2_api::TargetRef;
-use stratus_aws::lb::node_rules::node_group_of;
-use stratus_aws::lb::rules::{CidrRule, GroupRule};
+use stratus_aws_api::ec2::SecurityGroup;
+use stratus_aws_api::elbv2::TargetRef;
+use stratus_aws_api::node_rules::node_group_of;
+use stratus_aws_api::sg_rules::{CidrRule, GroupRule};
+use stratus_aws_api::Ec2;
 use stratus_cloud::CloudError;
 
 use crate::crd::Networking;

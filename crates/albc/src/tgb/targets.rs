@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{Node, Service, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use stratus_aws::lb::elbv2_api::TargetRef;
-use stratus_aws::provider_id::AwsProviderId;
+use stratus_aws_api::elbv2::TargetRef;
+use stratus_aws_api::provider_id::AwsProviderId;
 
 /// The label EndpointSlices carry naming their Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";

@@ -36,7 +36,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::core::admission::Operation;
 use kube::{Api, ResourceExt};
 use std::collections::BTreeMap;
-use stratus_aws::lb::elbv2_api::ElbV2Api;
+use stratus_aws_api::elbv2::ElbV2Api;
 
 /// Largest AdmissionReview read (an object and its old version, each at most etcd's 1.5 MiB).
 const MAX_BODY: usize = 4 << 20;
@@ -276,8 +276,8 @@ impl Webhooks {
         }
         Ok(match self.elbv2.target_group_info(&arn).await? {
             Some(info) => Ok(TargetGroupFacts {
+                target_type: info.target_type_or_default().to_string(),
                 arn: info.arn,
-                target_type: info.target_type,
                 ip_address_type: info.ip_address_type,
                 vpc_id: info.vpc_id,
             }),

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use stratus_aws::lb::ec2_network::SecurityGroup;
-use stratus_aws::lb::node_rules::node_group_of;
-use stratus_aws::lb::tags::cluster_tag_key;
-use stratus_aws::subnet_selection::{select_subnets, SubnetInfo, ROLE_ELB, ROLE_INTERNAL_ELB};
+use stratus_aws_api::ec2::SecurityGroup;
+use stratus_aws_api::node_rules::node_group_of;
+use stratus_aws_api::subnets::{select_subnets, SubnetInfo, ROLE_ELB, ROLE_INTERNAL_ELB};
+use stratus_aws_api::tags::cluster_tag_key;
 use stratus_layouts_check::aws_contract::{self, same_policy, CCM_POLICY_FILE};
 use stratus_layouts_check::catalog;
 use stratus_layouts_check::workspace::Workspace;

@@ -16,13 +16,11 @@ use stratus_cloud::{
 };
 use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 
-use crate::api_call::AwsApi;
+use stratus_aws_api::{AwsApi, Ec2, ElbApi, ElbV2Api};
+
 use crate::config::CloudConfig;
-use crate::ec2::Ec2;
 use crate::instance_cache::{CacheOptions, InstanceCache, Scope};
 use crate::instances_v2::AwsInstances;
-use crate::lb::elb_api::ElbApi;
-use crate::lb::elbv2_api::ElbV2Api;
 use crate::lb::{AwsLoadBalancers, LbSettings};
 use crate::routes::{AwsRoutes, TableScope};
 use crate::topology::{self, Topology};
@@ -82,7 +80,9 @@ impl ConfiguredProvider for ConfiguredAws {
         if let Err(e) = scope_for(&self.config, self.options.allow_untagged_cloud) {
             problems.push(e.to_string());
         }
-        match crate::region::resolve(self.config.region().as_deref(), HOW_TO_SET_REGION).await {
+        match stratus_aws_api::region::resolve(self.config.region().as_deref(), HOW_TO_SET_REGION)
+            .await
+        {
             Ok(region) => self.region = Some(region),
             Err(problem) => problems.push(problem),
         }
@@ -95,9 +95,11 @@ impl ConfiguredProvider for ConfiguredAws {
     ) -> Result<Arc<dyn Cloud>, ProviderError> {
         let region = match self.region {
             Some(region) => region,
-            None => crate::region::resolve(self.config.region().as_deref(), HOW_TO_SET_REGION)
-                .await
-                .map_err(ProviderError::Start)?,
+            None => {
+                stratus_aws_api::region::resolve(self.config.region().as_deref(), HOW_TO_SET_REGION)
+                    .await
+                    .map_err(ProviderError::Start)?
+            }
         };
         let cloud = AwsCloud::start(&self.config, region, self.options, metrics)
             .await
@@ -146,7 +148,7 @@ pub struct AwsCloud {
 
 impl AwsCloud {
     /// Loads credentials (SDK default chain, optionally assuming `RoleARN`) for `region` (see
-    /// [`crate::region::resolve`]), builds the EC2 client (endpoint from `[ServiceOverride]` or
+    /// [`stratus_aws_api::region::resolve`]), builds the EC2 client (endpoint from `[ServiceOverride]` or
     /// `AWS_ENDPOINT_URL[_EC2]`) and starts the cache.
     pub async fn start(
         config: &CloudConfig,

@@ -4,7 +4,7 @@ use aws_sdk_ec2::types as ec2;
 use stratus_cloud::{NodeAddress, NodeAddressType};
 
 use crate::config::IpFamily;
-use crate::provider_id::InstanceId;
+use stratus_aws_api::provider_id::InstanceId;
 
 /// Lifecycle state of an instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

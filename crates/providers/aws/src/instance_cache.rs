@@ -11,9 +11,9 @@ use futures::future::join_all;
 use stratus_cloud::{CloudError, NodeInfo};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::ec2::{filter, Ec2};
 use crate::instance::Instance;
-use crate::provider_id::{instance_id_from_node_name, AwsProviderId, InstanceId};
+use stratus_aws_api::ec2::{filter, Ec2};
+use stratus_aws_api::provider_id::{instance_id_from_node_name, AwsProviderId, InstanceId};
 
 /// Which instances the periodic listing covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -600,7 +600,11 @@ impl InstanceCache {
         let started = Instant::now();
         let mut all = Vec::new();
         for filters in self.scope.listings() {
-            all.extend(self.ec2.describe_instances(&filters).await?);
+            all.extend(
+                self.ec2
+                    .describe_instances(&filters, Instance::from_sdk)
+                    .await?,
+            );
         }
         let n = all.len();
         self.snapshot
@@ -626,7 +630,10 @@ impl InstanceCache {
         for chunk in unique.chunks(self.options.batch_size.max(1)) {
             let found = self
                 .ec2
-                .describe_instances(&[filter("instance-id", chunk.iter().map(|i| i.as_str()))])
+                .describe_instances(
+                    &[filter("instance-id", chunk.iter().map(|i| i.as_str()))],
+                    Instance::from_sdk,
+                )
                 .await?;
             let now = Instant::now();
             let missing = self
@@ -701,7 +708,7 @@ impl InstanceCache {
             for chunk in values.chunks(self.options.batch_size) {
                 match self
                     .ec2
-                    .describe_instances(&[filter(kind, chunk.to_vec())])
+                    .describe_instances(&[filter(kind, chunk.to_vec())], Instance::from_sdk)
                     .await
                 {
                     Ok(found) => {

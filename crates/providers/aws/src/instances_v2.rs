@@ -9,9 +9,9 @@ use stratus_cloud::{CloudError, InstanceMetadata, InstancesV2, NodeInfo, Provide
 use crate::config::IpFamily;
 use crate::instance::Instance;
 use crate::instance_cache::{lookup_keys, InstanceCache, LookupKey};
-use crate::provider_id::{AwsProviderId, InstanceId};
 use crate::topology::{self, Topology};
 use crate::zones::ZoneIds;
+use stratus_aws_api::provider_id::{AwsProviderId, InstanceId};
 
 /// Label carrying the AWS zone ID (stable across accounts, unlike zone names).
 pub const ZONE_ID_LABEL: &str = "topology.k8s.aws/zone-id";

@@ -4,20 +4,18 @@
 //! not Ready; DescribeAvailabilityZones; DescribeInstanceTopology) through one shared,
 //! periodically refreshed instance cache; keeps pod-CIDR routes in the cluster's
 //! route tables; writes nothing to Kubernetes.
+//!
+//! The CCM provider only: every AWS call goes through `stratus-aws-api`, the API layer the other
+//! AWS applications share; this crate's face is the provider and its options.
 
-pub mod api_call;
-pub mod cloud;
-pub mod config;
-pub mod ec2;
-pub mod instance;
-pub mod instance_cache;
-pub mod instances_v2;
-pub mod lb;
-pub mod provider_id;
-pub mod region;
-pub mod routes;
-pub mod subnet_selection;
-pub mod topology;
-pub mod zones;
+mod cloud;
+mod config;
+mod instance;
+mod instance_cache;
+mod instances_v2;
+mod lb;
+mod routes;
+mod topology;
+mod zones;
 
 pub use cloud::{AwsCloud, AwsInitError, AwsOptions, AwsProvider, PROVIDER_NAME};

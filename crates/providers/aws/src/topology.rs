@@ -16,9 +16,9 @@ use stratus_cloud::CloudError;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::ec2::Ec2;
 use crate::instance::{Instance, InstanceState};
-use crate::provider_id::InstanceId;
+use stratus_aws_api::ec2::Ec2;
+use stratus_aws_api::provider_id::InstanceId;
 
 /// Prefix of the labels; the layers are numbered from 1 (farthest from the instance).
 pub const NETWORK_NODE_LABEL_PREFIX: &str = "topology.k8s.aws/network-node-layer-";

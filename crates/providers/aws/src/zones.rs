@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use stratus_cloud::CloudError;
 use tokio::sync::Mutex;
 
-use crate::ec2::Ec2;
+use stratus_aws_api::ec2::Ec2;
 
 /// Refetch the table at most this often, however many unknown zones are asked for.
 const MIN_REFETCH: Duration = Duration::from_secs(60);

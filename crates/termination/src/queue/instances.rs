@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::Filter;
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::pager::pages;
+use stratus_aws_api::AwsApi;
 use stratus_cloud::CloudError;
 use tokio::sync::{mpsc, oneshot, Mutex};
 use tokio::time::Instant;
@@ -162,68 +163,63 @@ async fn describe(
 ) -> Result<HashMap<String, InstanceInfo>, CloudError> {
     let mut found = HashMap::new();
     for chunk in ids.chunks(IDS_PER_CALL) {
-        let mut token: Option<String> = None;
-        loop {
-            let filter = Filter::builder()
-                .name("instance-id")
-                .set_values(Some(chunk.to_vec()))
-                .build();
-            let next = token.clone();
-            let page = api
-                .call("DescribeInstances", || {
-                    ec2.describe_instances()
-                        .filters(filter.clone())
-                        .set_next_token(next.clone())
-                        .send()
-                })
-                .await?;
-            for instance in page.reservations().iter().flat_map(|r| r.instances()) {
-                let Some(id) = instance.instance_id() else {
-                    continue;
-                };
-                found.insert(
-                    id.to_owned(),
-                    InstanceInfo {
-                        instance_id: id.to_owned(),
-                        private_dns_name: instance
-                            .private_dns_name()
-                            .unwrap_or_default()
-                            .to_owned(),
-                        availability_zone: instance
-                            .placement()
-                            .and_then(|p| p.availability_zone())
-                            .unwrap_or_default()
-                            .to_owned(),
-                        instance_type: instance
-                            .instance_type()
-                            .map(|t| t.as_str().to_owned())
-                            .unwrap_or_default(),
-                        state: instance
-                            .state()
-                            .and_then(|s| s.name())
-                            .map(|n| n.as_str().to_owned())
-                            .unwrap_or_default(),
-                        tags: instance
-                            .tags()
-                            .iter()
-                            .filter_map(|t| {
-                                Some((
-                                    t.key()?.to_owned(),
-                                    t.value().unwrap_or_default().to_owned(),
-                                ))
-                            })
-                            .collect(),
-                    },
-                );
-            }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned);
-            if token.is_none() {
-                break;
-            }
-        }
+        let filter = Filter::builder()
+            .name("instance-id")
+            .set_values(Some(chunk.to_vec()))
+            .build();
+        pages(
+            api,
+            "DescribeInstances",
+            |token| {
+                ec2.describe_instances()
+                    .filters(filter.clone())
+                    .set_next_token(token)
+                    .send()
+            },
+            |page| {
+                for instance in page.reservations().iter().flat_map(|r| r.instances()) {
+                    let Some(id) = instance.instance_id() else {
+                        continue;
+                    };
+                    found.insert(
+                        id.to_owned(),
+                        InstanceInfo {
+                            instance_id: id.to_owned(),
+                            private_dns_name: instance
+                                .private_dns_name()
+                                .unwrap_or_default()
+                                .to_owned(),
+                            availability_zone: instance
+                                .placement()
+                                .and_then(|p| p.availability_zone())
+                                .unwrap_or_default()
+                                .to_owned(),
+                            instance_type: instance
+                                .instance_type()
+                                .map(|t| t.as_str().to_owned())
+                                .unwrap_or_default(),
+                            state: instance
+                                .state()
+                                .and_then(|s| s.name())
+                                .map(|n| n.as_str().to_owned())
+                                .unwrap_or_default(),
+                            tags: instance
+                                .tags()
+                                .iter()
+                                .filter_map(|t| {
+                                    Some((
+                                        t.key()?.to_owned(),
+                                        t.value().unwrap_or_default().to_owned(),
+                                    ))
+                                })
+                                .collect(),
+                        },
+                    );
+                }
+                page.next_token().map(str::to_owned)
+            },
+        )
+        .await?;
     }
     Ok(found)
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
-use stratus_aws::api_call::AwsApi;
+use stratus_aws_api::AwsApi;
 use stratus_cloud::CloudError;
 use tokio::sync::mpsc;
 

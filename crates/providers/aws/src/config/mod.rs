@@ -14,7 +14,7 @@ mod values;
 
 use std::path::Path;
 
-pub use stratus_cloud_kit::gcfg::{ConfigErrors, ConfigProblem};
+pub use stratus_cloud_kit::gcfg::ConfigErrors;
 
 /// Default port of the shared health probe (kube-proxy's health port).
 pub const DEFAULT_SHARED_HEALTH_PROBE_PORT: u16 = 10256;

@@ -2,6 +2,7 @@
 
 use super::*;
 use proptest::prelude::*;
+use stratus_cloud_kit::gcfg::ConfigProblem;
 
 /// Parses text that must be valid.
 fn ok(text: &str) -> CloudConfig {

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use stratus_cloud::{CloudError, Ingress, LoadBalancerRequest};
 
 use crate::instance::Instance;
-use crate::lb::annotations::LbAnnotations;
 use crate::lb::backend_memo::BackendRuleMemo;
 use crate::lb::classic_spec::{classic_spec, ssl_policy_name, ClassicSpec, PROXY_PROTOCOL_POLICY};
-use crate::lb::elb_api::ClassicLb;
-use crate::lb::node_rules::{allow_all_from, has_rule, node_groups};
-use crate::lb::rules::{check_source_ranges, diff, listener_rules, source_ranges};
-use crate::lb::subnets::choose_subnets;
-use crate::lb::tags::{cluster_tag_key, missing_tags, OWNED};
 use crate::lb::{invalid, AwsLoadBalancers};
+use stratus_aws_api::annotations::LbAnnotations;
+use stratus_aws_api::elb::ClassicLb;
+use stratus_aws_api::node_rules::{allow_all_from, has_rule, node_groups};
+use stratus_aws_api::sg_rules::{check_source_ranges, diff, listener_rules, source_ranges};
+use stratus_aws_api::subnets::choose_subnets;
+use stratus_aws_api::tags::{cluster_tag_key, missing_tags, OWNED};
 
 /// Name of the security group made for one Classic ELB (as upstream).
 pub fn managed_group_name(lb_name: &str) -> String {
@@ -260,7 +260,7 @@ impl AwsLoadBalancers {
                 let tags = BTreeMap::from([
                     (cluster_tag_key(&self.cluster_id), OWNED.to_string()),
                     (
-                        crate::lb::tags::SERVICE_NAME_TAG.to_string(),
+                        stratus_aws_api::tags::SERVICE_NAME_TAG.to_string(),
                         format!("{}/{}", request.service.namespace, request.service.name),
                     ),
                 ]);

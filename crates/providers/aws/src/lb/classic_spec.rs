@@ -5,10 +5,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use stratus_cloud::{LoadBalancerRequest, Protocol};
 
-use crate::lb::annotations::{
+use stratus_aws_api::annotations::{
     BackendProtocol, HealthCheckPort, HealthCheckProtocol, LbAnnotations,
 };
-use crate::lb::tags::ownership_tags;
+use stratus_aws_api::tags::ownership_tags;
+
+pub use stratus_aws_api::elb::{
+    AccessLogSettings, ClassicAttributes, ClassicListener, HealthCheck, PROXY_PROTOCOL_POLICY,
+};
 
 /// Upstream defaults of a Classic ELB health check.
 pub const DEFAULT_HEALTHY_THRESHOLD: i32 = 2;
@@ -20,63 +24,6 @@ pub const DEFAULT_HC_TIMEOUT: i32 = 5;
 pub const DEFAULT_HC_INTERVAL: i32 = 10;
 /// AWS default idle timeout of a Classic ELB.
 pub const DEFAULT_IDLE_TIMEOUT: i32 = 60;
-/// Name of the backend policy that turns on the PROXY protocol.
-pub const PROXY_PROTOCOL_POLICY: &str = "k8s-proxyprotocol-enabled";
-
-/// One listener, with protocols in the upper case AWS reports.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ClassicListener {
-    /// Load-balancer port.
-    pub port: i32,
-    /// Load-balancer protocol (`TCP`, `HTTP`, `SSL`, `HTTPS`).
-    pub protocol: String,
-    /// Instance (node) port.
-    pub instance_port: i32,
-    /// Instance protocol.
-    pub instance_protocol: String,
-    /// Certificate ARN of a TLS listener.
-    pub certificate: Option<String>,
-}
-
-/// A Classic ELB health check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HealthCheck {
-    /// `PROTOCOL:PORT[/PATH]`.
-    pub target: String,
-    /// Healthy threshold.
-    pub healthy_threshold: i32,
-    /// Unhealthy threshold.
-    pub unhealthy_threshold: i32,
-    /// Timeout in seconds.
-    pub timeout: i32,
-    /// Interval in seconds.
-    pub interval: i32,
-}
-
-/// Access-log settings of a Classic ELB.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccessLogSettings {
-    /// Minutes between log files.
-    pub interval: i32,
-    /// The bucket.
-    pub bucket: String,
-    /// The key prefix.
-    pub prefix: String,
-}
-
-/// The attributes Stratus manages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClassicAttributes {
-    /// Cross-zone load balancing.
-    pub cross_zone: bool,
-    /// Connection-draining timeout in seconds; `None` = draining off.
-    pub draining: Option<i32>,
-    /// Idle timeout in seconds.
-    pub idle_timeout: i32,
-    /// Access logs, when on.
-    pub access_log: Option<AccessLogSettings>,
-}
-
 /// The attributes AWS gives a new Classic ELB made through the API.
 pub fn default_attributes() -> ClassicAttributes {
     ClassicAttributes {
@@ -257,7 +204,7 @@ pub fn classic_spec(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lb::annotations::{self, PREFIX};
+    use stratus_aws_api::annotations::{self, PREFIX};
     use stratus_cloud::{ServicePort, ServiceRef};
 
     fn request(ports: &[(u16, u16)]) -> LoadBalancerRequest {

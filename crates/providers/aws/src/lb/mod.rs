@@ -4,20 +4,13 @@
 //! again by a deterministic name (so an interrupted create resumes without duplicates), tagged
 //! for the cluster and the Service, and reaped when its Service is gone.
 
-pub mod annotations;
 mod backend_memo;
 mod classic;
-pub mod classic_spec;
-pub mod ec2_network;
-pub mod elb_api;
-pub mod elbv2_api;
+mod classic_spec;
 mod network;
-pub mod network_spec;
-pub mod node_rules;
+mod network_calls;
+mod network_spec;
 mod reaper;
-pub mod rules;
-pub mod subnets;
-pub mod tags;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -25,13 +18,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 use stratus_cloud::{CloudError, Ingress, LoadBalancer, LoadBalancerRequest, NodeInfo, ServiceRef};
 
-use crate::ec2::Ec2;
 use crate::instance::Instance;
 use crate::instance_cache::InstanceCache;
-use crate::lb::annotations::{LbAnnotations, LbKind};
-use crate::lb::elb_api::ElbApi;
-use crate::lb::elbv2_api::ElbV2Api;
-use crate::lb::subnets::SubnetCache;
+use stratus_aws_api::annotations::{LbAnnotations, LbKind};
+use stratus_aws_api::ec2::Ec2;
+use stratus_aws_api::elb::{self as elb_api, ElbApi};
+use stratus_aws_api::elbv2::ElbV2Api;
+use stratus_aws_api::subnets::SubnetCache;
 
 /// Cloud-config settings that shape load balancers.
 #[derive(Debug, Clone, Default)]
@@ -86,7 +79,7 @@ fn invalid(e: impl std::fmt::Display) -> CloudError {
 
 /// Parses annotations into the typed form, as an input error listing every problem.
 pub fn parse_annotations(request: &LoadBalancerRequest) -> Result<LbAnnotations, CloudError> {
-    annotations::parse(&request.annotations).map_err(|e| {
+    stratus_aws_api::annotations::parse(&request.annotations).map_err(|e| {
         invalid(format!(
             "invalid annotations: {}",
             e.to_string().replace('\n', "; ")

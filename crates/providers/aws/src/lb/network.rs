@@ -6,20 +6,38 @@ use std::sync::Arc;
 
 use stratus_cloud::{CloudError, Ingress, LoadBalancerRequest};
 
+use aws_sdk_elasticloadbalancingv2::types::LoadBalancerTypeEnum;
+use stratus_aws_api::annotations::LbAnnotations;
+use stratus_aws_api::elbv2::{LoadBalancer, NewLoadBalancer, NewTargetGroup, Placement};
+use stratus_aws_api::elbv2::{SubnetMapping, TargetRef};
+use stratus_aws_api::node_rules::node_groups;
+use stratus_aws_api::sg_rules::{check_source_ranges, diff, source_ranges, CidrRule};
+use stratus_aws_api::subnets::choose_subnets;
+use stratus_aws_api::tags::missing_tags;
+
 use crate::instance::Instance;
-use crate::lb::annotations::LbAnnotations;
-use crate::lb::elbv2_api::{NetworkLb, TargetGroupState};
-use crate::lb::network_spec::{network_spec, nlb_node_rules, nlb_rule_descriptions, NetworkSpec};
-use crate::lb::node_rules::node_groups;
-use crate::lb::rules::{check_source_ranges, diff, source_ranges, CidrRule};
-use crate::lb::subnets::choose_subnets;
-use crate::lb::tags::missing_tags;
+use crate::lb::network_calls::{
+    forwards_to, health_settings, listener_matches, live_health, new_listener, repointed_listener,
+};
+use crate::lb::network_spec::{
+    network_spec, nlb_node_rules, nlb_rule_descriptions, NetworkPort, NetworkSpec,
+};
 use crate::lb::{invalid, AwsLoadBalancers};
 
 fn ids(instances: &[Arc<Instance>]) -> BTreeSet<String> {
     instances
         .iter()
         .map(|i| i.id.as_str().to_string())
+        .collect()
+}
+
+/// Instance targets on one port.
+fn on_port(ids: &[String], port: i32) -> Vec<TargetRef> {
+    ids.iter()
+        .map(|id| TargetRef {
+            id: id.clone(),
+            port,
+        })
         .collect()
 }
 
@@ -53,8 +71,8 @@ impl AwsLoadBalancers {
                 )));
             }
         }
-        let lb = match self.elbv2.describe(&spec.name).await? {
-            Some(lb) if lb.internal != spec.internal => {
+        let lb = match self.elbv2.load_balancer(&spec.name).await? {
+            Some(lb) if lb.is_internal() != spec.internal => {
                 tracing::info!(lb = %spec.name, "scheme changed; recreating the load balancer");
                 self.delete_network(&spec.name).await?;
                 None
@@ -72,19 +90,25 @@ impl AwsLoadBalancers {
                 lb
             }
             None => {
-                let mappings: Vec<(String, Option<String>, Option<String>)> = subnets
+                let mappings: Vec<SubnetMapping> = subnets
                     .iter()
                     .enumerate()
-                    .map(|(i, s)| {
-                        (
-                            s.clone(),
-                            spec.eip_allocations.get(i).cloned(),
-                            spec.private_ipv4_addresses.get(i).cloned(),
-                        )
+                    .map(|(i, s)| SubnetMapping {
+                        subnet: s.clone(),
+                        allocation_id: spec.eip_allocations.get(i).cloned(),
+                        private_ipv4_address: spec.private_ipv4_addresses.get(i).cloned(),
                     })
                     .collect();
                 self.elbv2
-                    .create(&spec.name, spec.internal, &mappings, &spec.tags)
+                    .create_load_balancer(&NewLoadBalancer {
+                        name: &spec.name,
+                        kind: LoadBalancerTypeEnum::Network,
+                        internet_facing: !spec.internal,
+                        ip_address_type: None,
+                        placement: Placement::Mappings(mappings),
+                        security_groups: &[],
+                        tags: &spec.tags,
+                    })
                     .await?
             }
         };
@@ -108,47 +132,61 @@ impl AwsLoadBalancers {
     async fn converge_ports(
         &self,
         spec: &NetworkSpec,
-        lb: &NetworkLb,
+        lb: &LoadBalancer,
         vpc: &str,
         wanted: &BTreeSet<String>,
     ) -> Result<Vec<(String, i32)>, CloudError> {
         let listeners = self.elbv2.listeners(&lb.arn).await?;
         let previous: BTreeSet<String> = listeners
             .iter()
-            .filter_map(|l| l.target_group_arn.clone())
+            .filter_map(|l| forwards_to(l).map(str::to_string))
             .collect();
         let mut groups = Vec::new();
         for port in &spec.ports {
             let tg = self.ensure_target_group(spec, port, vpc).await?;
             if !spec.target_group_attributes.is_empty() {
                 self.elbv2
-                    .set_target_group_attributes(&tg.arn, &spec.target_group_attributes)
+                    .modify_target_group_attributes(&tg, &spec.target_group_attributes)
                     .await?;
             }
-            let current = self.elbv2.targets(&tg.arn).await?;
+            let current: BTreeSet<String> = self
+                .elbv2
+                .target_health(&tg)
+                .await?
+                .into_iter()
+                .map(|t| t.target.id)
+                .collect();
             let (register, deregister) = diff(&current, wanted);
             self.elbv2
-                .register(&tg.arn, &register, port.node_port)
+                .register_targets(&tg, &on_port(&register, port.node_port))
                 .await?;
             self.elbv2
-                .deregister(&tg.arn, &deregister, port.node_port)
+                .deregister_targets(&tg, &on_port(&deregister, port.node_port))
                 .await?;
-            match listeners.iter().find(|l| l.port == port.port) {
-                None => self.elbv2.create_listener(&lb.arn, port, &tg.arn).await?,
-                Some(l)
-                    if l.target_group_arn.as_deref() != Some(tg.arn.as_str())
-                        || l.protocol != port.protocol
-                        || l.certificate != port.certificate =>
-                {
-                    self.elbv2.modify_listener(&l.arn, port, &tg.arn).await?
+            match listeners.iter().find(|l| l.port.unwrap_or(0) == port.port) {
+                None => {
+                    self.elbv2
+                        .create_listener(&lb.arn, &new_listener(port, &tg))
+                        .await?;
+                }
+                Some(l) if !listener_matches(l, port, &tg) => {
+                    let arn = l.arn.as_deref().unwrap_or("");
+                    self.elbv2
+                        .modify_listener(arn, &repointed_listener(port, &tg))
+                        .await?
                 }
                 Some(_) => {}
             }
-            groups.push((tg.arn, port.node_port));
+            groups.push((tg, port.node_port));
         }
         let keep_ports: BTreeSet<i32> = spec.ports.iter().map(|p| p.port).collect();
-        for l in listeners.iter().filter(|l| !keep_ports.contains(&l.port)) {
-            self.elbv2.delete_listener(&l.arn).await?;
+        for l in listeners
+            .iter()
+            .filter(|l| !keep_ports.contains(&l.port.unwrap_or(0)))
+        {
+            self.elbv2
+                .delete_listener(l.arn.as_deref().unwrap_or(""))
+                .await?;
         }
         let keep: BTreeSet<&String> = groups.iter().map(|(arn, _)| arn).collect();
         for arn in previous.iter().filter(|a| !keep.contains(a)) {
@@ -160,26 +198,27 @@ impl AwsLoadBalancers {
     async fn ensure_target_group(
         &self,
         spec: &NetworkSpec,
-        port: &crate::lb::network_spec::NetworkPort,
+        port: &NetworkPort,
         vpc: &str,
-    ) -> Result<TargetGroupState, CloudError> {
+    ) -> Result<String, CloudError> {
+        let health = health_settings(&spec.health_check);
         if let Some(tg) = self.elbv2.target_group(&port.target_group).await? {
-            if tg.health_check != spec.health_check {
-                self.elbv2
-                    .modify_health_check(&tg.arn, &spec.health_check)
-                    .await?;
+            if live_health(&tg.health_check) != spec.health_check {
+                self.elbv2.modify_health_check(&tg.arn, &health).await?;
             }
-            return Ok(tg);
+            return Ok(tg.arn);
         }
-        let arn = self
-            .elbv2
-            .create_target_group(vpc, port, &spec.health_check, &spec.target_group_tags)
-            .await?;
-        Ok(TargetGroupState {
-            arn,
-            name: port.target_group.clone(),
-            health_check: spec.health_check.clone(),
-        })
+        self.elbv2
+            .create_target_group(&NewTargetGroup {
+                name: &port.target_group,
+                protocol: port.target_protocol.as_str().into(),
+                port: port.node_port,
+                vpc_id: vpc,
+                target_type: aws_sdk_elasticloadbalancingv2::types::TargetTypeEnum::Instance,
+                health_check: &health,
+                tags: &spec.target_group_tags,
+            })
+            .await
     }
 
     /// Client, health-check and MTU rules on the node groups, described per load balancer.
@@ -249,8 +288,12 @@ impl AwsLoadBalancers {
         let wanted = ids(&instances);
         let (register, deregister) = diff(&known.targets, &wanted);
         for (arn, port) in &known.target_groups {
-            self.elbv2.register(arn, &register, *port).await?;
-            self.elbv2.deregister(arn, &deregister, *port).await?;
+            self.elbv2
+                .register_targets(arn, &on_port(&register, *port))
+                .await?;
+            self.elbv2
+                .deregister_targets(arn, &on_port(&deregister, *port))
+                .await?;
         }
         self.remember(&name, |k| k.targets = wanted.clone());
         let new_group = instances
@@ -279,11 +322,11 @@ impl AwsLoadBalancers {
                 .collect();
             self.ec2.update_cidr_rules(&g.id, &[], &remove).await?;
         }
-        let Some(lb) = self.elbv2.describe(name).await? else {
+        let Some(lb) = self.elbv2.load_balancer(name).await? else {
             return Ok(());
         };
         let target_groups = self.elbv2.target_groups_of(&lb.arn).await?;
-        self.elbv2.delete(&lb.arn).await?;
+        self.elbv2.delete_load_balancer(&lb.arn).await?;
         for tg in target_groups {
             self.elbv2.delete_target_group(&tg.arn).await?;
         }

@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use sha2::{Digest, Sha256};
 use stratus_cloud::{LoadBalancerRequest, Protocol};
 
-use crate::lb::annotations::{
+use stratus_aws_api::annotations::{
     BackendProtocol, HealthCheckPort, HealthCheckProtocol, LbAnnotations,
 };
-use crate::lb::rules::CidrRule;
-use crate::lb::tags::ownership_tags;
+use stratus_aws_api::sg_rules::CidrRule;
+use stratus_aws_api::tags::ownership_tags;
 
 /// Tag naming the load balancer a target group belongs to (found again by the reaper).
 pub const LOAD_BALANCER_TAG: &str = "stratus.io/load-balancer-name";
@@ -302,7 +302,7 @@ pub fn nlb_node_rules(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lb::annotations::{self, PREFIX};
+    use stratus_aws_api::annotations::{self, PREFIX};
     use stratus_cloud::{ServicePort, ServiceRef};
 
     fn request(ports: &[(Protocol, u16, u16)]) -> LoadBalancerRequest {

@@ -8,10 +8,10 @@ use std::collections::BTreeSet;
 use stratus_cloud::CloudError;
 
 use crate::lb::classic::managed_group_name;
-use crate::lb::elbv2_api::TAG_BATCH;
 use crate::lb::network_spec::LOAD_BALANCER_TAG;
-use crate::lb::tags::{cluster_tag_key, owned_service_resource, OWNED, SERVICE_NAME_TAG};
 use crate::lb::{tags_in_batches, AwsLoadBalancers};
+use stratus_aws_api::elbv2::TAG_BATCH;
+use stratus_aws_api::tags::{cluster_tag_key, owned_service_resource, OWNED, SERVICE_NAME_TAG};
 
 impl AwsLoadBalancers {
     /// Deletes what belongs to no live load-balancer name; returns how many load balancers went.
@@ -67,7 +67,14 @@ impl AwsLoadBalancers {
         &self,
         live: &BTreeSet<String>,
     ) -> Result<(usize, BTreeSet<String>), CloudError> {
-        let all = self.elbv2.list_load_balancers().await?;
+        let all: Vec<(String, String)> = self
+            .elbv2
+            .all_load_balancers()
+            .await?
+            .into_iter()
+            .filter(|l| !l.name.is_empty() && !l.arn.is_empty())
+            .map(|l| (l.name, l.arn))
+            .collect();
         let names: BTreeSet<String> = all.iter().map(|(n, _)| n.clone()).collect();
         let candidates: Vec<(String, String)> = all
             .into_iter()
@@ -90,7 +97,14 @@ impl AwsLoadBalancers {
                 reaped += 1;
             }
         }
-        let groups = self.elbv2.list_target_groups().await?;
+        let groups: Vec<String> = self
+            .elbv2
+            .all_target_groups()
+            .await?
+            .into_iter()
+            .map(|g| g.arn)
+            .filter(|arn| !arn.is_empty())
+            .collect();
         for chunk in groups.chunks(TAG_BATCH) {
             for (arn, t) in self.elbv2.tags(chunk).await? {
                 let orphan = owned_service_resource(&t, &self.cluster_id)

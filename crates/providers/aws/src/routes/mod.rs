@@ -5,7 +5,6 @@
 //! source/destination check of an instance is disabled once, before its first route is written,
 //! and remembered for the life of the process.
 
-mod calls;
 mod convert;
 mod scope;
 
@@ -17,8 +16,8 @@ use stratus_cloud::{Cidr, CloudError, NodeInfo, RouteTable, RouteTarget, Routes}
 
 pub use scope::TableScope;
 
-use crate::ec2::Ec2;
-use crate::provider_id::{instance_id_from_node_name, AwsProviderId};
+use stratus_aws_api::ec2::Ec2;
+use stratus_aws_api::provider_id::{instance_id_from_node_name, AwsProviderId};
 
 /// The AWS route capability.
 pub struct AwsRoutes {
@@ -36,11 +35,6 @@ impl AwsRoutes {
             scope,
             prepared: Mutex::new(HashSet::new()),
         }
-    }
-
-    /// The tables this capability keeps.
-    pub fn scope(&self) -> &TableScope {
-        &self.scope
     }
 }
 
@@ -128,7 +122,7 @@ mod tests {
         let metrics = std::sync::Arc::new(stratus_cloud_kit::ApiMetrics::register(
             &mut prometheus_client::registry::Registry::default(),
         ));
-        let api = crate::api_call::AwsApi::new("ec2", metrics, Default::default());
+        let api = stratus_aws_api::call::AwsApi::new("ec2", metrics, Default::default());
         AwsRoutes::new(
             Ec2::new(aws_sdk_ec2::Client::from_conf(conf), api),
             TableScope::Id("rtb-1".into()),

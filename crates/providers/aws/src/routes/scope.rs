@@ -3,7 +3,7 @@
 use aws_sdk_ec2::types::Filter;
 
 use crate::config::CloudConfig;
-use crate::ec2::filter;
+use stratus_aws_api::ec2::filter;
 
 /// The route tables the route controller keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,6 @@
-//! The narrow seam over the Classic ELB API: the calls Stratus makes, in its own types.
+//! The one Classic ELB client: the calls Stratus makes (load balancers, listeners, health
+//! checks, attributes, policies, instances, tags), through the shared call guard, paging
+//! inside, in AWS-shaped values ([`values`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,8 +11,12 @@ use elb::types::{
 };
 use stratus_cloud::CloudError;
 
-use crate::api_call::AwsApi;
-use crate::lb::classic_spec::{
+use crate::call::AwsApi;
+use crate::pager::pages;
+
+pub mod values;
+
+pub use values::{
     AccessLogSettings, ClassicAttributes, ClassicListener, HealthCheck, PROXY_PROTOCOL_POLICY,
 };
 
@@ -176,31 +182,27 @@ impl ElbApi {
     /// Names of every load balancer of the account and region (for the reaper only).
     pub async fn list_names(&self) -> Result<Vec<String>, CloudError> {
         let mut out = Vec::new();
-        let mut marker: Option<String> = None;
-        loop {
-            let page = self
-                .api
-                .call("DescribeLoadBalancers", || {
-                    self.client
-                        .describe_load_balancers()
-                        .set_marker(marker.clone())
-                        .page_size(400)
-                        .send()
-                })
-                .await?;
-            out.extend(
-                page.load_balancer_descriptions()
-                    .iter()
-                    .filter_map(|d| d.load_balancer_name().map(str::to_string)),
-            );
-            marker = page
-                .next_marker()
-                .filter(|m| !m.is_empty())
-                .map(str::to_string);
-            if marker.is_none() {
-                return Ok(out);
-            }
-        }
+        pages(
+            &self.api,
+            "DescribeLoadBalancers",
+            |marker| {
+                self.client
+                    .describe_load_balancers()
+                    .set_marker(marker)
+                    .page_size(400)
+                    .send()
+            },
+            |page| {
+                out.extend(
+                    page.load_balancer_descriptions()
+                        .iter()
+                        .filter_map(|d| d.load_balancer_name().map(str::to_string)),
+                );
+                page.next_marker().map(str::to_string)
+            },
+        )
+        .await?;
+        Ok(out)
     }
 
     /// Tags of up to [`TAG_BATCH`] load balancers.

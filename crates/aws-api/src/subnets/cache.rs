@@ -9,7 +9,7 @@ use stratus_cloud::CloudError;
 use tokio::sync::Mutex;
 
 use crate::ec2::Ec2;
-use crate::subnet_selection::{select_subnets, SubnetInfo};
+use crate::subnets::select::{select_subnets, SubnetInfo};
 
 /// How long a subnet listing is reused.
 pub const SUBNET_TTL: Duration = Duration::from_secs(60);
@@ -89,9 +89,9 @@ pub fn choose_subnets(
             "no suitable subnets for an {} load balancer: tag subnets with {} (public ones need a route to an internet gateway)",
             if internal { "internal" } else { "internet-facing" },
             if internal {
-                crate::subnet_selection::ROLE_INTERNAL_ELB
+                crate::subnets::select::ROLE_INTERNAL_ELB
             } else {
-                crate::subnet_selection::ROLE_ELB
+                crate::subnets::select::ROLE_ELB
             }
         ));
     }

@@ -1,47 +1,44 @@
-//! The EC2 calls of the route capability, on the shared [`Ec2`] seam (counted, retried and
-//! classified like every other call).
+//! The route-table calls of the EC2 seam: list route tables, create, replace and delete a route,
+//! let an instance forward traffic.
 
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, RouteTable};
 use stratus_cloud::{Cidr, CloudError};
 
 use crate::ec2::Ec2;
+use crate::pager::pages;
 
 /// DescribeRouteTables page size (the API's maximum).
 const PAGE_SIZE: i32 = 100;
 
 impl Ec2 {
     /// Every route table matching all `filters`, across pages.
-    pub(crate) async fn describe_route_tables(
+    pub async fn describe_route_tables(
         &self,
         filters: &[Filter],
     ) -> Result<Vec<RouteTable>, CloudError> {
         let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let page = self
-                .api
-                .call("DescribeRouteTables", || {
-                    self.client
-                        .describe_route_tables()
-                        .set_filters(Some(filters.to_vec()))
-                        .max_results(PAGE_SIZE)
-                        .set_next_token(token.clone())
-                        .send()
-                })
-                .await?;
-            out.extend(page.route_tables().iter().cloned());
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                return Ok(out);
-            }
-        }
+        pages(
+            &self.api,
+            "DescribeRouteTables",
+            |token| {
+                self.client
+                    .describe_route_tables()
+                    .set_filters(Some(filters.to_vec()))
+                    .max_results(PAGE_SIZE)
+                    .set_next_token(token)
+                    .send()
+            },
+            |page| {
+                out.extend(page.route_tables().iter().cloned());
+                page.next_token().map(str::to_string)
+            },
+        )
+        .await?;
+        Ok(out)
     }
 
     /// CreateRoute: `destination` (IPv4 or IPv6) to `instance` in `table`.
-    pub(crate) async fn create_route(
+    pub async fn create_route(
         &self,
         table: &str,
         destination: &Cidr,
@@ -63,7 +60,7 @@ impl Ec2 {
     }
 
     /// ReplaceRoute: points the route for `destination` in `table` at `instance`.
-    pub(crate) async fn replace_route(
+    pub async fn replace_route(
         &self,
         table: &str,
         destination: &Cidr,
@@ -85,11 +82,7 @@ impl Ec2 {
     }
 
     /// DeleteRoute; a route that is already gone counts as deleted.
-    pub(crate) async fn delete_route(
-        &self,
-        table: &str,
-        destination: &Cidr,
-    ) -> Result<(), CloudError> {
+    pub async fn delete_route(&self, table: &str, destination: &Cidr) -> Result<(), CloudError> {
         let (v4, v6) = split(destination);
         let result = self
             .api
@@ -110,7 +103,7 @@ impl Ec2 {
     }
 
     /// ModifyInstanceAttribute SourceDestCheck=false: the instance may forward pod traffic.
-    pub(crate) async fn disable_source_dest_check(&self, instance: &str) -> Result<(), CloudError> {
+    pub async fn disable_source_dest_check(&self, instance: &str) -> Result<(), CloudError> {
         self.api
             .call("ModifyInstanceAttribute", || {
                 self.client

@@ -10,8 +10,8 @@ use aws_sdk_ec2::types::{
 use stratus_cloud::CloudError;
 
 use crate::ec2::{filter, Ec2};
-use crate::lb::rules::{CidrRule, GroupRule};
-use crate::subnet_selection::SubnetInfo;
+use crate::sg_rules::{CidrRule, GroupRule};
+use crate::subnets::SubnetInfo;
 
 /// A security group with its ingress rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

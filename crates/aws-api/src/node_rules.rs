@@ -3,9 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::lb::ec2_network::SecurityGroup;
-use crate::lb::rules::GroupRule;
-use crate::lb::tags::cluster_tag_key;
+use crate::ec2::SecurityGroup;
+use crate::sg_rules::GroupRule;
+use crate::tags::cluster_tag_key;
 
 /// The rule letting every packet from `source_group` in.
 pub fn allow_all_from(source_group: &str, description: &str) -> GroupRule {
