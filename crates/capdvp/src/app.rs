@@ -15,7 +15,7 @@ use stratus_kube_kit::client::{client, KubeClientArgs};
 use stratus_kube_kit::events::EventPublisher;
 use stratus_runtime::duration::parse_go_duration;
 use stratus_runtime::startup::{Problems, StartupError};
-use stratus_serving::probes::parse_bind_address;
+use stratus_serving::probes::{parse_bind_address, BindAddress};
 use stratus_serving::{ProbeServer, Readiness, SecureServer, ServingArgs};
 
 use crate::controllers::{self, Parts};
@@ -69,7 +69,7 @@ pub struct Options {
     /// Plain-HTTP `/healthz`, `/livez` and `/readyz` for the kubelet's probes, as a
     /// controller-runtime manager serves them (`:8081`, `host:port`, or `0` for off).
     #[arg(long = "health-probe-bind-address", default_value = ":8081", value_parser = parse_bind_address)]
-    pub health_probe_bind_address: Option<std::net::SocketAddr>,
+    pub health_probe_bind_address: BindAddress,
     /// Logging.
     #[command(flatten)]
     pub logging: stratus_runtime::logging::LoggingArgs,
@@ -171,7 +171,7 @@ pub async fn run(
         ),
         _ => None,
     };
-    let _probes = match opts.health_probe_bind_address {
+    let _probes = match opts.health_probe_bind_address.0 {
         Some(address) => Some(
             ProbeServer::start(address, "--health-probe-bind-address", readiness.clone())
                 .await
@@ -260,7 +260,7 @@ mod tests {
         assert_eq!(o.namespace.as_deref(), Some("d8-cloud-instance-manager"));
         assert_eq!(o.concurrency, 16);
         assert_eq!(
-            o.health_probe_bind_address,
+            o.health_probe_bind_address.0,
             Some("0.0.0.0:8081".parse().unwrap())
         );
         // Deckhouse's container spec: `--leader-elect` alone.
@@ -270,6 +270,6 @@ mod tests {
         let o =
             Options::try_parse_from(["capdvp-controller-manager", "--health-probe-bind-address=0"])
                 .unwrap();
-        assert_eq!(o.health_probe_bind_address, None);
+        assert_eq!(o.health_probe_bind_address.0, None);
     }
 }

@@ -83,11 +83,15 @@ impl Drop for ProbeServer {
     }
 }
 
+/// A controller-runtime bind address flag's value: an address, or off (`0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindAddress(pub Option<SocketAddr>);
+
 /// A controller-runtime bind address: `:8081` (every interface), `host:port`, or `0` (off).
-pub fn parse_bind_address(value: &str) -> Result<Option<SocketAddr>, String> {
+pub fn parse_bind_address(value: &str) -> Result<BindAddress, String> {
     let value = value.trim();
     if value == "0" {
-        return Ok(None);
+        return Ok(BindAddress(None));
     }
     let with_host = if let Some(port) = value.strip_prefix(':') {
         format!("0.0.0.0:{port}")
@@ -96,7 +100,7 @@ pub fn parse_bind_address(value: &str) -> Result<Option<SocketAddr>, String> {
     };
     with_host
         .parse::<SocketAddr>()
-        .map(Some)
+        .map(|a| BindAddress(Some(a)))
         .map_err(|_| "not an address (`:8081`, `127.0.0.1:8081`, or `0` to turn it off)".into())
 }
 
@@ -107,14 +111,14 @@ mod tests {
     #[test]
     fn bind_addresses_as_controller_runtime() {
         assert_eq!(
-            parse_bind_address(":8081").unwrap(),
+            parse_bind_address(":8081").unwrap().0,
             Some("0.0.0.0:8081".parse().unwrap())
         );
         assert_eq!(
-            parse_bind_address("127.0.0.1:9440").unwrap(),
+            parse_bind_address("127.0.0.1:9440").unwrap().0,
             Some("127.0.0.1:9440".parse().unwrap())
         );
-        assert_eq!(parse_bind_address("0").unwrap(), None);
+        assert_eq!(parse_bind_address("0").unwrap().0, None);
         assert!(parse_bind_address("eight").is_err());
     }
 
