@@ -44,13 +44,15 @@ build:
 
 ## lint: rustfmt, clippy with warnings as errors, and the CCM library names no provider (no
 ## stratus-aws, no AWS SDK crate; aws-lc-rs is rustls's crypto, not AWS), and every application of a
-## cloud uses its API crate, never its CCM provider (scripts/check-api-layers.sh)
+## cloud uses its API crate, never its CCM provider (scripts/check-api-layers.sh); modules laid out
+## and named by the conventions (scripts/check-layout.sh)
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	@if $(CARGO) tree -p stratus-ccm -e normal --prefix none | grep -E '^(stratus-aws |stratus-aws-api |aws-(sdk|config|types|smithy|runtime|sigv4|credential))'; then \
 		echo "lint: stratus-ccm must not depend on a provider or an AWS SDK crate (see above)"; exit 1; fi
 	@CARGO="$(CARGO)" scripts/check-api-layers.sh
+	@scripts/check-layout.sh
 
 ## test: everything on a fresh machine — tools, lint, the docs' checks, unit, integration (real apiserver + moto)
 ## (the tools only some suites use build in the background, at low priority, while Rust compiles;

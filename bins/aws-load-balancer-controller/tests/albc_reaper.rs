@@ -10,7 +10,7 @@ use common::{Albc, NS, WAIT};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use stratus_albc::crd::TargetGroupBinding;
-use stratus_albc::ingress::model::{load_balancer_name, GroupId};
+use stratus_albc::ingress::plan::{load_balancer_name, GroupId};
 use stratus_scenarios::wait_for;
 
 async fn ingress(a: &Albc, name: &str, group: Option<&str>, svc: &str) {

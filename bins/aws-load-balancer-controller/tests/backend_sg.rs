@@ -15,7 +15,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use stratus_albc::crd::TargetGroupBinding;
-use stratus_albc::ingress::model::{load_balancer_name, GroupId};
+use stratus_albc::ingress::plan::{load_balancer_name, GroupId};
 use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::wait_for;
 

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use stratus_albc::crd::TargetGroupBinding;
-use stratus_albc::ingress::model::{load_balancer_name, GroupId};
+use stratus_albc::ingress::plan::{load_balancer_name, GroupId};
 use stratus_aws_api::elbv2::condition_values;
 use stratus_scenarios::wait_for;
 

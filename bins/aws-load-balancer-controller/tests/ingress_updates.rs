@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Event, Namespace};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use stratus_albc::crd::IngressClassParams;
-use stratus_albc::ingress::model::{load_balancer_name, GroupId};
+use stratus_albc::ingress::plan::{load_balancer_name, GroupId};
 use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::{acm_fixture, wait_for};
 

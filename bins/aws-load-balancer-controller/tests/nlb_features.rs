@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, ListParams, PostParams};
 use stratus_albc::crd::TargetGroupBinding;
 use stratus_albc::service::annotations::NLB_CLASS;
-use stratus_albc::service::model::nlb_name;
+use stratus_albc::service::plan::nlb_name;
 use stratus_scenarios::wait_for;
 
 async fn listener_arn(a: &Albc, lb_name: &str, port: i32) -> String {

@@ -358,6 +358,17 @@ async fn dvp_local_traffic_policy_targets_only_nodes_with_local_endpoints() {
     .await
     .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
 
+    // The ingress write comes back through the watch and syncs the Service once more (targets
+    // only); wait for that sync, so that what follows sees no sync but the ones it causes.
+    wait_for("the follow-up sync of the ingress write", WAIT, || async {
+        Ok(ccm
+            .log()
+            .contains("load balancer targets unchanged")
+            .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+
     // The endpoint moves from node-a to node-b. Until its EndpointSlice changes, nothing makes
     // the CCM look again (the periodic pass is minutes away): vm-a keeps the label.
     a_healthy.store(false, Ordering::SeqCst);

@@ -167,6 +167,47 @@ async fn shutoff_active_and_deleted_servers_and_static_nodes() {
     );
 }
 
+/// Deckhouse's OCCM switch `SKIP_NODE_DELETION=true`: a Node whose server was deleted is kept,
+/// while the lifecycle controller goes on tainting and untainting shut-off servers' Nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skip_node_deletion_keeps_the_nodes_of_deleted_servers() {
+    let cloud = shared().await;
+    let s = setup(cloud, "keepnodes").await;
+    let ids = s.servers(&["gone", "stops"]);
+    let (gone, stops) = (s.name("gone"), s.name("stops"));
+    s.node(&gone, None, &[]).await;
+    s.node(&stops, None, &[]).await;
+    let fast = [
+        "--node-monitor-period=500ms",
+        "--instance-cache-refresh-period=1s",
+    ];
+    let ccm = s.start_ccm_with_env("", &fast, &[("SKIP_NODE_DELETION", "true")]);
+    s.initialized(&gone, &ccm).await;
+    s.initialized(&stops, &ccm).await;
+
+    // The deleted server's node is looked at in the same passes that taint and untaint the other.
+    s.sim().delete_server(&ids[0]).unwrap();
+    s.sim()
+        .set_server_status(&ids[1], ServerStatus::Shutoff)
+        .unwrap();
+    s.until(&stops, "tainted shut down", &ccm, |n| {
+        n.is_some_and(|n| has_taint(n, SHUTDOWN))
+    })
+    .await;
+    s.sim()
+        .set_server_status(&ids[1], ServerStatus::Active)
+        .unwrap();
+    s.until(&stops, "untainted", &ccm, |n| {
+        n.is_some_and(|n| !has_taint(n, SHUTDOWN))
+    })
+    .await;
+    assert!(
+        get_node(&s.admin, &gone).await.unwrap().is_some(),
+        "the node of the deleted server was deleted despite SKIP_NODE_DELETION\n{}",
+        ccm.log()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openstack_passes_the_node_scenarios() {
     let cloud = shared().await;

@@ -211,3 +211,71 @@ async fn nlb_refuses_mixed_protocols_with_a_warning() {
     let svc = get_service(&lb.s.admin, NS, "dns").await.unwrap().unwrap();
     assert_eq!(ingress_hostname(&svc), None);
 }
+
+/// The CIDRs of the NLB's client rules in the node group.
+async fn client_rule_cidrs(lb: &Lb, nlb_name: &str) -> Vec<String> {
+    let want = format!("kubernetes.io/rule/nlb/client={nlb_name}");
+    let out =
+        lb.s.ec2
+            .describe_security_groups()
+            .group_ids(&lb.node_group)
+            .send()
+            .await
+            .unwrap();
+    let mut cidrs: Vec<String> = out
+        .security_groups()
+        .iter()
+        .flat_map(|g| g.ip_permissions())
+        .flat_map(|p| p.ip_ranges())
+        .filter(|r| r.description() == Some(want.as_str()))
+        .filter_map(|r| r.cidr_ip().map(str::to_string))
+        .collect();
+    cidrs.sort();
+    cidrs.dedup();
+    cidrs
+}
+
+/// Deckhouse's `publicNetworkAllowList` (`[Global] publicNetworkAllowList`, lower-case as its
+/// module writes it): an NLB whose Service names no source range is open to the allow list, not
+/// to everywhere; a Service's own narrower ranges win.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nlb_client_rules_use_the_public_network_allow_list() {
+    let lb = lb_setup("nlballow", 1).await;
+    let _ccm = lb.ccm_with_config(
+        "publicNetworkAllowList = \"198.51.100.0/24, 203.0.113.7/32\"\n",
+        &[],
+    );
+    let ann = annotations(&[("type", "nlb")]);
+    create_lb_service(&lb.s.admin, NS, "open", &[80], ann)
+        .await
+        .unwrap();
+    let svc = lb.wait_ingress("open").await;
+    let name = load_balancer_name(&svc);
+    let allow = vec!["198.51.100.0/24".to_string(), "203.0.113.7/32".to_string()];
+    let waited = wait_for("client rules from the allow list", WAIT, || async {
+        let cidrs = client_rule_cidrs(&lb, &name).await;
+        Ok((cidrs == allow).then_some(()))
+    })
+    .await;
+    if let Err(e) = waited {
+        panic!("{e}: {:?}", client_rule_cidrs(&lb, &name).await);
+    }
+
+    // The Service's own range replaces the allow list.
+    let api = kube::Api::<k8s_openapi::api::core::v1::Service>::namespaced(lb.s.admin.clone(), NS);
+    api.patch(
+        "open",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({
+            "spec": {"loadBalancerSourceRanges": ["192.0.2.0/24"]}
+        })),
+    )
+    .await
+    .unwrap();
+    wait_for("client rules from the Service's range", WAIT, || async {
+        let cidrs = client_rule_cidrs(&lb, &name).await;
+        Ok((cidrs == ["192.0.2.0/24"]).then_some(()))
+    })
+    .await
+    .unwrap();
+}

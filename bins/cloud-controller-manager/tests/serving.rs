@@ -405,6 +405,51 @@ async fn serves_the_given_certificate_and_stops_on_sigterm() {
     );
 }
 
+/// `--tls-min-version` and `--tls-cipher-suites` as upstream: TLS 1.2 clients are refused under
+/// `VersionTLS13`; a list restricts TLS 1.2 to its suites (names Go knows but rustls lacks are
+/// accepted and not offered) while TLS 1.3 stays on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_flags_restrict_versions_and_suites() {
+    use rustls::version::{TLS12, TLS13};
+    let s = setup("tls-policy", true).await;
+    let (ccm, addr) = start_serving(&s, &["--tls-min-version=VersionTLS13"]);
+    first_answer(&ccm, addr, "/healthz", None, &Trust::Any).await;
+    assert!(https::handshake(addr, &TLS13, None).await.is_ok());
+    let refused = https::handshake(addr, &TLS12, None).await;
+    assert!(refused.is_err(), "TLS 1.2 accepted: {refused:?}");
+    drop(ccm);
+
+    let (ccm, addr) = start_serving(
+        &s,
+        &["--tls-cipher-suites=TLS_RSA_WITH_AES_128_CBC_SHA,TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"],
+    );
+    first_answer(&ccm, addr, "/healthz", None, &Trust::Any).await;
+    let chosen = https::handshake(
+        addr,
+        &TLS12,
+        Some("TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", ccm.log()));
+    assert_eq!(chosen, "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384");
+    let refused = https::handshake(
+        addr,
+        &TLS12,
+        Some("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"),
+    )
+    .await;
+    assert!(
+        refused.is_err(),
+        "an unlisted suite was accepted: {refused:?}"
+    );
+    assert!(https::handshake(addr, &TLS13, None).await.is_ok());
+    assert!(
+        ccm.log().contains("TLS_RSA_WITH_AES_128_CBC_SHA"),
+        "no warning about the suite not offered:\n{}",
+        ccm.log()
+    );
+}
+
 /// Runs the binary to its (early) exit with a kubeconfig naming an unreachable apiserver.
 fn run_to_exit(extra: &[&str]) -> (Option<i32>, String) {
     let dir = std::env::temp_dir().join(format!("stratus-serving-flags-{}", std::process::id()));
@@ -442,6 +487,18 @@ fn bad_serving_settings_are_refused_naming_the_flag() {
     let (code, err) = run_to_exit(&["--tls-cert-file=/etc/tls.crt"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--tls-private-key-file"), "{err}");
+
+    let (code, err) =
+        run_to_exit(&["--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_NOT_A_SUITE"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--tls-cipher-suites") && err.contains("TLS_NOT_A_SUITE"),
+        "{err}"
+    );
+
+    let (code, err) = run_to_exit(&["--tls-min-version=TLS1.3"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--tls-min-version"), "{err}");
 
     let (code, err) = run_to_exit(&["--authorization-always-allow-paths=/he*lthz"]);
     assert_eq!(code, Some(2), "{err}");

@@ -22,14 +22,13 @@ use stratus_serving::{
 };
 
 use crate::ingress::backend_group::{BackendGroup, SharedBackendGroup};
-use crate::ingress::controller::IngressSettings;
+use crate::ingress::driver::IngressSettings;
 use crate::ingress::{self};
 use crate::metrics::TgbMetrics;
 use crate::options::{bind_address, Options};
 use crate::reaper;
-use crate::service::{self, controller::ServiceSettings};
-use crate::tgb::controller::{self, TgbSettings};
-use crate::tgb::eni_api::EniApi;
+use crate::service::{self, driver::ServiceSettings};
+use crate::tgb::driver::{self as tgb_driver, TgbSettings};
 use crate::tgb::sg_rules::NetworkingRules;
 use crate::webhook::metrics::WebhookMetrics;
 use crate::webhook::server::{WebhookServer, WebhookSettings};
@@ -45,10 +44,9 @@ pub struct AwsClients {
     /// Application and network load balancers (the same client behind a rate limiter of its
     /// own, so a burst of Ingress changes does not hold up target registration).
     pub alb: ElbV2Api,
-    /// Subnet discovery (tags, as the CCM).
+    /// Subnet discovery (tags, as the CCM); its EC2 client also finds the targets' network
+    /// interfaces and keeps their security-group rules (bindings' `spec.networking`).
     pub subnets: SubnetCache,
-    /// The targets' network interfaces (bindings' `spec.networking`).
-    pub enis: EniApi,
 }
 
 /// How the controller takes a region, for the message when it has none.
@@ -81,10 +79,6 @@ pub async fn aws_clients(
         ec2_conf = ec2_conf.endpoint_url(url);
     }
     let ec2_client = aws_sdk_ec2::Client::from_conf(ec2_conf.build());
-    let enis = EniApi::new(
-        ec2_client.clone(),
-        AwsApi::new("ec2", metrics.clone(), retry),
-    );
     let ec2 = Ec2::new(ec2_client, AwsApi::new("ec2", metrics.clone(), retry));
     Ok(AwsClients {
         elbv2: ElbV2Api::new(
@@ -96,7 +90,6 @@ pub async fn aws_clients(
             AwsApi::new("elasticloadbalancingv2", metrics, retry),
         ),
         subnets: SubnetCache::new(ec2),
-        enis,
     })
 }
 
@@ -134,11 +127,10 @@ pub async fn run(
         elbv2,
         alb,
         subnets,
-        enis,
     } = aws_clients(&opts, region, &mut registry).await?;
     let subnets = Arc::new(subnets);
     // The bindings' spec.networking rules on their targets' security groups.
-    let networking = NetworkingRules::new(subnets.ec2().clone(), enis, opts.cluster_name.clone());
+    let networking = NetworkingRules::new(subnets.ec2().clone(), opts.cluster_name.clone());
     let tgb_metrics = TgbMetrics::register(&mut registry);
     let election_metrics = ElectionMetrics::register(&mut registry);
     let webhook_metrics = WebhookMetrics::register(&mut registry);
@@ -158,6 +150,7 @@ pub async fn run(
                     cert_dir: None,
                     hosts: stratus_serving::self_signed::default_hosts(address.ip()),
                 },
+                tls_policy: stratus_serving::TlsPolicy::default(),
                 always_allow: AlwaysAllow::parse(&["/healthz", "/livez", "/readyz"])
                     .expect("static paths"),
                 token_ttl: Duration::from_secs(10),
@@ -264,7 +257,7 @@ pub async fn run(
                 backend,
             };
             let mut stop = ingress_stop.clone();
-            let ing = tokio::spawn(ingress::controller::run(
+            let ing = tokio::spawn(ingress::driver::run(
                 kube.clone(),
                 alb.clone(),
                 subnets.clone(),
@@ -286,7 +279,7 @@ pub async fn run(
             ));
             let mut stop = ingress_stop;
             let svc = if opts.gate("EnableServiceController") {
-                tokio::spawn(service::controller::run(
+                tokio::spawn(service::driver::run(
                     kube.clone(),
                     alb,
                     subnets,
@@ -308,7 +301,7 @@ pub async fn run(
             None
         }
     };
-    let mut ctl = tokio::spawn(controller::run(
+    let mut ctl = tokio::spawn(tgb_driver::run(
         kube,
         elbv2,
         Some(networking),

@@ -15,7 +15,8 @@ use stratus_kube_kit::client::{client, KubeClientArgs};
 use stratus_kube_kit::events::EventPublisher;
 use stratus_runtime::duration::parse_go_duration;
 use stratus_runtime::startup::{Problems, StartupError};
-use stratus_serving::{Readiness, SecureServer, ServingArgs};
+use stratus_serving::probes::{parse_bind_address, BindAddress};
+use stratus_serving::{ProbeServer, Readiness, SecureServer, ServingArgs};
 
 use crate::controllers::{self, Parts};
 use crate::machine::Settings;
@@ -24,8 +25,12 @@ use crate::parent::Parent;
 
 /// The default HTTPS port of `/metrics` and the probes.
 pub const DEFAULT_SECURE_PORT: u16 = 8443;
-/// The controller name in Events and the default Lease name.
+/// The controller name in Events.
 pub const COMPONENT: &str = "capdvp-controller-manager";
+/// The default Lease: the name Deckhouse's own capdvp elects on, so that during an image swap
+/// the old and the new manager exclude each other; in the pod's namespace (Deckhouse grants
+/// Leases only there), as controller-runtime chooses it.
+pub const LEASE_NAME: &str = "70c82521.cluster.x-k8s.io";
 
 /// Flags of `capdvp-controller-manager`.
 #[derive(Debug, Clone, Parser)]
@@ -61,6 +66,10 @@ pub struct Options {
     /// Secure serving of /metrics, /healthz, /livez, /readyz.
     #[command(flatten)]
     pub serving: ServingArgs,
+    /// Plain-HTTP `/healthz`, `/livez` and `/readyz` for the kubelet's probes, as a
+    /// controller-runtime manager serves them (`:8081`, `host:port`, or `0` for off).
+    #[arg(long = "health-probe-bind-address", default_value = ":8081", value_parser = parse_bind_address)]
+    pub health_probe_bind_address: BindAddress,
     /// Logging.
     #[command(flatten)]
     pub logging: stratus_runtime::logging::LoggingArgs,
@@ -122,9 +131,12 @@ pub async fn run(
     let mgmt = problems
         .take(opts.kube.config().await)
         .and_then(|c| problems.take(client(c)));
-    let lease = opts.election.lease_name(COMPONENT);
+    let lease = opts.election.lease_name(LEASE_NAME);
+    let lease_namespace = stratus_election::pod_namespace()
+        .unwrap_or_else(|| stratus_election::DEFAULT_NAMESPACE.to_string());
+    let election = opts.election.config_in(&lease, COMPONENT, &lease_namespace);
     if opts.election.leader_elect {
-        problems.take(opts.election.config(&lease, COMPONENT).validate());
+        problems.take(election.validate());
     }
     let serving = opts.serving.serving(DEFAULT_SECURE_PORT);
     let mut reviews = None;
@@ -159,10 +171,18 @@ pub async fn run(
         ),
         _ => None,
     };
+    let _probes = match opts.health_probe_bind_address.0 {
+        Some(address) => Some(
+            ProbeServer::start(address, "--health-probe-bind-address", readiness.clone())
+                .await
+                .map_err(AppError::Serve)?,
+        ),
+        None => None,
+    };
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let leadership = if opts.election.leader_elect {
-        let config = opts.election.config(&lease, COMPONENT);
-        let acquire = Leadership::acquire(mgmt.clone(), config, leader);
+        tracing::info!(lease = %lease, namespace = %election.namespace, "leader election");
+        let acquire = Leadership::acquire(mgmt.clone(), election, leader);
         tokio::select! {
             l = acquire => Some(l.map_err(|e| AppError::Election(e.to_string()))?),
             _ = shutdown.clone() => return Ok(()),
@@ -239,5 +259,17 @@ mod tests {
         assert!(o.serving.serving(DEFAULT_SECURE_PORT).is_none());
         assert_eq!(o.namespace.as_deref(), Some("d8-cloud-instance-manager"));
         assert_eq!(o.concurrency, 16);
+        assert_eq!(
+            o.health_probe_bind_address.0,
+            Some("0.0.0.0:8081".parse().unwrap())
+        );
+        // Deckhouse's container spec: `--leader-elect` alone.
+        let o = Options::try_parse_from(["capdvp-controller-manager", "--leader-elect"]).unwrap();
+        assert!(o.election.leader_elect);
+        assert_eq!(o.election.lease_name(LEASE_NAME), LEASE_NAME);
+        let o =
+            Options::try_parse_from(["capdvp-controller-manager", "--health-probe-bind-address=0"])
+                .unwrap();
+        assert_eq!(o.health_probe_bind_address.0, None);
     }
 }

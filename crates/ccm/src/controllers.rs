@@ -20,7 +20,26 @@ pub const KNOWN_CONTROLLERS: &[(&str, bool)] = &[
     (ROUTE, true),
 ];
 
-/// Resolves `--controllers` into the enabled set.
+/// Stratus's controller name for a name upstream accepts: the short names (upstream's aliases,
+/// which Deckhouse passes), upstream's canonical `*-controller` names, and kube-controller-manager's
+/// older spellings (used in leader-migration configurations).
+pub fn canonical(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "cloud-node" | "cloud-node-controller" => CLOUD_NODE,
+        "cloud-node-lifecycle"
+        | "cloud-node-lifecycle-controller"
+        | "cloud-nodelifecycle-controller" => CLOUD_NODE_LIFECYCLE,
+        "service" | "service-controller" | "service-lb-controller" => SERVICE,
+        "route" | "route-controller" | "node-route-controller" => ROUTE,
+        "node-ipam" | "nodeipam" | "node-ipam-controller" => NODE_IPAM,
+        _ => return None,
+    })
+}
+
+/// Resolves `--controllers` into the enabled set. Names are upstream's (`cloud-node-controller`,
+/// `service-lb-controller`, …) or their short aliases (`cloud-node`, `service`, …); `nodeipam`
+/// is accepted and runs the pod-CIDR allocator, which needs `--allocate-node-cidrs` and
+/// `--cluster-cidr` (it runs with them whatever `--controllers` says).
 pub fn enabled_controllers(spec: &[String]) -> Result<Vec<&'static str>, String> {
     let mut star = false;
     let mut on: Vec<&str> = Vec::new();
@@ -34,20 +53,21 @@ pub fn enabled_controllers(spec: &[String]) -> Result<Vec<&'static str>, String>
             Some(n) => (n, true),
             None => (item, false),
         };
-        let known = KNOWN_CONTROLLERS
-            .iter()
-            .find(|(k, _)| *k == name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = KNOWN_CONTROLLERS.iter().map(|(k, _)| *k).collect();
-                format!(
-                    "--controllers: unknown controller {name:?} (known: {})",
-                    names.join(", ")
-                )
-            })?;
+        let known = canonical(name).ok_or_else(|| {
+            format!(
+                "--controllers: unknown controller {name:?} (known: cloud-node-controller, \
+                 cloud-node-lifecycle-controller, service-lb-controller, node-route-controller, \
+                 nodeipam, or the short names cloud-node, cloud-node-lifecycle, service, route)"
+            )
+        })?;
+        if known == NODE_IPAM {
+            // The allocator follows --allocate-node-cidrs (see [`NODE_IPAM`]).
+            continue;
+        }
         if disable {
-            off.push(known.0)
+            off.push(known)
         } else {
-            on.push(known.0)
+            on.push(known)
         }
     }
     Ok(KNOWN_CONTROLLERS

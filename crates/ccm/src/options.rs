@@ -36,8 +36,8 @@ const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
     "tagging-controller-rate-limit",
     "resources",
     "tags",
-    // Secure serving: client certificates and front-proxy headers are not trusted, TLS settings
-    // are rustls's defaults, HTTP/2 is not served.
+    // Secure serving: client certificates and front-proxy headers are not trusted, HTTP/2 is not
+    // served.
     "client-ca-file",
     "requestheader-client-ca-file",
     "requestheader-allowed-names",
@@ -46,8 +46,6 @@ const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
     "requestheader-group-headers",
     "requestheader-extra-headers-prefix",
     "authentication-tolerate-lookup-failure",
-    "tls-cipher-suites",
-    "tls-min-version",
     "tls-sni-cert-key",
     "http2-max-streams-per-connection",
     "permit-port-sharing",
@@ -267,6 +265,35 @@ mod tests {
         assert!(enabled_controllers(&s(&["nope"]))
             .unwrap_err()
             .contains("unknown controller"));
+        // Deckhouse's DVP list when load balancers are on, and upstream's canonical names.
+        assert_eq!(
+            enabled_controllers(&s(&[
+                "cloud-node",
+                "cloud-node-lifecycle",
+                "service-lb-controller"
+            ]))
+            .unwrap(),
+            vec!["cloud-node", "cloud-node-lifecycle", "service"]
+        );
+        assert_eq!(
+            enabled_controllers(&s(&[
+                "cloud-node-controller",
+                "cloud-node-lifecycle-controller",
+                "node-route-controller",
+                "nodeipam",
+            ]))
+            .unwrap(),
+            vec!["cloud-node", "cloud-node-lifecycle", "route"]
+        );
+        assert_eq!(
+            enabled_controllers(&s(&[
+                "*",
+                "-service-lb-controller",
+                "-node-route-controller"
+            ]))
+            .unwrap(),
+            vec!["cloud-node", "cloud-node-lifecycle"]
+        );
     }
 
     #[test]

@@ -109,6 +109,8 @@ impl GroupStarter<'_> {
                 CLOUD_NODE_LIFECYCLE => {
                     let cfg = node_lifecycle::LifecycleConfig {
                         monitor_period: opts.node_monitor_period,
+                        // Every provider's IDs are `<its name>://…`.
+                        provider_scheme: Some(opts.cloud_provider.clone()),
                         ..node_lifecycle::LifecycleConfig::default()
                     };
                     let instances = self.cloud.instances().map_err(anyhow::Error::msg)?;

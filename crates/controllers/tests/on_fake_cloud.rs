@@ -154,6 +154,10 @@ async fn lifecycle_taints_stopped_and_deletes_gone_instances() {
     kube_fixture::create_static_node(&h.admin, "on-prem")
         .await
         .unwrap();
+    // Deckhouse's static nodes carry `static://` provider IDs: another provider's, not ours.
+    kube_fixture::create_initialized_node(&h.admin, "deckhouse-static", "static://", &[])
+        .await
+        .unwrap();
     let informer = NodeInformer::new(h.admin.clone());
     let store = informer.store();
     h.spawn(async move {
@@ -165,6 +169,7 @@ async fn lifecycle_taints_stopped_and_deletes_gone_instances() {
         h.cloud.instances().unwrap(),
         node_lifecycle::LifecycleConfig {
             monitor_period: Duration::from_millis(200),
+            provider_scheme: Some("fake".into()),
             ..Default::default()
         },
         ReconcileMetrics::unregistered("cloud-node-lifecycle"),
@@ -200,6 +205,23 @@ async fn lifecycle_taints_stopped_and_deletes_gone_instances() {
             .unwrap()
             .is_some(),
         "a node that never was the cloud's is left alone"
+    );
+    assert!(
+        kube_fixture::get_node(&h.admin, "deckhouse-static")
+            .await
+            .unwrap()
+            .is_some(),
+        "a node of another provider is left alone"
+    );
+    let asked: Vec<_> = h
+        .cloud
+        .calls()
+        .into_iter()
+        .filter(|c| c.subject.split(',').any(|s| s == "deckhouse-static"))
+        .collect();
+    assert!(
+        asked.is_empty(),
+        "the cloud was asked about a static node: {asked:?}"
     );
 }
 

@@ -20,8 +20,6 @@ use stratus_csi::BackendError;
 
 use crate::params::VolumeSpec;
 
-/// Page size of describes (EC2's maximum for volumes and snapshots with filters).
-const PAGE: i32 = 500;
 /// IDs per batched describe.
 const BATCH: usize = 500;
 /// Volume names per batched describe by name tag (EC2 takes up to 200 values per filter).
@@ -97,6 +95,8 @@ pub struct ModificationInfo {
 pub struct Ec2 {
     client: Client,
     api: AwsApi,
+    /// The shared EC2 seam (its volume and instance reads).
+    seam: stratus_aws_api::Ec2,
     volumes: Batcher<String, VolumeInfo, BackendError>,
     named: Batcher<String, Vec<VolumeInfo>, BackendError>,
     instances: Batcher<String, InstanceInfo, BackendError>,
@@ -226,35 +226,35 @@ impl Ec2 {
     /// The seam over `client`, calling through `api`, batching single describes within
     /// `window`.
     pub fn new(client: Client, api: AwsApi, window: Duration) -> Ec2 {
+        let seam = stratus_aws_api::Ec2::new(client.clone(), api.clone());
         let volumes = {
-            let (client, api) = (client.clone(), api.clone());
+            let seam = seam.clone();
             let fetch: FetchFn<String, VolumeInfo, BackendError> = Arc::new(move |ids| {
-                let (client, api) = (client.clone(), api.clone());
+                let seam = seam.clone();
                 Box::pin(async move {
-                    let found =
-                        describe_volumes(&client, &api, vec![filter("volume-id", ids)]).await?;
+                    let found = describe_volumes(&seam, vec![filter("volume-id", ids)]).await?;
                     Ok(found.into_iter().map(|v| (v.id.clone(), v)).collect())
                 })
             });
             Batcher::new(window, BATCH, fetch)
         };
         let named = {
-            let (client, api) = (client.clone(), api.clone());
+            let seam = seam.clone();
             let fetch: FetchFn<String, Vec<VolumeInfo>, BackendError> = Arc::new(move |names| {
-                let (client, api) = (client.clone(), api.clone());
+                let seam = seam.clone();
                 Box::pin(async move {
                     let tag = format!("tag:{}", crate::tags::VOLUME_NAME);
-                    let found = describe_volumes(&client, &api, vec![filter(&tag, names)]).await?;
+                    let found = describe_volumes(&seam, vec![filter(&tag, names)]).await?;
                     Ok(group_by_tag(found, crate::tags::VOLUME_NAME))
                 })
             });
             Batcher::new(window, NAME_BATCH, fetch)
         };
         let instances = {
-            let (client, api) = (client.clone(), api.clone());
+            let seam = seam.clone();
             let fetch: FetchFn<String, InstanceInfo, BackendError> = Arc::new(move |ids| {
-                let (client, api) = (client.clone(), api.clone());
-                Box::pin(async move { describe_instances(&client, &api, ids).await })
+                let seam = seam.clone();
+                Box::pin(async move { describe_instances(&seam, ids).await })
             });
             // An instance is read once per node (its first attach in this process), so a
             // longer window costs a second once per node and gathers the nodes' first attaches
@@ -272,6 +272,7 @@ impl Ec2 {
         Ec2 {
             client,
             api,
+            seam,
             volumes,
             named,
             instances,
@@ -289,8 +290,7 @@ impl Ec2 {
         &self,
         ids: Vec<String>,
     ) -> Result<HashMap<String, VolumeInfo>, BackendError> {
-        let found =
-            describe_volumes(&self.client, &self.api, vec![filter("volume-id", ids)]).await?;
+        let found = describe_volumes(&self.seam, vec![filter("volume-id", ids)]).await?;
         Ok(found.into_iter().map(|v| (v.id.clone(), v)).collect())
     }
 
@@ -317,8 +317,7 @@ impl Ec2 {
         value: &str,
     ) -> Result<Vec<VolumeInfo>, BackendError> {
         describe_volumes(
-            &self.client,
-            &self.api,
+            &self.seam,
             vec![filter(&format!("tag:{key}"), [value.to_string()])],
         )
         .await
@@ -326,12 +325,7 @@ impl Ec2 {
 
     /// Volumes carrying tag key `key`.
     pub async fn volumes_with_tag_key(&self, key: &str) -> Result<Vec<VolumeInfo>, BackendError> {
-        describe_volumes(
-            &self.client,
-            &self.api,
-            vec![filter("tag-key", [key.to_string()])],
-        )
-        .await
+        describe_volumes(&self.seam, vec![filter("tag-key", [key.to_string()])]).await
     }
 
     /// Creates a volume.
@@ -528,83 +522,44 @@ impl Ec2 {
     }
 }
 
+/// The volumes matching every filter, through the shared EC2 seam.
 async fn describe_volumes(
-    client: &Client,
-    api: &AwsApi,
+    seam: &stratus_aws_api::Ec2,
     filters: Vec<Filter>,
 ) -> Result<Vec<VolumeInfo>, BackendError> {
-    let mut out = Vec::new();
-    pages(
-        api,
-        "DescribeVolumes",
-        |token| {
-            client
-                .describe_volumes()
-                .set_filters(Some(filters.clone()))
-                .max_results(PAGE)
-                .set_next_token(token)
-                .send()
-        },
-        |page| {
-            out.extend(page.volumes().iter().filter_map(volume_info));
-            page.next_token().map(str::to_string)
-        },
-    )
-    .await
-    .map_err(backend_error)?;
-    Ok(out)
+    seam.describe_volumes(&filters, volume_info)
+        .await
+        .map_err(backend_error)
 }
 
+/// The devices of the instances `ids` that are not terminated, through the shared EC2 seam.
 async fn describe_instances(
-    client: &Client,
-    api: &AwsApi,
+    seam: &stratus_aws_api::Ec2,
     ids: Vec<String>,
 ) -> Result<HashMap<String, InstanceInfo>, BackendError> {
-    let filters = vec![filter("instance-id", ids)];
-    let mut out = HashMap::new();
-    pages(
-        api,
-        "DescribeInstances",
-        |token| {
-            client
-                .describe_instances()
-                .set_filters(Some(filters.clone()))
-                .set_next_token(token)
-                .send()
-        },
-        |page| {
-            for instance in page.reservations().iter().flat_map(|r| r.instances()) {
-                let Some(id) = instance.instance_id() else {
-                    continue;
-                };
-                let terminated = instance
-                    .state()
-                    .and_then(|s| s.name())
-                    .is_some_and(|n| n.as_str() == "terminated");
-                if terminated {
-                    continue;
-                }
-                out.insert(
-                    id.to_string(),
-                    InstanceInfo {
-                        devices: instance
-                            .block_device_mappings()
-                            .iter()
-                            .filter_map(|m| {
-                                let volume =
-                                    m.ebs().and_then(|e| e.volume_id()).unwrap_or_default();
-                                Some((m.device_name()?.to_string(), volume.to_string()))
-                            })
-                            .collect(),
-                    },
-                );
+    let found = seam
+        .describe_instances(&[filter("instance-id", ids)], |instance| {
+            let id = instance.instance_id()?;
+            let terminated = instance
+                .state()
+                .and_then(|s| s.name())
+                .is_some_and(|n| n.as_str() == "terminated");
+            if terminated {
+                return None;
             }
-            page.next_token().map(str::to_string)
-        },
-    )
-    .await
-    .map_err(backend_error)?;
-    Ok(out)
+            let devices = instance
+                .block_device_mappings()
+                .iter()
+                .filter_map(|m| {
+                    let volume = m.ebs().and_then(|e| e.volume_id()).unwrap_or_default();
+                    Some((m.device_name()?.to_string(), volume.to_string()))
+                })
+                .collect();
+            Some((id.to_string(), InstanceInfo { devices }))
+        })
+        .await
+        .map_err(backend_error)?;
+    Ok(found.into_iter().collect())
 }
 
 async fn describe_modifications(

@@ -1,4 +1,4 @@
-//! The command line (Deckhouse's flags and environment, plus `--cloud-provider`) and the
+//! The command line (Deckhouse's flags and environment, plus an optional `--cloud-provider`) and the
 //! process: builds the backend, serves `/metrics` and `/healthz` (plain on loopback, or HTTPS with
 //! kube-rbac-proxy's checks built in), runs the loop.
 
@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use prometheus_client::registry::Registry;
-use stratus_aws_api::AwsApi;
+use stratus_aws_api::{AwsApi, Ec2};
 use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 use stratus_kube_kit::client::{client, KubeClientArgs};
 use stratus_runtime::backoff::Backoff;
@@ -22,6 +22,7 @@ use stratus_serving::{
 };
 
 use crate::aws::AwsDiscoverer;
+pub use crate::cloud::CloudProvider;
 use crate::discoverer::Discoverer;
 use crate::dvp::DvpDiscoverer;
 use crate::metrics::Metrics;
@@ -29,17 +30,6 @@ use crate::openstack::OpenStackDiscoverer;
 use crate::outputs::Outputs;
 use crate::reconciler::{Health, Reconciler, RetrySettings};
 use stratus_dvp::config::DvpConfig;
-
-/// Which cloud to ask.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CloudProvider {
-    /// Amazon EC2.
-    Aws,
-    /// OpenStack (settings from `OS_*`, `CLUSTER_UUID`, `MODULE_CONFIG`).
-    Openstack,
-    /// DVP (settings from `DVP_KUBERNETES_CONFIG_BASE64`, `DVP_NAMESPACE`, `CLUSTER_UUID`).
-    Dvp,
-}
 
 /// The flags.
 #[derive(Debug, Clone, Parser)]
@@ -49,9 +39,10 @@ pub enum CloudProvider {
     about = "Publishes cloud inventory for Deckhouse: instance types, discovery data, orphaned disks"
 )]
 pub struct Options {
-    /// The cloud.
+    /// The cloud; when unset, the one whose variables the environment holds (as Deckhouse runs
+    /// it: no flag, one image per module; see [`crate::cloud::choose`]).
     #[arg(long = "cloud-provider", env = "CLOUD_PROVIDER", value_enum)]
-    pub cloud_provider: CloudProvider,
+    pub cloud_provider: Option<CloudProvider>,
     /// Time between runs (Go duration).
     #[arg(long = "discovery-period", env = "DISCOVERY_PERIOD", default_value = "1h", value_parser = parse_go_duration)]
     pub discovery_period: Duration,
@@ -146,6 +137,7 @@ impl Options {
         Some(ServingConfig {
             address,
             tls,
+            tls_policy: stratus_serving::TlsPolicy::default(),
             always_allow: AlwaysAllow::parse(&["/healthz", "/livez", "/readyz"])
                 .expect("static paths"),
             token_ttl: Duration::from_secs(10),
@@ -193,8 +185,10 @@ pub async fn aws_backend(
         .await;
     let metrics = Arc::new(ApiMetrics::register(registry));
     Ok(AwsDiscoverer::new(
-        aws_sdk_ec2::Client::new(&sdk),
-        AwsApi::new("ec2", metrics, RetryPolicy::default()),
+        Ec2::new(
+            aws_sdk_ec2::Client::new(&sdk),
+            AwsApi::new("ec2", metrics, RetryPolicy::default()),
+        ),
         cluster_id,
     ))
 }
@@ -234,14 +228,19 @@ pub async fn run(
         .and_then(|c| problems.take(client(c)));
     let mut registry = Registry::default();
     let env = |name: &str| std::env::var(name).ok();
-    let discoverer: Option<Arc<dyn Discoverer>> = match opts.cloud_provider {
-        CloudProvider::Aws => problems
+    let chosen = problems.take(crate::cloud::choose(opts.cloud_provider, &env));
+    if let Some(chosen) = &chosen {
+        tracing::info!(cloud = %chosen.how, "asking this cloud");
+    }
+    let discoverer: Option<Arc<dyn Discoverer>> = match chosen.map(|c| c.cloud) {
+        None => None,
+        Some(CloudProvider::Aws) => problems
             .take(aws_backend(opts.cluster_id.clone(), &mut registry).await)
             .map(|d| Arc::new(d) as Arc<dyn Discoverer>),
-        CloudProvider::Openstack => problems
+        Some(CloudProvider::Openstack) => problems
             .take(openstack_backend(&env, &mut registry))
             .map(|d| Arc::new(d) as Arc<dyn Discoverer>),
-        CloudProvider::Dvp => problems
+        Some(CloudProvider::Dvp) => problems
             .take(dvp_backend(&env).await)
             .map(|d| Arc::new(d) as Arc<dyn Discoverer>),
     };

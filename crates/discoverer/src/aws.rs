@@ -5,9 +5,8 @@
 //! cluster id no disk is reported: a disk of another cluster in the account is never an orphan.
 
 use async_trait::async_trait;
-use aws_sdk_ec2::types::Filter;
-use stratus_aws_api::pager::pages;
-use stratus_aws_api::AwsApi;
+use stratus_aws_api::ec2::filter;
+use stratus_aws_api::Ec2;
 
 use crate::discoverer::{Discoverer, DiscoveryError};
 use crate::types::{CloudCondition, DiskMeta, InstanceType};
@@ -19,26 +18,19 @@ pub const CSI_VOLUME_NAME_TAG: &str = "CSIVolumeName";
 /// Prefix of the cluster ownership tag (`--k8s-tag-cluster-id` of the CSI driver).
 pub const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
 
-const PAGE_SIZE: i32 = 100;
-
 /// Asks EC2.
 pub struct AwsDiscoverer {
-    ec2: aws_sdk_ec2::Client,
-    api: AwsApi,
+    ec2: Ec2,
     cluster_id: Option<String>,
 }
 
 impl AwsDiscoverer {
-    /// A backend on `ec2`, calling through `api`; `cluster_id` selects this cluster's disks.
-    pub fn new(ec2: aws_sdk_ec2::Client, api: AwsApi, cluster_id: Option<String>) -> Self {
+    /// A backend on `ec2`; `cluster_id` selects this cluster's disks.
+    pub fn new(ec2: Ec2, cluster_id: Option<String>) -> Self {
         if cluster_id.is_none() {
             tracing::warn!("no cluster id: orphaned EBS volumes are not looked for");
         }
-        AwsDiscoverer {
-            ec2,
-            api,
-            cluster_id,
-        }
+        AwsDiscoverer { ec2, cluster_id }
     }
 }
 
@@ -63,24 +55,11 @@ impl Discoverer for AwsDiscoverer {
 
     async fn instance_types(&self) -> Result<Option<Vec<InstanceType>>, DiscoveryError> {
         const OP: &str = "DescribeInstanceTypes";
-        let mut out = Vec::new();
-        pages(
-            &self.api,
-            OP,
-            |token| {
-                self.ec2
-                    .describe_instance_types()
-                    .max_results(PAGE_SIZE)
-                    .set_next_token(token)
-                    .send()
-            },
-            |page| {
-                out.extend(page.instance_types().iter().filter_map(instance_type));
-                page.next_token().map(str::to_owned)
-            },
-        )
-        .await
-        .map_err(|e| DiscoveryError::from_cloud(OP, e))?;
+        let out = self
+            .ec2
+            .describe_instance_types(instance_type)
+            .await
+            .map_err(|e| DiscoveryError::from_cloud(OP, e))?;
         Ok(Some(out))
     }
 
@@ -93,46 +72,26 @@ impl Discoverer for AwsDiscoverer {
         let Some(cluster) = &self.cluster_id else {
             return Ok(Vec::new());
         };
-        let filters = vec![
-            Filter::builder()
-                .name(format!("tag:{CSI_CLUSTER_TAG}"))
-                .values("true")
-                .build(),
-            Filter::builder()
-                .name("tag-key")
-                .values(format!("{CLUSTER_TAG_PREFIX}{cluster}"))
-                .build(),
+        let filters = [
+            filter(&format!("tag:{CSI_CLUSTER_TAG}"), ["true"]),
+            filter("tag-key", [format!("{CLUSTER_TAG_PREFIX}{cluster}")]),
         ];
-        let mut out = Vec::new();
-        pages(
-            &self.api,
-            OP,
-            |token| {
-                self.ec2
-                    .describe_volumes()
-                    .set_filters(Some(filters.clone()))
-                    .max_results(500)
-                    .set_next_token(token)
-                    .send()
-            },
-            |page| {
-                out.extend(page.volumes().iter().filter_map(|v| {
-                    let name = v
-                        .tags()
-                        .iter()
-                        .find(|t| t.key() == Some(CSI_VOLUME_NAME_TAG))
-                        .and_then(|t| t.value())
-                        .unwrap_or_default();
-                    Some(DiskMeta {
-                        id: v.volume_id()?.to_owned(),
-                        name: name.to_owned(),
-                    })
-                }));
-                page.next_token().map(str::to_owned)
-            },
-        )
-        .await
-        .map_err(|e| DiscoveryError::from_cloud(OP, e))?;
+        let out = self
+            .ec2
+            .describe_volumes(&filters, |v| {
+                let name = v
+                    .tags()
+                    .iter()
+                    .find(|t| t.key() == Some(CSI_VOLUME_NAME_TAG))
+                    .and_then(|t| t.value())
+                    .unwrap_or_default();
+                Some(DiskMeta {
+                    id: v.volume_id()?.to_owned(),
+                    name: name.to_owned(),
+                })
+            })
+            .await
+            .map_err(|e| DiscoveryError::from_cloud(OP, e))?;
         Ok(out)
     }
 

@@ -10,6 +10,7 @@
 pub mod app;
 pub mod aws;
 pub mod catalog_object;
+pub mod cloud;
 pub mod discoverer;
 pub mod dvp;
 pub mod http;

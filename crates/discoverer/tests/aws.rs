@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use aws_sdk_ec2::config::{Credentials, Region};
 use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 use prometheus_client::registry::Registry;
-use stratus_aws_api::AwsApi;
+use stratus_aws_api::{AwsApi, Ec2};
 use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 use stratus_discoverer::aws::AwsDiscoverer;
 use stratus_discoverer::metrics::Metrics;
@@ -131,8 +131,10 @@ async fn aws_discoverer_on_moto_under_shipped_rbac() -> Result<()> {
         backoff: Backoff::new(Duration::from_millis(10), Duration::from_millis(50)),
     };
     let discoverer: Arc<dyn Discoverer> = Arc::new(AwsDiscoverer::new(
-        ec2(env.aws_endpoint()),
-        AwsApi::new("ec2", api_metrics, retry),
+        Ec2::new(
+            ec2(env.aws_endpoint()),
+            AwsApi::new("ec2", api_metrics, retry),
+        ),
         Some(CLUSTER.into()),
     ));
     let metrics = Arc::new(Metrics::register(&mut registry));

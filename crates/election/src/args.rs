@@ -27,12 +27,26 @@ pub struct LeaderElectionArgs {
     /// Name of the Lease.
     #[arg(long = "leader-elect-resource-name")]
     pub resource_name: Option<String>,
-    /// Namespace of the Lease.
-    #[arg(
-        long = "leader-elect-resource-namespace",
-        default_value = "kube-system"
-    )]
-    pub resource_namespace: String,
+    /// Namespace of the Lease [default: kube-system; a controller-runtime manager such as
+    /// capdvp: the pod's namespace].
+    #[arg(long = "leader-elect-resource-namespace")]
+    pub resource_namespace: Option<String>,
+}
+
+/// The Lease namespace of Kubernetes components when `--leader-elect-resource-namespace` is unset.
+pub const DEFAULT_NAMESPACE: &str = "kube-system";
+
+/// Where a pod's service-account token volume says which namespace the pod runs in.
+const POD_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// The namespace this process's pod runs in, as controller-runtime finds it for its Lease:
+/// `POD_NAMESPACE`, else the service-account namespace file; `None` outside a pod.
+pub fn pod_namespace() -> Option<String> {
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .or_else(|| std::fs::read_to_string(POD_NAMESPACE_FILE).ok())
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
 }
 
 /// This process's candidate identity, the same for every lease it competes for.
@@ -62,11 +76,24 @@ impl LeaderElectionArgs {
     }
 
     /// Settings of the election on `lease` (this process's identity; `component` names it when
-    /// the host has no name).
+    /// the host has no name), in `kube-system` unless the flag names another namespace.
     pub fn config(&self, lease: &str, component: &str) -> ElectionConfig {
+        self.config_in(lease, component, DEFAULT_NAMESPACE)
+    }
+
+    /// As [`LeaderElectionArgs::config`], in `default_namespace` unless the flag names another.
+    pub fn config_in(
+        &self,
+        lease: &str,
+        component: &str,
+        default_namespace: &str,
+    ) -> ElectionConfig {
         ElectionConfig {
             lease_name: lease.to_string(),
-            namespace: self.resource_namespace.clone(),
+            namespace: self
+                .resource_namespace
+                .clone()
+                .unwrap_or_else(|| default_namespace.to_string()),
             identity: identity(component),
             lease_duration: self.lease_duration,
             renew_deadline: self.renew_deadline,
@@ -94,13 +121,19 @@ mod tests {
         let c = f.election.config("ccm", "ccm");
         assert_eq!(c.lease_duration, Duration::from_secs(15));
         assert_eq!(c.namespace, "kube-system");
+        assert_eq!(f.election.config_in("m", "m", "d8-ns").namespace, "d8-ns");
         assert!(c.validate().is_ok());
         let f = Flags::parse_from([
             "x",
             "--leader-elect=false",
             "--leader-elect-resource-name=other",
             "--leader-elect-retry-period=500ms",
+            "--leader-elect-resource-namespace=elsewhere",
         ]);
+        assert_eq!(
+            f.election.config_in("m", "m", "d8-ns").namespace,
+            "elsewhere"
+        );
         assert!(!f.election.leader_elect);
         assert_eq!(f.election.lease_name("ccm"), "other");
         assert_eq!(f.election.retry_period, Duration::from_millis(500));

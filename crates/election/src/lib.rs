@@ -9,7 +9,7 @@ pub mod decision;
 pub mod elector;
 pub mod metrics;
 
-pub use args::LeaderElectionArgs;
+pub use args::{pod_namespace, LeaderElectionArgs, DEFAULT_NAMESPACE};
 pub use decision::{decide, Decision, LeaseView, Observation};
 pub use elector::{ElectionConfig, ElectionError, Leadership};
 pub use metrics::{ElectionMetrics, LeaderStatus};

@@ -854,7 +854,18 @@ const MODES: &[Mode] = &[
             "--node-name",
         ],
     ),
-    // cloud-data-discoverer, per cloud.
+    // cloud-data-discoverer, per cloud, and with no cloud at all (no flag, no cloud variable).
+    mode(
+        "cloud-data-discoverer",
+        &["--listen-address=127.0.0.1:{port}"],
+        &[
+            NO_KUBECONFIG,
+            "--cloud-provider",
+            "AWS_REGION",
+            "OS_AUTH_URL",
+            "DVP_KUBERNETES_CONFIG_BASE64",
+        ],
+    ),
     mode(
         "cloud-data-discoverer",
         &["--cloud-provider=aws", "--listen-address=127.0.0.1:{port}"],

@@ -4,6 +4,7 @@
 //!
 //! Watches and writes nothing in Kubernetes.
 
+pub mod any_certificate;
 pub mod backoff;
 pub mod build_info;
 pub mod duration;

@@ -284,6 +284,8 @@ impl Bed {
             "--leader-elect-lease-duration=5s",
             "--leader-elect-renew-deadline=4s",
             "--leader-elect-retry-period=500ms",
+            // The probes on loopback, on a port of the kernel's choosing.
+            "--health-probe-bind-address=127.0.0.1:0",
             "--v=4",
         ]
         .map(String::from)

@@ -10,11 +10,21 @@ use stratus_testenv::{Identity, KubeCluster, TestEnv};
 
 /// Writes a cloud config for `cluster_id` and returns its path.
 pub fn write_cloud_config(dir: &Path, cluster_id: &str) -> anyhow::Result<PathBuf> {
+    write_cloud_config_with(dir, cluster_id, "")
+}
+
+/// Writes a cloud config for `cluster_id` with `more_global` (whole lines) added to `[Global]`,
+/// and returns its path.
+pub fn write_cloud_config_with(
+    dir: &Path,
+    cluster_id: &str,
+    more_global: &str,
+) -> anyhow::Result<PathBuf> {
     let path = dir.join(format!("cloud-{cluster_id}.conf"));
     std::fs::write(
         &path,
         format!(
-            "[Global]\nRegion = {}\nKubernetesClusterID = {cluster_id}\n",
+            "[Global]\nRegion = {}\nKubernetesClusterID = {cluster_id}\n{more_global}",
             crate::ec2_fixture::REGION
         ),
     )?;

@@ -10,6 +10,7 @@ use clap::{ArgAction, Args};
 use stratus_kube_kit::client::{client, from_kubeconfig, ClientError};
 use stratus_runtime::duration::parse_go_duration;
 
+use crate::tls_policy::{parse_cipher_suite, parse_min_version, MinVersion, TlsPolicy};
 use crate::{AlwaysAllow, DecisionTtls, ReviewClients, ServingConfig, TlsSource};
 
 /// Secure serving flags, with the upstream names and defaults (the port's default is the
@@ -50,6 +51,15 @@ pub struct ServingArgs {
     /// How long 'unauthorized' answers are cached.
     #[arg(long = "authorization-webhook-cache-unauthorized-ttl", default_value = "10s", value_parser = parse_go_duration)]
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
+    /// Comma-separated cipher suites for TLS 1.2 (Go's names); TLS 1.3's are always on. Suites
+    /// rustls does not implement (CBC, RC4, 3DES, RSA key exchange) are not offered, with a
+    /// warning [default: every suite rustls implements].
+    #[arg(long = "tls-cipher-suites", value_delimiter = ',', value_parser = parse_cipher_suite)]
+    pub tls_cipher_suites: Vec<String>,
+    /// Lowest TLS version: VersionTLS12 (default) or VersionTLS13; VersionTLS10 and
+    /// VersionTLS11 are served as TLS 1.2.
+    #[arg(long = "tls-min-version", value_parser = parse_min_version)]
+    pub tls_min_version: Option<MinVersion>,
     /// Paths served without authentication or authorization (a trailing * matches a prefix).
     #[arg(long = "authorization-always-allow-paths", default_value = crate::DEFAULT_ALWAYS_ALLOW_PATHS, value_parser = parse_always_allow_paths)]
     pub authorization_always_allow_paths: AlwaysAllow,
@@ -61,6 +71,14 @@ fn parse_always_allow_paths(value: &str) -> Result<AlwaysAllow, String> {
 }
 
 impl ServingArgs {
+    /// `--tls-min-version` and `--tls-cipher-suites`.
+    pub fn tls_policy(&self) -> TlsPolicy {
+        TlsPolicy {
+            min_version: self.tls_min_version.unwrap_or_default(),
+            cipher_suites: self.tls_cipher_suites.clone(),
+        }
+    }
+
     /// What the flags ask for; `None` when the port is 0 (`default_port` when unset).
     pub fn serving(&self, default_port: u16) -> Option<ServingConfig> {
         let port = self.secure_port.unwrap_or(default_port);
@@ -81,6 +99,7 @@ impl ServingArgs {
         Some(ServingConfig {
             address: SocketAddr::new(self.bind_address, port),
             tls,
+            tls_policy: self.tls_policy(),
             always_allow: self.authorization_always_allow_paths.clone(),
             token_ttl: self.authentication_token_webhook_cache_ttl,
             decision_ttls: DecisionTtls {

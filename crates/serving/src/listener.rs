@@ -20,7 +20,8 @@ use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::handler::Body;
-use crate::tls::{server_config, TlsSource};
+use crate::tls::{server_config_with, TlsSource};
+use crate::tls_policy::TlsPolicy;
 
 /// How long a client may take to complete the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,10 +49,11 @@ impl HttpsListener {
     pub async fn start<R: Respond>(
         address: SocketAddr,
         tls: &TlsSource,
+        policy: &TlsPolicy,
         flags: &str,
         responder: Arc<R>,
     ) -> anyhow::Result<HttpsListener> {
-        let tls = server_config(tls)?;
+        let tls = server_config_with(tls, policy)?;
         let listener = TcpListener::bind(address)
             .await
             .with_context(|| format!("{flags}: cannot listen on {address}"))?;

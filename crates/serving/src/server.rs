@@ -16,6 +16,7 @@ use crate::listener::{HttpsListener, Respond};
 use crate::paths::AlwaysAllow;
 use crate::readiness::Readiness;
 use crate::tls::TlsSource;
+use crate::tls_policy::TlsPolicy;
 
 /// What and how to serve.
 #[derive(Debug, Clone)]
@@ -24,6 +25,8 @@ pub struct ServingConfig {
     pub address: SocketAddr,
     /// Where the certificate comes from.
     pub tls: TlsSource,
+    /// `--tls-min-version` and `--tls-cipher-suites`.
+    pub tls_policy: TlsPolicy,
     /// `--authorization-always-allow-paths`.
     pub always_allow: AlwaysAllow,
     /// `--authentication-token-webhook-cache-ttl`.
@@ -79,6 +82,7 @@ impl SecureServer {
         let listener = HttpsListener::start(
             config.address,
             &config.tls,
+            &config.tls_policy,
             "--bind-address/--secure-port",
             handler,
         )

@@ -11,6 +11,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use crate::reload::{ReloadingCert, CHECK_EVERY};
 use crate::self_signed;
+use crate::tls_policy::TlsPolicy;
 
 /// Where the serving certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,11 +40,20 @@ pub enum TlsSource {
     },
 }
 
-/// The server configuration for `source`.
+/// The server configuration for `source` with rustls's safe defaults.
 pub fn server_config(source: &TlsSource) -> anyhow::Result<Arc<rustls::ServerConfig>> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    server_config_with(source, &TlsPolicy::default())
+}
+
+/// The server configuration for `source` under `policy` (`--tls-min-version`,
+/// `--tls-cipher-suites`).
+pub fn server_config_with(
+    source: &TlsSource,
+    policy: &TlsPolicy,
+) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    let provider = Arc::new(policy.provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(policy.versions())
         .context("TLS protocol versions")?
         .with_no_client_auth();
     let files = match source {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::registry::Registry;
-use stratus_aws_api::AwsApi;
+use stratus_aws_api::{AwsApi, Ec2};
 use stratus_cloud_kit::{ApiMetrics, BucketConfig, RetryPolicy, ServiceLimits};
 use stratus_election::{ElectionMetrics, LeaderStatus};
 use stratus_runtime::startup::{Problems, StartupError};
@@ -267,10 +267,10 @@ async fn run_queue(
         aws_sdk_autoscaling::Client::new(&sdk),
         AwsApi::new("autoscaling", aws_metrics.clone(), retry),
     );
-    let instances = Instances::start(
+    let instances = Instances::start(Ec2::new(
         aws_sdk_ec2::Client::new(&sdk),
         AwsApi::new("ec2", aws_metrics, retry),
-    );
+    ));
     let nodes = NodeIndex::start(client.clone());
     let mode = QueueMode {
         handler,

@@ -4,8 +4,8 @@
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
-use crate::event::{InterruptionEvent, Kind};
 use crate::imds::{InstanceAction, RebalanceRecommendation, ScheduledEventDetail};
+use crate::interruption::{InterruptionEvent, Kind};
 
 /// Scheduled event codes after which the node comes back (uncordon after the reboot).
 const RESTART_CODES: &[&str] = &[

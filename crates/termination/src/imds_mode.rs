@@ -9,11 +9,11 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use tokio::sync::{Mutex, Semaphore};
 
-use crate::event::InterruptionEvent;
 use crate::events;
 use crate::handler::Handler;
 use crate::imds::Imds;
 use crate::imds_events;
+use crate::interruption::InterruptionEvent;
 use crate::reboot;
 use crate::store::EventStore;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::event::{InterruptionEvent, Kind};
+use crate::interruption::{InterruptionEvent, Kind};
 
 #[derive(Debug, Clone)]
 struct Stored {

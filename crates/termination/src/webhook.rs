@@ -17,8 +17,8 @@ use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
-use crate::event::{go_time_string, InterruptionEvent};
 use crate::imds::NodeMetadata;
+use crate::interruption::{go_time_string, InterruptionEvent};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -384,7 +384,7 @@ impl hyper::rt::Write for Proxied {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Kind;
+    use crate::interruption::Kind;
 
     #[test]
     fn default_template_renders_upstream_fields() {

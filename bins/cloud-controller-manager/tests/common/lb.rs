@@ -68,9 +68,18 @@ impl Lb {
     }
 
     pub fn ccm(&self, extra: &[&str]) -> stratus_scenarios::ccm::CcmProcess {
+        self.ccm_with_config("", extra)
+    }
+
+    /// The service controller with `more_global` (whole lines) in the cloud config's `[Global]`.
+    pub fn ccm_with_config(
+        &self,
+        more_global: &str,
+        extra: &[&str],
+    ) -> stratus_scenarios::ccm::CcmProcess {
         let mut args = vec!["--controllers=service"];
         args.extend_from_slice(extra);
-        self.s.start_ccm(&args)
+        self.s.start_ccm_with_config(more_global, &args)
     }
 
     pub async fn wait_ingress(&self, name: &str) -> k8s_openapi::api::core::v1::Service {

@@ -8,7 +8,7 @@ pub mod lb;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use stratus_scenarios::ccm::{write_cloud_config, CcmProcess};
+use stratus_scenarios::ccm::{write_cloud_config_with, CcmProcess};
 use stratus_scenarios::{ec2_fixture, kube_fixture};
 use stratus_testenv::{Identity, TestEnv};
 
@@ -51,6 +51,11 @@ pub async fn setup(cluster_id: &str, rbac: bool) -> Setup {
 impl Setup {
     /// Starts the CCM binary with a cloud config for this cluster and fast periods.
     pub fn start_ccm(&self, extra: &[&str]) -> CcmProcess {
+        self.start_ccm_with_config("", extra)
+    }
+
+    /// As [`Setup::start_ccm`], with `more_global` (whole lines) in the cloud config's `[Global]`.
+    pub fn start_ccm_with_config(&self, more_global: &str, extra: &[&str]) -> CcmProcess {
         let mut args = vec![
             "--node-monitor-period=500ms",
             "--instance-cache-refresh-period=1s",
@@ -61,12 +66,17 @@ impl Setup {
             "--leader-elect-retry-period=500ms",
         ];
         args.extend(extra);
-        self.start_ccm_at_defaults(&args)
+        self.start_ccm_configured(more_global, &args)
     }
 
     /// Starts the CCM binary with a cloud config for this cluster and the default periods.
     pub fn start_ccm_at_defaults(&self, extra: &[&str]) -> CcmProcess {
-        let config = write_cloud_config(self.env.dir(), &self.cluster_id).expect("cloud config");
+        self.start_ccm_configured("", extra)
+    }
+
+    fn start_ccm_configured(&self, more_global: &str, extra: &[&str]) -> CcmProcess {
+        let config = write_cloud_config_with(self.env.dir(), &self.cluster_id, more_global)
+            .expect("cloud config");
         let mut args: Vec<String> = vec![
             "--cloud-provider=aws".into(),
             format!("--cloud-config={}", config.display()),

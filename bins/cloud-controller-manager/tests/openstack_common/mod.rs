@@ -138,6 +138,16 @@ impl Setup<'_> {
     /// The CCM on this cluster, against the cloud's `cloud.conf` (and `extra_conf` appended),
     /// with the default periods.
     pub fn start_ccm_at_defaults(&self, extra_conf: &str, extra: &[&str]) -> CcmProcess {
+        self.start_ccm_with_env(extra_conf, extra, &[])
+    }
+
+    /// As [`Setup::start_ccm_at_defaults`], with `vars` in the CCM's environment.
+    pub fn start_ccm_with_env(
+        &self,
+        extra_conf: &str,
+        extra: &[&str],
+        vars: &[(&str, &str)],
+    ) -> CcmProcess {
         let conf = self.cluster.dir().join("cloud.conf");
         std::fs::write(&conf, format!("{}{extra_conf}", self.cloud.cloud_conf()))
             .expect("write cloud.conf");
@@ -147,7 +157,11 @@ impl Setup<'_> {
             "--v=4".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        CcmProcess::start_on(&ccm_binary(), &self.cluster, Vec::new(), &args).expect("start ccm")
+        let vars = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        CcmProcess::start_on(&ccm_binary(), &self.cluster, vars, &args).expect("start ccm")
     }
 
     /// An uninitialised Node, optionally with a providerID and kubelet-reported IPs.

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use stratus_aws_api::{Ec2, ElbV2Api};
 use stratus_cloud::CloudError;
 
-use crate::ingress::model::{clip, hash8};
+use crate::ingress::plan::{clip, hash8};
 use crate::ingress::tags::CLUSTER_TAG;
 
 /// The resource tag key of the backend group.

@@ -15,7 +15,7 @@ use stratus_kube_kit::EventPublisher;
 use crate::ingress::backend_group::SharedBackendGroup;
 use crate::ingress::class::Classes;
 use crate::ingress::live::Applied;
-use crate::ingress::model::GroupId;
+use crate::ingress::plan::GroupId;
 
 /// The finalizer on managed Ingresses.
 pub const FINALIZER: &str = "ingress.k8s.aws/resources";

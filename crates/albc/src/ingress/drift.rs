@@ -10,7 +10,7 @@ use stratus_aws_api::elbv2::LoadBalancer;
 
 use crate::ingress::annotations::HealthCheck;
 use crate::ingress::live::{sorted_extra, LiveListener};
-use crate::ingress::model::{AlbSpec, ListenerSpec};
+use crate::ingress::plan::{AlbSpec, ListenerSpec};
 
 /// Whether the listener needs a ModifyListener to match `want` (the extra certificates are
 /// [`certificate_changes`]'s).

@@ -12,7 +12,7 @@ use stratus_aws_api::elbv2::{
 use tokio::time::Instant;
 
 use crate::ingress::annotations::HealthCheck;
-use crate::ingress::model::{AlbSpec, ListenerSpec};
+use crate::ingress::plan::{AlbSpec, ListenerSpec};
 
 /// What the last successful apply of a group left in AWS.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::ingress::model::RuleSpec;
+use crate::ingress::plan::RuleSpec;
 use stratus_aws_api::elbv2::Rule;
 
 /// What to change on one listener.

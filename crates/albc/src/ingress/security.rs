@@ -12,7 +12,7 @@ use stratus_aws_api::sg_rules::{diff, listener_rules, source_ranges, CidrRule};
 use stratus_aws_api::Ec2;
 use stratus_cloud::CloudError;
 
-use crate::ingress::model::AlbSpec;
+use crate::ingress::plan::AlbSpec;
 
 /// Tag value of the resource tag on the managed group.
 pub const RESOURCE: &str = "ManagedLBSecurityGroup";
@@ -107,7 +107,7 @@ async fn find(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingress::model::ListenerSpec;
+    use crate::ingress::plan::ListenerSpec;
 
     fn spec(ports: &[i32], cidrs: &[&str]) -> AlbSpec {
         AlbSpec {

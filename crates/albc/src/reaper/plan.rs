@@ -12,8 +12,8 @@ use crate::crd::IngressClassParams;
 use kube::ResourceExt;
 
 use crate::ingress::tags::{CLUSTER_TAG, STACK_TAG as INGRESS_STACK_TAG};
-use crate::service::controller::STACK_TAG as SERVICE_STACK_TAG;
-use crate::service::model::stack_key;
+use crate::service::driver::STACK_TAG as SERVICE_STACK_TAG;
+use crate::service::plan::stack_key;
 
 /// Which kind of ELBv2 resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use aws_sdk_elasticloadbalancingv2::types::ProtocolEnum;
 use stratus_aws_api::elbv2::{DefaultAction, Listener, ListenerSettings};
 
 use crate::ingress::live::extra_of;
-use crate::service::model::L4Protocol;
+use crate::service::plan::L4Protocol;
 
 /// A listener as AWS has it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,6 +3,6 @@
 //! TargetGroupBindings; annotations and plan are pure, the driver applies them.
 
 pub mod annotations;
-pub mod controller;
+pub mod driver;
 pub mod listeners;
-pub mod model;
+pub mod plan;

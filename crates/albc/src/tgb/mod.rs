@@ -1,8 +1,7 @@
 //! TargetGroupBinding: a Service's endpoints (pod IPs or node ports) kept registered in an
 //! existing ELBv2 target group.
 
-pub mod controller;
-pub mod eni_api;
+pub mod driver;
 pub mod internal;
 pub mod networking;
 pub mod plan;

@@ -18,7 +18,6 @@ use stratus_aws_api::Ec2;
 use stratus_cloud::CloudError;
 
 use crate::crd::Networking;
-use crate::tgb::eni_api::EniApi;
 use crate::tgb::networking::{union_by_group, wanted_rules, Rules, SHARED_DESCRIPTION};
 
 /// Why the rules of a binding could not be kept.
@@ -35,7 +34,6 @@ pub enum RulesError {
 /// The rules of every binding and the group of every target seen.
 pub struct NetworkingRules {
     ec2: Ec2,
-    enis: EniApi,
     cluster: String,
     /// Target (IP or instance ID) → the group its rules go to (None: no interface or group
     /// found, not looked up again: overlay pod addresses have no interface).
@@ -49,12 +47,11 @@ pub struct NetworkingRules {
 }
 
 impl NetworkingRules {
-    /// Rules kept through `ec2` for targets found through `enis`; groups tagged
+    /// Rules kept through `ec2`, which also finds the targets' interfaces; groups tagged
     /// `kubernetes.io/cluster/<cluster>` are preferred.
-    pub fn new(ec2: Ec2, enis: EniApi, cluster: String) -> Self {
+    pub fn new(ec2: Ec2, cluster: String) -> Self {
         Self {
             ec2,
-            enis,
             cluster,
             target_group: Mutex::new(HashMap::new()),
             wanted: Mutex::new(HashMap::new()),
@@ -197,7 +194,7 @@ impl NetworkingRules {
             } else {
                 "attachment.instance-id"
             };
-            let interfaces = self.enis.interfaces_by(filter, &unknown).await?;
+            let interfaces = self.ec2.interfaces_by(filter, &unknown).await?;
             let several: BTreeSet<String> = interfaces
                 .iter()
                 .filter(|i| i.groups.len() > 1)

@@ -15,7 +15,7 @@ use stratus_kube_kit::store::wait_for_store;
 use stratus_serving::ReadyFlag;
 
 use crate::crd::TargetGroupBinding;
-use crate::tgb::controller::api;
+use crate::tgb::driver::api;
 
 /// The stores and the tasks feeding them (stopped on drop).
 pub struct Caches {

@@ -82,10 +82,15 @@ impl WebhookServer {
             elbv2,
             client: client.clone(),
         });
-        let listener =
-            HttpsListener::start(settings.address, &tls, "--webhook-bind-port", webhooks)
-                .await
-                .context("the admission webhooks (--webhook-bind-port=0 turns them off)")?;
+        let listener = HttpsListener::start(
+            settings.address,
+            &tls,
+            &stratus_serving::TlsPolicy::default(),
+            "--webhook-bind-port",
+            webhooks,
+        )
+        .await
+        .context("the admission webhooks (--webhook-bind-port=0 turns them off)")?;
         tracing::info!(address = %listener.local_addr(), paths = ?[MUTATE_POD.path, MUTATE_TGB.path, VALIDATE_TGB.path, VALIDATE_INGRESS.path], "serving the admission webhooks");
         Ok(WebhookServer { listener })
     }

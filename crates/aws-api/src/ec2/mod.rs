@@ -1,5 +1,6 @@
 //! The narrow seam over the EC2 SDK: instances, their topology and the zones here; security
-//! groups and subnets in [`network`], route tables in [`routes`]; paging inside.
+//! groups, subnets and network interfaces in [`network`], route tables in [`routes`], volumes
+//! and instance types in [`catalog`]; paging inside.
 
 use std::collections::HashMap;
 
@@ -9,10 +10,11 @@ use stratus_cloud::CloudError;
 use crate::call::AwsApi;
 use crate::pager::pages;
 
+mod catalog;
 mod network;
 mod routes;
 
-pub use network::{ec2_tags, ignore_code, SecurityGroup};
+pub use network::{ec2_tags, ignore_code, InterfaceGroups, SecurityGroup};
 
 /// DescribeInstances page size, EC2's largest: one call lists a cluster of 1000 instances, so
 /// the periodic listing of an idle cluster of that size costs one request.

@@ -1,4 +1,5 @@
-//! EC2 calls the load balancers need: subnets of a VPC and security groups with their rules.
+//! EC2 calls the load balancers need: subnets of a VPC, security groups with their rules, and
+//! the network interfaces of targets with their groups.
 //! Every describe is filtered on the server (by VPC, name, tag or ID).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,8 +11,22 @@ use aws_sdk_ec2::types::{
 use stratus_cloud::CloudError;
 
 use crate::ec2::{filter, Ec2};
+use crate::pager::pages;
 use crate::sg_rules::{CidrRule, GroupRule};
 use crate::subnets::SubnetInfo;
+
+/// A network interface's address, instance and security groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceGroups {
+    /// Its primary private address.
+    pub private_ip: String,
+    /// The instance it is attached to.
+    pub instance_id: Option<String>,
+    /// The instance's primary interface (device index 0).
+    pub primary: bool,
+    /// Its security groups.
+    pub groups: Vec<String>,
+}
 
 /// A security group with its ingress rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -216,6 +231,51 @@ impl Ec2 {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect())
+    }
+
+    /// The network interfaces whose `filter_name` (`addresses.private-ip-address` or
+    /// `attachment.instance-id`) is one of `values`, with their security groups (200 values
+    /// per call, every page).
+    pub async fn interfaces_by(
+        &self,
+        filter_name: &str,
+        values: &[String],
+    ) -> Result<Vec<InterfaceGroups>, CloudError> {
+        let mut found = Vec::new();
+        for chunk in values.chunks(200) {
+            let filter = filter(filter_name, chunk.iter().cloned());
+            pages(
+                &self.api,
+                "DescribeNetworkInterfaces",
+                |token| {
+                    self.client
+                        .describe_network_interfaces()
+                        .filters(filter.clone())
+                        .set_next_token(token)
+                        .send()
+                },
+                |out| {
+                    found.extend(out.network_interfaces().iter().map(|n| {
+                        InterfaceGroups {
+                            private_ip: n.private_ip_address().unwrap_or_default().to_string(),
+                            instance_id: n
+                                .attachment()
+                                .and_then(|a| a.instance_id())
+                                .map(str::to_string),
+                            primary: n.attachment().and_then(|a| a.device_index()) == Some(0),
+                            groups: n
+                                .groups()
+                                .iter()
+                                .filter_map(|g| g.group_id().map(str::to_string))
+                                .collect(),
+                        }
+                    }));
+                    out.next_token().map(str::to_string)
+                },
+            )
+            .await?;
+        }
+        Ok(found)
     }
 
     /// The security group named `name` in `vpc`, if any.

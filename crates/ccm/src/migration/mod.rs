@@ -133,20 +133,7 @@ fn is_dns_subdomain(name: &str) -> bool {
         })
 }
 
-/// Stratus's controller name for a name used in a migration configuration: the short names,
-/// upstream's canonical `*-controller` names, and kube-controller-manager's older spellings.
-pub fn canonical(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "cloud-node" | "cloud-node-controller" => "cloud-node",
-        "cloud-node-lifecycle"
-        | "cloud-node-lifecycle-controller"
-        | "cloud-nodelifecycle-controller" => "cloud-node-lifecycle",
-        "service" | "service-controller" | "service-lb-controller" => "service",
-        "route" | "route-controller" | "node-route-controller" => "route",
-        "node-ipam" | "nodeipam" | "node-ipam-controller" => "node-ipam",
-        _ => return None,
-    })
-}
+pub use crate::controllers::canonical;
 
 /// Where each enabled controller runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

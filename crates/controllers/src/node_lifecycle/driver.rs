@@ -24,6 +24,9 @@ pub struct LifecycleConfig {
     pub monitor_period: Duration,
     /// Nodes checked at once.
     pub concurrency: usize,
+    /// The provider-ID scheme of this cloud (`aws`, `openstack`, `dvp`): nodes with another
+    /// one are left alone; `None` manages every node with a providerID.
+    pub provider_scheme: Option<String>,
 }
 
 impl Default for LifecycleConfig {
@@ -31,6 +34,7 @@ impl Default for LifecycleConfig {
         Self {
             monitor_period: Duration::from_secs(5),
             concurrency: 8,
+            provider_scheme: None,
         }
     }
 }
@@ -53,7 +57,7 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let pass = plan_pass(store.state());
+        let pass = plan_pass(store.state(), config.provider_scheme.as_deref());
         for node in pass.untaint {
             // A Ready node runs: its leftover shutdown taint goes without asking the cloud.
             let started = Instant::now();

@@ -21,10 +21,20 @@ pub enum LifecycleAction {
     RemoveShutdownTaint,
 }
 
-/// Whether the controller looks at this node at all: it must carry a providerID and be
-/// initialised. Static nodes without providerID are never touched.
-pub fn is_managed(node: &Node) -> bool {
-    provider_id(node).is_some() && !has_taint(node, TAINT_UNINITIALIZED)
+/// Whether the controller looks at this node at all: it must be initialised and carry a
+/// providerID of this cloud (`<scheme>://…`; any scheme when `scheme` is `None`). Static nodes
+/// without a providerID, and nodes another provider owns (Deckhouse's `static://`, a second
+/// cloud in a hybrid cluster), are never touched and cost no cloud call, as Deckhouse's patched
+/// controllers leave them alone.
+pub fn is_managed(node: &Node, scheme: Option<&str>) -> bool {
+    let Some(pid) = provider_id(node) else {
+        return false;
+    };
+    let ours = scheme.is_none_or(|scheme| {
+        pid.strip_prefix(scheme)
+            .is_some_and(|rest| rest.starts_with("://"))
+    });
+    ours && !has_taint(node, TAINT_UNINITIALIZED)
 }
 
 /// What one lifecycle pass does before and besides asking the cloud.
@@ -47,13 +57,17 @@ impl<T> Default for PassPlan<T> {
     }
 }
 
-/// Sorts the nodes of one pass: static and uninitialised nodes are left alone, Ready nodes cost
-/// no cloud call (only a leftover shutdown taint is removed), NotReady ones are checked.
-pub fn plan_pass<T: Borrow<Node>>(nodes: impl IntoIterator<Item = T>) -> PassPlan<T> {
+/// Sorts the nodes of one pass: static, foreign ([`is_managed`] with `scheme`) and
+/// uninitialised nodes are left alone, Ready nodes cost no cloud call (only a leftover shutdown
+/// taint is removed), NotReady ones are checked.
+pub fn plan_pass<T: Borrow<Node>>(
+    nodes: impl IntoIterator<Item = T>,
+    scheme: Option<&str>,
+) -> PassPlan<T> {
     let mut plan = PassPlan::default();
     for n in nodes {
         let node = n.borrow();
-        if !is_managed(node) {
+        if !is_managed(node, scheme) {
             continue;
         }
         if !is_ready(node) {
@@ -195,7 +209,7 @@ mod tests {
             ),
         ];
         for (what, n, want) in cases {
-            let plan = plan_pass([&n]);
+            let plan = plan_pass([&n], Some("aws"));
             let got = match (plan.untaint.len(), plan.check.len()) {
                 (0, 0) => "skip",
                 (1, 0) => "untaint",
@@ -208,11 +222,11 @@ mod tests {
             .map(|i| node(pid, Some(i == 1), &[]))
             .chain([node(pid, Some(true), &[])])
             .collect();
-        let plan = plan_pass(all.iter());
+        let plan = plan_pass(all.iter(), Some("aws"));
         assert_eq!((plan.check.len(), plan.untaint.len()), (2, 0));
         let ready: Vec<Node> = (0..1000).map(|_| node(pid, Some(true), &[])).collect();
         assert_eq!(
-            plan_pass(ready.iter()),
+            plan_pass(ready.iter(), Some("aws")),
             PassPlan::default(),
             "a cluster of Ready nodes asks the cloud nothing"
         );
@@ -220,14 +234,38 @@ mod tests {
 
     #[test]
     fn static_and_uninitialised_nodes_are_not_managed() {
-        assert!(!is_managed(&node(None, None, &[])));
-        assert!(!is_managed(&node(Some(""), None, &[])));
-        assert!(!is_managed(&node(
-            Some("aws:///z/i-1"),
-            None,
-            &[TAINT_UNINITIALIZED]
-        )));
-        assert!(is_managed(&node(Some("aws:///z/i-1"), None, &["other"])));
+        let aws = Some("aws");
+        assert!(!is_managed(&node(None, None, &[]), aws));
+        assert!(!is_managed(&node(Some(""), None, &[]), aws));
+        assert!(!is_managed(
+            &node(Some("aws:///z/i-1"), None, &[TAINT_UNINITIALIZED]),
+            aws
+        ));
+        assert!(is_managed(
+            &node(Some("aws:///z/i-1"), None, &["other"]),
+            aws
+        ));
+        assert!(is_managed(&node(Some("aws:///z/i-1"), None, &[]), None));
+    }
+
+    #[test]
+    fn nodes_of_another_provider_are_left_alone() {
+        let aws = Some("aws");
+        for foreign in [
+            "static://",
+            "static://node-1",
+            "openstack:///abc",
+            "awsx:///z/i-1",
+            "kind://docker/n",
+        ] {
+            let n = node(Some(foreign), Some(false), &[]);
+            assert!(!is_managed(&n, aws), "{foreign}");
+            assert_eq!(plan_pass([&n], aws), PassPlan::default(), "{foreign}");
+        }
+        assert!(is_managed(
+            &node(Some("dvp://vm-1"), Some(false), &[]),
+            Some("dvp")
+        ));
     }
 
     #[test]

@@ -434,7 +434,10 @@ async fn update_targets(
             note(ctx, svc, "UpdatedLoadBalancer", "UpdateLoadBalancer", &text).await;
             Ok(Action::requeue(ctx.config.full_resync))
         }
-        Ok(false) => Ok(Action::requeue(ctx.config.full_resync)),
+        Ok(false) => {
+            tracing::debug!(service = %key(svc), "load balancer targets unchanged");
+            Ok(Action::requeue(ctx.config.full_resync))
+        }
         Err(CloudError::Pending { retry_after, .. }) => Ok(Action::requeue(retry_after)),
         Err(e) => {
             let text = format!("Error updating load balancer with new hosts: {e}");

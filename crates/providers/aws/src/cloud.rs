@@ -246,6 +246,7 @@ impl AwsCloud {
                     vpc: config.global.vpc.clone(),
                     elb_security_group: config.global.elb_security_group.clone(),
                     disable_security_group_ingress: config.global.disable_security_group_ingress,
+                    public_network_allow_list: config.global.public_network_allow_list.clone(),
                 },
             ))
         });

@@ -13,7 +13,7 @@ use stratus_cloud::{
 use stratus_cloud_kit::ApiMetrics;
 
 use crate::compute::Nova;
-use crate::instances::OpenStackInstances;
+use crate::instances::{OpenStackInstances, SKIP_NODE_DELETION_ENV};
 use crate::network::Neutron;
 use crate::provider_id::{REGIONAL_ENV, SCHEME};
 use crate::server_view::{ServerView, ViewOptions};
@@ -57,6 +57,8 @@ impl Provider for OpenStackProvider {
                 ..ViewOptions::default()
             },
             regional_ids: std::env::var(REGIONAL_ENV).is_ok_and(|v| v == "true"),
+            skip_node_deletion: std::env::var(SKIP_NODE_DELETION_ENV)
+                .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true")),
         }))
     }
 }
@@ -66,6 +68,7 @@ struct ConfiguredOpenStack {
     http: HttpClient,
     view: ViewOptions,
     regional_ids: bool,
+    skip_node_deletion: bool,
 }
 
 #[async_trait]
@@ -91,13 +94,20 @@ impl ConfiguredProvider for ConfiguredOpenStack {
             Neutron::new(clients.network.clone()),
             self.view,
         );
-        let instances = Arc::new(OpenStackInstances::new(
-            view.clone(),
-            nova,
-            global.region.clone(),
-            self.regional_ids,
-            self.config.networking.clone(),
-        ));
+        let instances = Arc::new(
+            OpenStackInstances::new(
+                view.clone(),
+                nova,
+                global.region.clone(),
+                self.regional_ids,
+                self.config.networking.clone(),
+            )
+            .keeping_nodes(self.skip_node_deletion),
+        );
+        if self.skip_node_deletion {
+            tracing::info!("{SKIP_NODE_DELETION_ENV}=true: Nodes whose server is gone are kept");
+        }
+
         let load_balancers = self.config.load_balancer.enabled.then(|| {
             let octavia = crate::lb::octavia::Octavia::new(
                 stratus_openstack_api::client::ServiceClient::new(

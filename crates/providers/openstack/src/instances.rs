@@ -21,8 +21,14 @@ pub const HOST_ID_LABEL: &str = "topology.openstack.org/host-id";
 /// How long a node whose server is still being built waits before it is looked at again.
 pub const BUILD_RETRY: Duration = Duration::from_secs(2);
 
+/// Deckhouse's switch (its OCCM patch): `true` keeps a Node whose server is gone instead of
+/// letting the node-lifecycle controller delete it.
+pub const SKIP_NODE_DELETION_ENV: &str = "SKIP_NODE_DELETION";
+
 /// OpenStack answers to instance questions.
 pub struct OpenStackInstances {
+    /// [`SKIP_NODE_DELETION_ENV`]: a gone server is reported as existing.
+    keep_nodes: bool,
     view: Arc<ServerView>,
     nova: Nova,
     region: Option<String>,
@@ -41,6 +47,7 @@ impl OpenStackInstances {
         networking: NetworkingConfig,
     ) -> Self {
         Self {
+            keep_nodes: false,
             view,
             nova,
             region,
@@ -48,6 +55,13 @@ impl OpenStackInstances {
             networking,
             flavor_names: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// With `keep`, a server that is gone is reported as existing, so its Node is never deleted
+    /// ([`SKIP_NODE_DELETION_ENV`]).
+    pub fn keeping_nodes(mut self, keep: bool) -> Self {
+        self.keep_nodes = keep;
+        self
     }
 
     async fn live(&self, node: &NodeInfo) -> Result<Option<Arc<Entry>>, CloudError> {
@@ -94,7 +108,12 @@ fn describe_keys(node: &NodeInfo) -> String {
 #[async_trait]
 impl InstancesV2 for OpenStackInstances {
     async fn instance_exists(&self, node: &NodeInfo) -> Result<bool, CloudError> {
-        Ok(self.live(node).await?.is_some())
+        let exists = self.live(node).await?.is_some();
+        if !exists && self.keep_nodes {
+            tracing::debug!(node = %node.name, "server gone, Node kept ({SKIP_NODE_DELETION_ENV})");
+            return Ok(true);
+        }
+        Ok(exists)
     }
 
     async fn instance_shutdown(&self, node: &NodeInfo) -> Result<bool, CloudError> {

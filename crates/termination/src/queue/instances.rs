@@ -8,9 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_ec2::types::Filter;
-use stratus_aws_api::pager::pages;
-use stratus_aws_api::AwsApi;
+use stratus_aws_api::ec2::{filter, Ec2};
 use stratus_cloud::CloudError;
 use tokio::sync::{mpsc, oneshot, Mutex};
 use tokio::time::Instant;
@@ -36,10 +34,10 @@ pub struct Instances {
 
 impl Instances {
     /// Starts the batcher on the current runtime.
-    pub fn start(ec2: aws_sdk_ec2::Client, api: AwsApi) -> Instances {
+    pub fn start(ec2: Ec2) -> Instances {
         let cache: Arc<Mutex<HashMap<String, Entry>>> = Arc::default();
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(batcher(ec2, api, cache.clone(), rx));
+        tokio::spawn(batcher(ec2, cache.clone(), rx));
         Instances {
             cache,
             requests: tx,
@@ -108,8 +106,7 @@ fn unavailable(message: &str) -> CloudError {
 }
 
 async fn batcher(
-    ec2: aws_sdk_ec2::Client,
-    api: AwsApi,
+    ec2: Ec2,
     cache: Arc<Mutex<HashMap<String, Entry>>>,
     mut rx: mpsc::UnboundedReceiver<(Vec<String>, Reply)>,
 ) {
@@ -129,7 +126,7 @@ async fn batcher(
         let mut ids: Vec<String> = batch.iter().flat_map(|(ids, _)| ids.clone()).collect();
         ids.sort();
         ids.dedup();
-        let result = describe(&ec2, &api, &ids).await;
+        let result = describe(&ec2, &ids).await;
         match result {
             Ok(found) => {
                 let now = Instant::now();
@@ -156,70 +153,53 @@ async fn batcher(
     }
 }
 
-async fn describe(
-    ec2: &aws_sdk_ec2::Client,
-    api: &AwsApi,
-    ids: &[String],
-) -> Result<HashMap<String, InstanceInfo>, CloudError> {
+async fn describe(ec2: &Ec2, ids: &[String]) -> Result<HashMap<String, InstanceInfo>, CloudError> {
     let mut found = HashMap::new();
     for chunk in ids.chunks(IDS_PER_CALL) {
-        let filter = Filter::builder()
-            .name("instance-id")
-            .set_values(Some(chunk.to_vec()))
-            .build();
-        pages(
-            api,
-            "DescribeInstances",
-            |token| {
-                ec2.describe_instances()
-                    .filters(filter.clone())
-                    .set_next_token(token)
-                    .send()
-            },
-            |page| {
-                for instance in page.reservations().iter().flat_map(|r| r.instances()) {
-                    let Some(id) = instance.instance_id() else {
-                        continue;
-                    };
-                    found.insert(
-                        id.to_owned(),
-                        InstanceInfo {
-                            instance_id: id.to_owned(),
-                            private_dns_name: instance
-                                .private_dns_name()
-                                .unwrap_or_default()
-                                .to_owned(),
-                            availability_zone: instance
-                                .placement()
-                                .and_then(|p| p.availability_zone())
-                                .unwrap_or_default()
-                                .to_owned(),
-                            instance_type: instance
-                                .instance_type()
-                                .map(|t| t.as_str().to_owned())
-                                .unwrap_or_default(),
-                            state: instance
-                                .state()
-                                .and_then(|s| s.name())
-                                .map(|n| n.as_str().to_owned())
-                                .unwrap_or_default(),
-                            tags: instance
-                                .tags()
-                                .iter()
-                                .filter_map(|t| {
-                                    Some((
-                                        t.key()?.to_owned(),
-                                        t.value().unwrap_or_default().to_owned(),
-                                    ))
-                                })
-                                .collect(),
-                        },
-                    );
-                }
-                page.next_token().map(str::to_owned)
-            },
-        )
-        .await?;
+        let infos = ec2
+            .describe_instances(
+                &[filter("instance-id", chunk.iter().cloned())],
+                |instance| {
+                    let id = instance.instance_id()?;
+                    Some(InstanceInfo {
+                        instance_id: id.to_owned(),
+                        private_dns_name: instance
+                            .private_dns_name()
+                            .unwrap_or_default()
+                            .to_owned(),
+                        availability_zone: instance
+                            .placement()
+                            .and_then(|p| p.availability_zone())
+                            .unwrap_or_default()
+                            .to_owned(),
+                        instance_type: instance
+                            .instance_type()
+                            .map(|t| t.as_str().to_owned())
+                            .unwrap_or_default(),
+                        state: instance
+                            .state()
+                            .and_then(|s| s.name())
+                            .map(|n| n.as_str().to_owned())
+                            .unwrap_or_default(),
+                        tags: instance
+                            .tags()
+                            .iter()
+                            .filter_map(|t| {
+                                Some((
+                                    t.key()?.to_owned(),
+                                    t.value().unwrap_or_default().to_owned(),
+                                ))
+                            })
+                            .collect(),
+                    })
+                },
+            )
+            .await?;
+        found.extend(
+            infos
+                .into_iter()
+                .map(|info| (info.instance_id.clone(), info)),
+        );
     }
     Ok(found)
 }

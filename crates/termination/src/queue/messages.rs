@@ -7,7 +7,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
 use stratus_runtime::redact;
 
-use crate::event::{go_hex, InterruptionEvent, Kind, LifecycleAction, SQS_MONITOR};
+use crate::interruption::{go_hex, InterruptionEvent, Kind, LifecycleAction, SQS_MONITOR};
 
 const TERMINATING: &str = "autoscaling:EC2_INSTANCE_TERMINATING";
 const LAUNCHING: &str = "autoscaling:EC2_INSTANCE_LAUNCHING";

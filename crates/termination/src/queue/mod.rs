@@ -98,7 +98,7 @@ impl QueueMode {
                 }
                 Err(e) => {
                     failures += 1;
-                    self.handler.metrics.error(crate::event::SQS_MONITOR);
+                    self.handler.metrics.error(crate::interruption::SQS_MONITOR);
                     let delay = Duration::from_millis(500 * 2u64.pow(failures.min(6)))
                         .min(Duration::from_secs(30));
                     tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "receiving from SQS failed");
@@ -152,7 +152,7 @@ impl QueueMode {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "dropping an unreadable message");
-                metrics.error(crate::event::SQS_MONITOR);
+                metrics.error(crate::interruption::SQS_MONITOR);
                 metrics.queue_message("dropped");
                 return true;
             }
@@ -162,7 +162,7 @@ impl QueueMode {
             Ok(i) => i,
             Err(e) => {
                 tracing::warn!(error = %e, "looking up instances failed; the message will be retried");
-                metrics.error(crate::event::SQS_MONITOR);
+                metrics.error(crate::interruption::SQS_MONITOR);
                 metrics.queue_message("retried");
                 return false;
             }
@@ -214,7 +214,7 @@ impl QueueMode {
     /// Drains for one event, with heartbeats and lifecycle completion; true when done.
     async fn handle(
         &self,
-        mut event: crate::event::InterruptionEvent,
+        mut event: crate::interruption::InterruptionEvent,
         seen: tokio::time::Instant,
     ) -> bool {
         let opts = &self.handler.opts;

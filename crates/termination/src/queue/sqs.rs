@@ -9,7 +9,7 @@ use stratus_aws_api::AwsApi;
 use stratus_cloud::CloudError;
 use tokio::sync::mpsc;
 
-use crate::event::LifecycleAction;
+use crate::interruption::LifecycleAction;
 
 /// How long deletes wait to share a DeleteMessageBatch.
 const DELETE_WINDOW: Duration = Duration::from_millis(100);

@@ -9,10 +9,8 @@ use anyhow::Context;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
+use stratus_runtime::any_certificate::AnyServerCertificate;
 
 /// Which server certificates the client accepts.
 pub enum Trust {
@@ -48,7 +46,7 @@ pub async fn get(
     let config = match trust {
         Trust::Any => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_custom_certificate_verifier(Arc::new(AnyServerCertificate::new(provider)))
             .with_no_client_auth(),
         Trust::Only(cert) => {
             let mut roots = rustls::RootCertStore::empty();
@@ -96,51 +94,41 @@ pub async fn get(
     })
 }
 
-/// Accepts any certificate, but checks that the server holds its key.
-#[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+/// A TLS handshake with `addr` (any certificate accepted) speaking only `version` and, when
+/// given, offering only the cipher suite named `suite` (rustls's IANA spelling); the suite the
+/// server chose, or why the handshake failed.
+pub async fn handshake(
+    addr: SocketAddr,
+    version: &'static rustls::SupportedProtocolVersion,
+    suite: Option<&str>,
+) -> anyhow::Result<String> {
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    if let Some(suite) = suite {
+        provider
+            .cipher_suites
+            .retain(|s| format!("{:?}", s.suite()) == suite);
+        anyhow::ensure!(
+            !provider.cipher_suites.is_empty(),
+            "rustls has no suite {suite}"
+        );
     }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+    let provider = Arc::new(provider);
+    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[version])?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyServerCertificate::new(provider)))
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connect {addr}"))?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::IpAddress(addr.ip().into()), tcp)
+        .await
+        .context("TLS handshake")?;
+    let chosen = tls
+        .get_ref()
+        .1
+        .negotiated_cipher_suite()
+        .context("no cipher suite negotiated")?;
+    Ok(format!("{:?}", chosen.suite()))
 }

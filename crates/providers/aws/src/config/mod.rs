@@ -68,6 +68,10 @@ pub struct GlobalConfig {
     pub supported_topology_instance_type_pattern: Option<String>,
     /// `NLBSecurityGroupMode`: `Managed`, or not set.
     pub nlb_security_group_mode: Option<NlbSecurityGroupMode>,
+    /// `PublicNetworkAllowList` (Deckhouse's key, written `publicNetworkAllowList`; keys match
+    /// case-insensitively as in upstream's gcfg): CIDRs that replace "everywhere" in a network
+    /// load balancer's client rules when its Service names no narrower source range.
+    pub public_network_allow_list: Vec<String>,
 }
 
 impl Default for GlobalConfig {
@@ -90,6 +94,7 @@ impl Default for GlobalConfig {
             shared_health_probe_path: DEFAULT_SHARED_HEALTH_PROBE_PATH.to_owned(),
             supported_topology_instance_type_pattern: None,
             nlb_security_group_mode: None,
+            public_network_allow_list: Vec::new(),
         }
     }
 }

@@ -45,6 +45,7 @@ ClusterServiceSharedLoadBalancerHealthProbePort = 10257
 ClusterServiceSharedLoadBalancerHealthProbePath = "/livez;#kept"
 SupportedTopologyInstanceTypePattern = "^(p4d|trn1)\\..*$" ; gcfg needs \\ for a backslash
 NLBSecurityGroupMode = Managed
+PublicNetworkAllowList = 203.0.113.0/24
 
 [ServiceOverride "1"]
 Service = EC2
@@ -79,6 +80,7 @@ signingregion = us-west-2
             shared_health_probe_path: "/livez;#kept".into(),
             supported_topology_instance_type_pattern: Some(r"^(p4d|trn1)\..*$".into()),
             nlb_security_group_mode: Some(NlbSecurityGroupMode::Managed),
+            public_network_allow_list: vec!["203.0.113.0/24".into()],
         },
         service_overrides: vec![
             ServiceOverride {
@@ -106,6 +108,34 @@ signingregion = us-west-2
     assert_eq!(config.region().as_deref(), Some("us-west-2"));
     assert_eq!(config.cluster_id(), Some("prod"));
     assert!(config.uses_legacy_cluster_tag());
+}
+
+/// The cloud config exactly as Deckhouse's AWS module renders it for a cluster with a
+/// `publicNetworkAllowList` (lower-case first letter, values quoted, joined by commas).
+#[test]
+fn deckhouse_rendering_with_a_public_network_allow_list_parses() {
+    let text = "[Global]\nKubernetesClusterID = \"4b7a1f52-0c1e-4d5e-9a57-0d3f6c1e8b21\"\n\
+                ElbSecurityGroup = \"sg-0123456789abcdef0\"\n\
+                publicNetworkAllowList = \"198.51.100.0/24, 203.0.113.7/32\"\n";
+    let config = ok(text);
+    assert_eq!(
+        config.global.public_network_allow_list,
+        vec!["198.51.100.0/24".to_string(), "203.0.113.7/32".to_string()]
+    );
+    assert_eq!(
+        config.cluster_id(),
+        Some("4b7a1f52-0c1e-4d5e-9a57-0d3f6c1e8b21")
+    );
+    assert_eq!(
+        config.global.elb_security_group.as_deref(),
+        Some("sg-0123456789abcdef0")
+    );
+    // A bad entry is named by its place, never echoed.
+    let found = problems("[Global]\npublicNetworkAllowList = \"198.51.100.0/24,secret-ish\"\n");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].key.as_deref(), Some("PublicNetworkAllowList"));
+    assert!(found[0].message.contains("entry 2"), "{found:?}");
+    assert!(!found[0].message.contains("secret-ish"), "{found:?}");
 }
 
 #[test]

@@ -38,6 +38,7 @@ pub(super) const GLOBAL_KEYS: &[&str] = &[
     "ClusterServiceSharedLoadBalancerHealthProbePath",
     "SupportedTopologyInstanceTypePattern",
     "NLBSecurityGroupMode",
+    "PublicNetworkAllowList",
 ];
 
 /// Keys of `[ServiceOverride "name"]`, spelled as upstream.
@@ -189,7 +190,38 @@ fn global_config(s: &Section<'_>, problems: &mut Vec<ConfigProblem>) -> GlobalCo
         nlb_security_group_mode: s.checked("NLBSecurityGroupMode", problems, |v| {
             enum_value(v, &[("Managed", NlbSecurityGroupMode::Managed)])
         }),
+        public_network_allow_list: s
+            .checked("PublicNetworkAllowList", problems, allow_list_value)
+            .unwrap_or_default(),
     }
+}
+
+/// `PublicNetworkAllowList`: CIDRs separated by commas (spaces around them ignored), as
+/// Deckhouse writes it from the cluster's `publicNetworkAllowList`.
+fn allow_list_value(v: &str) -> Result<Vec<String>, String> {
+    let cidrs: Vec<String> = v
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if let Some(n) = cidrs
+        .iter()
+        .position(|c| stratus_cloud::Cidr::parse(c).is_err())
+    {
+        return Err(format!(
+            "entry {} is not a CIDR (expected CIDRs separated by commas, e.g. 203.0.113.0/24,198.51.100.0/24)",
+            n + 1
+        ));
+    }
+    let max = stratus_aws_api::sg_rules::MAX_SOURCE_RANGES;
+    if cidrs.len() > max {
+        return Err(format!(
+            "{} ranges given, at most {max} (each is a rule in the node security groups)",
+            cidrs.len()
+        ));
+    }
+    Ok(cidrs)
 }
 
 /// A region name.

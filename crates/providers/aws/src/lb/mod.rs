@@ -35,6 +35,9 @@ pub struct LbSettings {
     pub elb_security_group: Option<String>,
     /// `[Global] DisableSecurityGroupIngress`: leave node groups alone.
     pub disable_security_group_ingress: bool,
+    /// `[Global] PublicNetworkAllowList`: the client ranges of an NLB whose Service is open to
+    /// everywhere (see [`stratus_aws_api::sg_rules::client_ranges`]).
+    pub public_network_allow_list: Vec<String>,
 }
 
 /// What Stratus remembers of one load balancer between reconciles.

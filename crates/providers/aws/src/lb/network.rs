@@ -11,7 +11,7 @@ use stratus_aws_api::annotations::LbAnnotations;
 use stratus_aws_api::elbv2::{LoadBalancer, NewLoadBalancer, NewTargetGroup, Placement};
 use stratus_aws_api::elbv2::{SubnetMapping, TargetRef};
 use stratus_aws_api::node_rules::node_groups;
-use stratus_aws_api::sg_rules::{check_source_ranges, diff, source_ranges, CidrRule};
+use stratus_aws_api::sg_rules::{check_source_ranges, client_ranges, diff, CidrRule};
 use stratus_aws_api::subnets::choose_subnets;
 use stratus_aws_api::tags::missing_tags;
 
@@ -246,7 +246,11 @@ impl AwsLoadBalancers {
             .collect();
         let wanted = node_groups(&per_instance, &known, &self.cluster_id).map_err(invalid)?;
         let cidrs = self.ec2.vpc_cidrs(vpc).await?;
-        let desired = nlb_node_rules(spec, &source_ranges(&request.source_ranges), &cidrs);
+        let clients = client_ranges(
+            &request.source_ranges,
+            &self.settings.public_network_allow_list,
+        );
+        let desired = nlb_node_rules(spec, &clients, &cidrs);
         let ours = nlb_rule_descriptions(&spec.name);
         for (id, g) in &known {
             let current: BTreeSet<CidrRule> = g

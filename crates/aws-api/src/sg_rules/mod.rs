@@ -71,6 +71,18 @@ pub fn source_ranges(requested: &[String]) -> Vec<String> {
     out
 }
 
+/// The client ranges of a network load balancer's node rules: the Service's source ranges, or,
+/// when those are open to everywhere (none given, or exactly `0.0.0.0/0`) and `allow_list`
+/// (`[Global] PublicNetworkAllowList`, Deckhouse's) is not empty, the allow list instead.
+pub fn client_ranges(requested: &[String], allow_list: &[String]) -> Vec<String> {
+    let ranges = source_ranges(requested);
+    if ranges == [ANYWHERE_V4] && !allow_list.is_empty() {
+        source_ranges(allow_list)
+    } else {
+        ranges
+    }
+}
+
 /// Rules of a Classic ELB's own group: every listener port from every source range, plus ICMP
 /// "fragmentation needed" (type 3, code 4) so path-MTU discovery works through the ELB.
 pub fn listener_rules(ports: &[u16], ranges: &[String]) -> BTreeSet<CidrRule> {
@@ -131,6 +143,19 @@ mod tests {
     #[test]
     fn default_range_is_everywhere_and_ranges_are_deduplicated() {
         assert_eq!(source_ranges(&[]), vec![ANYWHERE_V4]);
+        let allow = ["10.1.0.0/16".to_string(), "192.0.2.7/32".to_string()];
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(client_ranges(&[], &allow), allow.to_vec());
+        assert_eq!(client_ranges(&v(&["0.0.0.0/0"]), &allow), allow.to_vec());
+        assert_eq!(
+            client_ranges(&v(&["203.0.113.0/24"]), &allow),
+            v(&["203.0.113.0/24"])
+        );
+        assert_eq!(
+            client_ranges(&v(&["0.0.0.0/0", "203.0.113.0/24"]), &allow),
+            v(&["0.0.0.0/0", "203.0.113.0/24"])
+        );
+        assert_eq!(client_ranges(&[], &[]), vec![ANYWHERE_V4]);
         assert_eq!(
             source_ranges(&["10.0.0.0/8".into(), " 10.0.0.0/8 ".into()]),
             vec!["10.0.0.0/8"]

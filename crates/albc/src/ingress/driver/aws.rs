@@ -25,7 +25,7 @@ use crate::ingress::drift;
 use crate::ingress::live::{
     health_settings, listener_settings, sorted_extra, Applied, LiveListener, LiveTargetGroup,
 };
-use crate::ingress::model::{load_balancer_name, AlbSpec, GroupId, TargetGroupSpec};
+use crate::ingress::plan::{load_balancer_name, AlbSpec, GroupId, TargetGroupSpec};
 use crate::ingress::rules::plan_rules;
 use crate::ingress::security;
 use crate::ingress::tags::{CLUSTER_TAG, RESOURCE_TAG, STACK_LABEL, STACK_TAG};

@@ -1,6 +1,6 @@
 //! The Ingress driver: the Ingresses served here ([`crate::ingress::class`]) are grouped, their
 //! annotations read under their class's IngressClassParams, planned by
-//! [`crate::ingress::model::plan_parsed`] and applied by [`crate::ingress::apply`]; then the
+//! [`crate::ingress::plan::plan_parsed`] and applied to AWS by its child module `aws`; then the
 //! finalizer and `status.loadBalancer` of every member. A group with no member left loses its
 //! ALB, target groups, bindings and managed group. Invalid annotations or params: a Warning
 //! Event, nothing changed. A change of any IngressClass or IngressClassParams reconciles every
@@ -24,10 +24,13 @@ use stratus_kube_kit::EventPublisher;
 
 use crate::crd::IngressClassParams;
 use crate::ingress::annotations::{self, IngressAnnotations};
-use crate::ingress::apply::{apply, teardown};
 use crate::ingress::class::{namespace_refused, Classes, Served};
 use crate::ingress::class_params::namespace_allowed;
-use crate::ingress::model::{group_of, member_name, plan_parsed, GroupId};
+use crate::ingress::plan::{group_of, member_name, plan_parsed, GroupId};
+
+mod aws;
+
+use aws::{apply, teardown};
 
 pub use crate::ingress::class::CONTROLLER;
 pub use crate::ingress::context::{IngressCtx, IngressError, IngressSettings, FINALIZER};
@@ -273,7 +276,7 @@ async fn reconcile(ing: Arc<Ingress>, ctx: Arc<IngressCtx>) -> Result<Action, In
 }
 
 fn model_annotations(ing: &Ingress) -> BTreeMap<String, String> {
-    crate::ingress::model::annotations_of(ing)
+    crate::ingress::plan::annotations_of(ing)
 }
 
 async fn warn(ctx: &IngressCtx, ing: &Ingress, note: String) {
@@ -306,6 +309,6 @@ async fn set_status(ctx: &IngressCtx, ing: &Ingress, hostname: &str) -> Result<(
     Ok(())
 }
 
-/// Every Ingress is reconciled again after this long (later than [`crate::ingress::apply::FRESH`],
+/// Every Ingress is reconciled again after this long (later than [`crate::ingress::driver::aws::FRESH`],
 /// so the resync reads AWS back).
 const RESYNC: Duration = Duration::from_secs(600);

@@ -1,6 +1,6 @@
 //! The Service driver: LoadBalancer Services of class `service.k8s.aws/nlb` (or with the
 //! `external` type annotation) get a network load balancer planned by
-//! [`crate::service::model::plan_nlb`]: subnets by the CCM's tag discovery (or the annotation)
+//! [`crate::service::plan::plan_nlb`]: subnets by the CCM's tag discovery (or the annotation)
 //! with static private addresses as subnet mappings, load-balancer attributes held, one L4
 //! listener (TCP, UDP, TCP_UDP or TLS with its certificates) and target group per port, each
 //! target group fed by an internal TargetGroupBinding; the finalizer
@@ -37,7 +37,7 @@ use crate::ingress::target_groups::{
 use crate::ingress::{drift, security};
 use crate::service::annotations::{is_nlb_service, parse};
 use crate::service::listeners::{self, protocol_enum, ListenerStep, LiveListener, WantedListener};
-use crate::service::model::{
+use crate::service::plan::{
     frontend_rules, nlb_name, plan_nlb, stack_key, subnet_slots, NlbSpec, SubnetSlot,
 };
 use crate::tgb::internal::{self, InternalBinding};

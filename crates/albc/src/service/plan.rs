@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::ingress::annotations::HealthCheck;
-use crate::ingress::model::{clip, hash8, target_group_name, GroupId};
+use crate::ingress::plan::{clip, hash8, target_group_name, GroupId};
 use stratus_aws_api::sg_rules::{listener_rules, source_ranges as source_ranges_of, CidrRule};
 
 use crate::service::annotations::{NlbAnnotations, NlbTls, SOURCE_RANGES};
