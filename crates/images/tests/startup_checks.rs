@@ -940,7 +940,11 @@ const MODES: &[Mode] = &[
     // capdvp-controller-manager.
     mode(
         "capdvp-controller-manager",
-        &["--secure-port={port}", "--bind-address=127.0.0.1"],
+        &[
+            "--secure-port={port}",
+            "--bind-address=127.0.0.1",
+            "--health-probe-bind-address=127.0.0.1:0",
+        ],
         &[
             "DVP_KUBERNETES_CONFIG_BASE64",
             "DVP_NAMESPACE",

@@ -54,13 +54,7 @@ pub async fn get(
             builder.with_root_certificates(roots).with_no_client_auth()
         }
     };
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .with_context(|| format!("connect {addr}"))?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::IpAddress(addr.ip().into()), tcp)
-        .await
-        .context("TLS handshake")?;
+    let tls = connect(addr, config).await?;
     let server_cert = tls
         .get_ref()
         .1
@@ -94,6 +88,20 @@ pub async fn get(
     })
 }
 
+/// A TCP connection to `addr` and a TLS handshake over it with `config`.
+async fn connect(
+    addr: SocketAddr,
+    config: rustls::ClientConfig,
+) -> anyhow::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connect {addr}"))?;
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::IpAddress(addr.ip().into()), tcp)
+        .await
+        .context("TLS handshake")
+}
+
 /// A TLS handshake with `addr` (any certificate accepted) speaking only `version` and, when
 /// given, offering only the cipher suite named `suite` (rustls's IANA spelling); the suite the
 /// server chose, or why the handshake failed.
@@ -118,13 +126,7 @@ pub async fn handshake(
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AnyServerCertificate::new(provider)))
         .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .with_context(|| format!("connect {addr}"))?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::IpAddress(addr.ip().into()), tcp)
-        .await
-        .context("TLS handshake")?;
+    let tls = connect(addr, config).await?;
     let chosen = tls
         .get_ref()
         .1
