@@ -223,6 +223,11 @@ fn default_values_render_the_ccm_daemonset_and_its_rbac() {
         (
             "RoleBinding".into(),
             sys.clone(),
+            "cloud-controller-manager:apiserver-authentication-reader".into(),
+        ),
+        (
+            "RoleBinding".into(),
+            sys.clone(),
             "system:stratus-cloud-controller-manager".into(),
         ),
         (
@@ -293,7 +298,20 @@ fn default_values_render_the_ccm_daemonset_and_its_rbac() {
     );
     assert_eq!(delegator.role_ref.kind, "ClusterRole");
     assert_eq!(delegator.role_ref.name, "system:auth-delegator");
-    let kube_system: RoleBinding = one(&objects, "RoleBinding", None);
+    let kube_system: RoleBinding = one(
+        &objects,
+        "RoleBinding",
+        Some("system:stratus-cloud-controller-manager"),
+    );
+    let reader: RoleBinding = one(
+        &objects,
+        "RoleBinding",
+        Some("cloud-controller-manager:apiserver-authentication-reader"),
+    );
+    assert_eq!(
+        reader.role_ref.name,
+        "extension-apiserver-authentication-reader"
+    );
     assert_eq!(kube_system.role_ref.kind, "Role");
     assert_eq!(
         kube_system.role_ref.name,
@@ -401,10 +419,23 @@ fn default_cluster_role_is_deploy_rbac_cluster_role() {
         chart_role.rules, deploy_role.rules,
         "charts/cloud-controller-manager/values.yaml kubeSystemRoleRules and deploy/rbac.yaml differ"
     );
-    let chart_rb: RoleBinding = one(&chart, "RoleBinding", None);
-    let deploy_rb: RoleBinding = one(&deploy, "RoleBinding", None);
+    let chart_rb: RoleBinding = one(&chart, "RoleBinding", name);
+    let deploy_rb: RoleBinding = one(&deploy, "RoleBinding", name);
     assert_eq!(chart_rb.role_ref, deploy_rb.role_ref);
     assert_eq!(chart_rb.subjects, deploy_rb.subjects);
+    // And the authentication ConfigMap reader.
+    let chart_reader: RoleBinding = one(
+        &chart,
+        "RoleBinding",
+        Some("cloud-controller-manager:apiserver-authentication-reader"),
+    );
+    let deploy_reader: RoleBinding = one(
+        &deploy,
+        "RoleBinding",
+        Some("system:stratus-cloud-controller-manager:apiserver-authentication-reader"),
+    );
+    assert_eq!(chart_reader.role_ref, deploy_reader.role_ref);
+    assert_eq!(chart_reader.subjects, deploy_reader.subjects);
 }
 
 #[test]
@@ -491,7 +522,11 @@ fn namespace_and_names_follow_the_values() {
     assert_eq!(sa.metadata.namespace.as_deref(), Some("cloud"));
     // The Role lives in kube-system (where the Leases and controller ServiceAccounts are),
     // whatever the release namespace.
-    let reader: RoleBinding = one(&objects, "RoleBinding", None);
+    let reader: RoleBinding = one(
+        &objects,
+        "RoleBinding",
+        Some("system:stratus-cloud-controller-manager"),
+    );
     assert_eq!(reader.metadata.namespace.as_deref(), Some("kube-system"));
     let subject = &reader.subjects.unwrap_or_default()[0];
     assert_eq!(subject.name, "ccm");
@@ -617,8 +652,8 @@ async fn chart_installs_into_a_real_apiserver_and_binds_delegated_auth() {
     )
     .await
     .unwrap();
-    // The kube-system Role grants nothing elsewhere, and the authentication ConfigMap is not
-    // readable (nothing reads it).
+    // The kube-system Role grants nothing elsewhere; the authentication ConfigMap (the secure
+    // port's client CA and front-proxy settings) is readable, other ConfigMaps are not.
     assert!(
         !can(
             "update",
@@ -630,12 +665,22 @@ async fn chart_installs_into_a_real_apiserver_and_binds_delegated_auth() {
         .await
     );
     assert!(
-        !can(
+        can(
             "get",
             "",
             "configmaps",
             Some("kube-system"),
             Some("extension-apiserver-authentication")
+        )
+        .await
+    );
+    assert!(
+        !can(
+            "get",
+            "",
+            "configmaps",
+            Some("kube-system"),
+            Some("kube-proxy")
         )
         .await
     );

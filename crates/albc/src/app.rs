@@ -159,6 +159,9 @@ pub async fn run(
                     denied: Duration::from_secs(10),
                 },
                 access: AccessRule::Path,
+                client_auth: stratus_serving::ClientAuthSettings::default(),
+                profiling: false,
+                listen: Default::default(),
             };
             let clients = ReviewClients {
                 authentication: kube.clone(),

@@ -138,7 +138,14 @@ pub async fn run(
     if opts.election.leader_elect {
         problems.take(election.validate());
     }
-    let serving = opts.serving.serving(DEFAULT_SECURE_PORT);
+    // Stratus's own secure port (Deckhouse's capdvp has none): the authentication ConfigMap is
+    // read when allowed, never a reason not to start.
+    let serving = opts.serving.serving(DEFAULT_SECURE_PORT).map(|mut s| {
+        if let stratus_serving::Lookup::InCluster { tolerate_failure } = &mut s.client_auth.lookup {
+            *tolerate_failure = true;
+        }
+        s
+    });
     let mut reviews = None;
     if let Some(serving) = &serving {
         problems.take(stratus_serving::tls::check(&serving.tls).map_err(|e| format!("{e:#}")));

@@ -54,6 +54,8 @@ pub struct PerAccount {
     root: Client,
     /// The CCM's connection settings without its credentials.
     anonymous: kube::Config,
+    /// `--kube-api-qps`/`--kube-api-burst`: each account's client its own bucket.
+    limits: stratus_kube_kit::KubeApiArgs,
     made: Mutex<BTreeMap<&'static str, Client>>,
 }
 
@@ -64,12 +66,17 @@ impl ControllerClients {
     }
 
     /// Per-controller clients built on `config` (the CCM's own connection settings).
-    pub fn per_account(config: &kube::Config, root: Client) -> Self {
+    pub fn per_account(
+        config: &kube::Config,
+        root: Client,
+        limits: stratus_kube_kit::KubeApiArgs,
+    ) -> Self {
         let mut anonymous = config.clone();
         anonymous.auth_info = kube::config::AuthInfo::default();
         ControllerClients::PerAccount(Box::new(PerAccount {
             root,
             anonymous,
+            limits,
             made: Mutex::new(BTreeMap::new()),
         }))
     }
@@ -110,6 +117,7 @@ impl PerAccount {
             .with_context(|| format!("cannot build the client of ServiceAccount {account}"))?
             .with_layer(&layer)
             .build();
+        let client = self.limits.limit(client);
         tracing::info!(
             account,
             namespace = NAMESPACE,

@@ -16,6 +16,7 @@ pub mod readiness;
 pub mod start_plan;
 pub mod starter;
 pub mod supervisor;
+pub mod webhooks;
 
 use std::process::ExitCode;
 

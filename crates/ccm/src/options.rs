@@ -6,7 +6,10 @@ use std::time::Duration;
 use clap::{ArgAction, Parser};
 use stratus_cloud::ProviderOptions;
 use stratus_election::LeaderElectionArgs;
-use stratus_kube_kit::KubeClientArgs;
+use stratus_kube_kit::{KubeApiArgs, KubeClientArgs};
+use stratus_runtime::feature_gates::{parse_controller_manager_gates, FeatureGates};
+
+use crate::webhooks::WebhookArgs;
 use stratus_runtime::duration::parse_go_duration;
 use stratus_runtime::logging::LoggingArgs;
 use stratus_serving::ServingArgs;
@@ -16,41 +19,8 @@ use crate::pod_network::{
 };
 
 /// Upstream flags Stratus does not implement: refused by name instead of silently ignored.
-const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
-    "leader-elect-resource-lock",
-    "concurrent-node-status-updates",
-    "external-cloud-volume-plugin",
-    "kube-api-qps",
-    "kube-api-burst",
-    "kube-api-content-type",
-    "feature-gates",
-    "webhooks",
-    "webhook-secure-port",
-    "profiling",
-    "contention-profiling",
-    "min-resync-period",
-    "controller-start-interval",
-    "node-sync-period",
-    "log-flush-frequency",
-    "vmodule",
-    "tagging-controller-rate-limit",
-    "resources",
-    "tags",
-    // Secure serving: client certificates and front-proxy headers are not trusted, HTTP/2 is not
-    // served.
-    "client-ca-file",
-    "requestheader-client-ca-file",
-    "requestheader-allowed-names",
-    "requestheader-username-headers",
-    "requestheader-uid-headers",
-    "requestheader-group-headers",
-    "requestheader-extra-headers-prefix",
-    "authentication-tolerate-lookup-failure",
-    "tls-sni-cert-key",
-    "http2-max-streams-per-connection",
-    "permit-port-sharing",
-    "permit-address-sharing",
-];
+const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] =
+    &["tagging-controller-rate-limit", "resources", "tags"];
 
 /// Flags of `cloud-controller-manager`. Groups owned by other crates are flattened in: the
 /// Kubernetes client, leader election, secure serving and logging.
@@ -148,6 +118,33 @@ pub struct Options {
     /// Secure serving of /healthz, /livez, /readyz and /metrics.
     #[command(flatten)]
     pub serving: ServingArgs,
+    /// The Kubernetes client's request budget and format.
+    #[command(flatten)]
+    pub api: KubeApiArgs,
+    /// Feature gates, `Name=true|false,…` (the gates of a Kubernetes v1.34 controller manager).
+    #[arg(long = "feature-gates", default_value = "", value_parser = parse_controller_manager_gates)]
+    pub feature_gates: FeatureGates,
+    /// Initialised nodes whose addresses are refreshed at once (workers besides
+    /// --concurrent-node-syncs).
+    #[arg(long = "concurrent-node-status-updates", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_node_status_updates: u16,
+    /// Every Node and Service is synced again after a random time in [this, 2×this).
+    #[arg(long = "min-resync-period", default_value = "12h0m0s", value_parser = parse_go_duration)]
+    pub min_resync_period: Duration,
+    /// Pause between starting one controller and the next.
+    #[arg(long = "controller-start-interval", default_value = "0s", value_parser = parse_go_duration)]
+    pub controller_start_interval: Duration,
+    /// Deprecated upstream and a no-op there: node health is --node-monitor-period, routes
+    /// --route-reconciliation-period.
+    #[arg(long = "node-sync-period", default_value = "0s", value_parser = parse_go_duration)]
+    pub node_sync_period: Duration,
+    /// Read by kube-controller-manager (in-tree volume plugins with an external cloud provider);
+    /// a cloud-controller-manager has no volume controller to give it to.
+    #[arg(long = "external-cloud-volume-plugin", default_value = "")]
+    pub external_cloud_volume_plugin: String,
+    /// Cloud-provider admission webhooks: the provider's webhooks to serve.
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
 }
 
 /// The cloud-controller-manager's secure port, as upstream.
@@ -170,6 +167,16 @@ impl Options {
         )
     }
 
+    /// The secure port's settings (`None`: not served), the feature gates applied:
+    /// `RemoteRequestHeaderUID=false` stops trusting the front proxy's UID headers.
+    pub fn serving_config(&self) -> Option<stratus_serving::ServingConfig> {
+        let mut config = self.serving.serving(SECURE_PORT)?;
+        if !self.feature_gates.enabled("RemoteRequestHeaderUID") {
+            config.client_auth.header_names.uid.clear();
+        }
+        Some(config)
+    }
+
     /// The main Lease's name (`--leader-elect-resource-name`).
     pub fn lease_name(&self) -> String {
         self.election.lease_name(DEFAULT_LEASE)
@@ -184,6 +191,26 @@ impl Options {
             cache_refresh_period: self.instance_cache_refresh_period,
         }
     }
+}
+
+/// Flags whose use depends on a feature gate, as upstream checks them: the logging alpha options
+/// need `LoggingAlphaOptions`. Deprecated no-op flags are named in a warning.
+pub fn check_gated_flags(opts: &Options) -> Result<(), String> {
+    let alpha = opts.logging.alpha_options_in_use();
+    if !alpha.is_empty() && !opts.feature_gates.enabled("LoggingAlphaOptions") {
+        return Err(format!(
+            "{} {} alpha: pass --feature-gates=LoggingAlphaOptions=true",
+            alpha.join(", "),
+            if alpha.len() == 1 { "is" } else { "are" }
+        ));
+    }
+    if !opts.node_sync_period.is_zero() {
+        tracing::warn!("--node-sync-period is deprecated and does nothing (as upstream): node health follows --node-monitor-period, routes --route-reconciliation-period");
+    }
+    if !opts.external_cloud_volume_plugin.is_empty() {
+        tracing::info!("--external-cloud-volume-plugin is read by kube-controller-manager; a cloud-controller-manager runs no volume controller");
+    }
+    Ok(())
 }
 
 /// Rejects upstream flags we do not implement, with a message naming them.
@@ -297,23 +324,146 @@ mod tests {
     }
 
     #[test]
-    fn refuses_unimplemented_upstream_flags_by_name() {
-        let args: Vec<String> = [
-            "--cloud-provider=aws",
+    fn every_generic_upstream_flag_parses() {
+        // Contract §4.1: every flag of k8s.io/cloud-provider's options, the generic controller
+        // manager, secure serving, delegated authn/authz and component-base logging, each with a
+        // value of the kind upstream takes.
+        let flags = [
+            "--cloud-config=/etc/aws.conf",
+            "--allow-untagged-cloud=true",
+            "--route-reconciliation-period=10s",
+            "--node-monitor-period=5s",
+            "--cluster-name=kubernetes",
+            "--cluster-cidr=10.0.0.0/16",
+            "--allocate-node-cidrs=true",
+            "--cidr-allocator-type=RangeAllocator",
+            "--configure-cloud-routes=false",
+            "--use-service-account-credentials=false",
+            "--external-cloud-volume-plugin=aws",
+            "--node-sync-period=10s",
+            "--controllers=*,-route,cloud-node-controller",
+            "--leader-elect=true",
+            "--leader-elect-lease-duration=15s",
+            "--leader-elect-renew-deadline=10s",
+            "--leader-elect-retry-period=2s",
             "--leader-elect-resource-lock=leases",
-            "--client-ca-file",
-            "/ca.crt",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let e = refuse_unimplemented(&args).unwrap_err();
+            "--leader-elect-resource-name=cloud-controller-manager",
+            "--leader-elect-resource-namespace=kube-system",
+            "--enable-leader-migration=false",
+            "--kube-api-qps=20",
+            "--kube-api-burst=30",
+            "--kube-api-content-type=application/vnd.kubernetes.protobuf",
+            "--min-resync-period=12h",
+            "--controller-start-interval=0s",
+            "--profiling=true",
+            "--contention-profiling=false",
+            "--concurrent-node-syncs=1",
+            "--concurrent-node-status-updates=1",
+            "--node-status-update-frequency=5m",
+            "--concurrent-service-syncs=1",
+            "--webhooks=*",
+            "--webhook-secure-port=10260",
+            "--webhook-bind-address=127.0.0.1",
+            "--webhook-cert-dir=/tmp/webhook",
+            "--webhook-tls-cert-file=/w/tls.crt",
+            "--webhook-tls-private-key-file=/w/tls.key",
+            "--bind-address=127.0.0.1",
+            "--secure-port=10258",
+            "--cert-dir=/var/run/ccm",
+            "--tls-cert-file=/tls/tls.crt",
+            "--tls-private-key-file=/tls/tls.key",
+            "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "--tls-min-version=VersionTLS12",
+            "--tls-sni-cert-key=/tls/a.crt,/tls/a.key:a.example.com",
+            "--http2-max-streams-per-connection=100",
+            "--permit-port-sharing=false",
+            "--permit-address-sharing=false",
+            "--authentication-kubeconfig=/etc/kubeconfig",
+            "--authentication-skip-lookup=false",
+            "--authentication-token-webhook-cache-ttl=10s",
+            "--authentication-tolerate-lookup-failure=false",
+            "--client-ca-file=/pki/ca.crt",
+            "--requestheader-client-ca-file=/pki/front-proxy-ca.crt",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-uid-headers=X-Remote-Uid",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--authorization-kubeconfig=/etc/kubeconfig",
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez",
+            "--authorization-webhook-cache-authorized-ttl=10s",
+            "--authorization-webhook-cache-unauthorized-ttl=10s",
+            "--kubeconfig=/etc/kubeconfig",
+            "--master=https://127.0.0.1:6443",
+            "--v=2",
+            "--vmodule=service*=4",
+            "--logging-format=text",
+            "--log-flush-frequency=5s",
+            "--feature-gates=LoggingAlphaOptions=true,CloudControllerManagerWebhook=false",
+            "--log-text-split-stream=true",
+            "--log-text-info-buffer-size=64Ki",
+            "--log-json-split-stream=false",
+            "--log-json-info-buffer-size=0",
+            "--node-cidr-mask-size=24",
+        ];
+        let mut args = vec!["--cloud-provider=aws"];
+        args.extend(flags);
+        let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        refuse_unimplemented(&owned).unwrap();
+        let o = parse(&args).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(o.api.rate_limit().unwrap().qps, 20.0);
+        assert_eq!(o.min_resync_period, Duration::from_secs(12 * 3600));
+        assert!(o.feature_gates.enabled("LoggingAlphaOptions"));
+        check_gated_flags(&o).unwrap();
+        let c = o.serving_config().unwrap();
+        assert_eq!(c.client_auth.header_names.uid, vec!["X-Remote-Uid"]);
+        assert_eq!(c.listen.http2_max_streams, 100);
+        assert_eq!(c.tls_policy.sni_certs.len(), 1);
+        assert!(c.profiling);
+    }
+
+    #[test]
+    fn gates_change_what_flags_mean() {
+        let o = parse(&["--cloud-provider=aws", "--log-text-split-stream"]).unwrap();
+        let e = check_gated_flags(&o).unwrap_err();
         assert!(
-            e.contains("--leader-elect-resource-lock, --client-ca-file"),
+            e.contains("--log-text-split-stream") && e.contains("LoggingAlphaOptions"),
             "{e}"
         );
-        assert!(refuse_unimplemented(&["--secure-port=0".to_string()]).is_ok());
-        assert!(refuse_unimplemented(&["--v=3".to_string()]).is_ok());
+        let o = parse(&[
+            "--cloud-provider=aws",
+            "--requestheader-uid-headers=X-Remote-Uid",
+            "--feature-gates=RemoteRequestHeaderUID=false",
+        ])
+        .unwrap();
+        assert!(o
+            .serving_config()
+            .unwrap()
+            .client_auth
+            .header_names
+            .uid
+            .is_empty());
+        for (bad, flag) in [
+            ("--feature-gates=NoSuchGate=true", "--feature-gates"),
+            (
+                "--leader-elect-resource-lock=endpoints",
+                "--leader-elect-resource-lock",
+            ),
+            ("--contention-profiling=true", "--contention-profiling"),
+            (
+                "--kube-api-content-type=text/yaml",
+                "--kube-api-content-type",
+            ),
+            (
+                "--requestheader-allowed-names= ",
+                "--requestheader-allowed-names",
+            ),
+        ] {
+            let e = parse(&["--cloud-provider=aws", bad])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(flag), "{bad}: {e}");
+        }
     }
 
     #[test]

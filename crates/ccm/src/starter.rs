@@ -77,6 +77,7 @@ impl GroupStarter<'_> {
         if first {
             readiness::track_gates(self.readiness, self.cloud.readiness_gates());
         }
+        let mut started = 0usize;
         for (name, decision) in plan {
             if let Start::Skip { reason, warn } = decision {
                 if warn {
@@ -86,12 +87,19 @@ impl GroupStarter<'_> {
                 }
                 continue;
             }
+            // --controller-start-interval: a pause between one controller's start and the next.
+            if started > 0 && !opts.controller_start_interval.is_zero() {
+                tokio::time::sleep(opts.controller_start_interval).await;
+            }
+            started += 1;
             let client = self.clients.client_for(name).await?;
             let metrics = self.metrics.controller(name);
             match name {
                 CLOUD_NODE => {
                     let cfg = node::NodeControllerConfig {
                         concurrency: opts.concurrent_node_syncs,
+                        status_concurrency: opts.concurrent_node_status_updates,
+                        min_resync: opts.min_resync_period,
                         status_update_frequency: opts.node_status_update_frequency,
                         ..node::NodeControllerConfig::default()
                     };
@@ -129,6 +137,7 @@ impl GroupStarter<'_> {
                         concurrency: opts.concurrent_service_syncs,
                         reaper_period: opts.load_balancer_reaper_period,
                         node_quiet: opts.node_churn_quiet_period,
+                        min_resync: opts.min_resync_period,
                         ..service::ServiceControllerConfig::default()
                     };
                     let health = WatchHealth::default();

@@ -17,7 +17,7 @@ use tokio::task::JoinSet;
 use crate::controller_clients::ControllerClients;
 use crate::controllers::{enabled_controllers, NODE_IPAM};
 use crate::groups::{controller_groups, ControllerGroup};
-use crate::options::{Options, SECURE_PORT};
+use crate::options::Options;
 use crate::pod_network::PodNetwork;
 use crate::starter::GroupStarter;
 
@@ -75,9 +75,12 @@ async fn check(
     let kube_config = problems.take(opts.client.config().await);
     let client = kube_config
         .as_ref()
-        .and_then(|c| problems.take(stratus_kube_kit::client::client(c.clone())));
+        .and_then(|c| problems.take(stratus_kube_kit::client::client(c.clone())))
+        .map(|c| opts.api.limit(c));
+    problems.take(opts.webhooks.enabled());
+    problems.take(crate::options::check_gated_flags(opts));
     let mut reviews = None;
-    if let Some(config) = opts.serving.serving(SECURE_PORT) {
+    if let Some(config) = opts.serving_config() {
         problems.take(stratus_serving::tls::check(&config.tls).map_err(|e| format!("{e:#}")));
         match &client {
             Some(client) => reviews = problems.take(opts.serving.review_clients(client).await),
@@ -117,7 +120,7 @@ pub async fn run(
         reviews,
     } = check(providers, &opts, &network).await?;
     let clients = if opts.use_service_account_credentials {
-        ControllerClients::per_account(&kube_config, client.clone())
+        ControllerClients::per_account(&kube_config, client.clone(), opts.api.clone())
     } else {
         ControllerClients::shared(client.clone())
     };
@@ -126,7 +129,7 @@ pub async fn run(
     let election_metrics = ElectionMetrics::register(&mut registry);
     let cloud = configured.start(&mut registry).await?;
     let readiness = Readiness::default();
-    let server = match (opts.serving.serving(SECURE_PORT), reviews) {
+    let server = match (opts.serving_config(), reviews) {
         (Some(config), Some(reviews)) => {
             Some(SecureServer::start(config, reviews, Arc::new(registry), readiness.clone()).await?)
         }

@@ -12,6 +12,7 @@ pub mod node;
 pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod node_view;
+pub mod resync;
 pub mod route;
 pub mod service;
 

@@ -153,6 +153,10 @@ impl Options {
                 subresource: "prometheus-metrics".into(),
                 name: self.metrics_deployment.clone(),
             }),
+            // Behind kube-rbac-proxy under Deckhouse; its own port takes bearer tokens only.
+            client_auth: stratus_serving::ClientAuthSettings::default(),
+            profiling: false,
+            listen: Default::default(),
         })
     }
 

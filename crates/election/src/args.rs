@@ -24,6 +24,11 @@ pub struct LeaderElectionArgs {
     /// How often candidates try to take the lease and the leader renews it.
     #[arg(long = "leader-elect-retry-period", default_value = "2s", value_parser = parse_go_duration)]
     pub retry_period: Duration,
+    /// The lock object: `leases` (the only lock Kubernetes still supports; `endpoints`,
+    /// `configmaps` and the migration locks `endpointsleases`, `configmapsleases` were removed
+    /// upstream and are refused with that reason).
+    #[arg(long = "leader-elect-resource-lock", default_value = "leases", value_parser = parse_resource_lock)]
+    pub resource_lock: String,
     /// Name of the Lease.
     #[arg(long = "leader-elect-resource-name")]
     pub resource_name: Option<String>,
@@ -99,6 +104,17 @@ impl LeaderElectionArgs {
             renew_deadline: self.renew_deadline,
             retry_period: self.retry_period,
         }
+    }
+}
+
+/// `--leader-elect-resource-lock`: only `leases`.
+fn parse_resource_lock(value: &str) -> Result<String, String> {
+    match value {
+        "leases" => Ok(value.to_string()),
+        "endpoints" | "configmaps" | "endpointsleases" | "configmapsleases" => Err(format!(
+            "{value} locks were removed from Kubernetes (v1.24 and v1.28); use leases"
+        )),
+        _ => Err("not a lock type (leases)".into()),
     }
 }
 

@@ -3,11 +3,13 @@
 //!
 //! Writes only Events (events.k8s.io) for the controllers that publish them.
 
+pub mod api_limits;
 pub mod client;
 pub mod events;
 pub mod store;
 pub mod watch_health;
 
+pub use api_limits::KubeApiArgs;
 pub use client::{ClientError, KubeClientArgs};
 pub use events::EventPublisher;
 pub use store::wait_for_store;

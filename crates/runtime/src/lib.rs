@@ -8,6 +8,7 @@ pub mod any_certificate;
 pub mod backoff;
 pub mod build_info;
 pub mod duration;
+pub mod feature_gates;
 pub mod logging;
 pub mod memory;
 pub mod redact;

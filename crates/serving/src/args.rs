@@ -10,6 +10,10 @@ use clap::{ArgAction, Args};
 use stratus_kube_kit::client::{client, from_kubeconfig, ClientError};
 use stratus_runtime::duration::parse_go_duration;
 
+use crate::client_auth::front_proxy::HeaderNames;
+use crate::client_auth::{ClientAuthSettings, Lookup};
+use crate::listener::ListenOptions;
+use crate::sni::{parse_sni_cert_key, SniCert};
 use crate::tls_policy::{parse_cipher_suite, parse_min_version, MinVersion, TlsPolicy};
 use crate::{AlwaysAllow, DecisionTtls, ReviewClients, ServingConfig, TlsSource};
 
@@ -39,9 +43,37 @@ pub struct ServingArgs {
     /// Kubeconfig of the API server that authorizes requests; the component's own when unset.
     #[arg(long = "authorization-kubeconfig")]
     pub authorization_kubeconfig: Option<PathBuf>,
-    /// Accepted and ignored: the client-certificate settings it skips looking up are never used.
+    /// Do not read the client CA and front-proxy settings the flags leave out from the
+    /// ConfigMap kube-system/extension-apiserver-authentication.
     #[arg(long = "authentication-skip-lookup", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
     pub authentication_skip_lookup: bool,
+    /// Start even when that ConfigMap cannot be read (then only bearer tokens authenticate,
+    /// unless the flags give authorities).
+    #[arg(long = "authentication-tolerate-lookup-failure", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub authentication_tolerate_lookup_failure: bool,
+    /// PEM bundle of CAs whose client certificates authenticate their common name (groups: the
+    /// organisations).
+    #[arg(long = "client-ca-file")]
+    pub client_ca_file: Option<PathBuf>,
+    /// PEM bundle of CAs whose client certificates (front proxies) may name users in the
+    /// --requestheader-username-headers.
+    #[arg(long = "requestheader-client-ca-file")]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    /// Common names a front-proxy certificate may have; empty: any the CA signed.
+    #[arg(long = "requestheader-allowed-names", value_delimiter = ',', value_parser = not_blank)]
+    pub requestheader_allowed_names: Vec<String>,
+    /// Headers naming the user (the first set wins).
+    #[arg(long = "requestheader-username-headers", value_delimiter = ',', default_value = "x-remote-user", value_parser = not_blank)]
+    pub requestheader_username_headers: Vec<String>,
+    /// Headers naming the user's UID (the first set wins).
+    #[arg(long = "requestheader-uid-headers", value_delimiter = ',', value_parser = not_blank)]
+    pub requestheader_uid_headers: Vec<String>,
+    /// Headers naming groups.
+    #[arg(long = "requestheader-group-headers", value_delimiter = ',', default_value = "x-remote-group", value_parser = not_blank)]
+    pub requestheader_group_headers: Vec<String>,
+    /// Prefixes of headers carrying extra attributes.
+    #[arg(long = "requestheader-extra-headers-prefix", value_delimiter = ',', default_value = "x-remote-extra-", value_parser = not_blank)]
+    pub requestheader_extra_headers_prefix: Vec<String>,
     /// How long token reviews are cached.
     #[arg(long = "authentication-token-webhook-cache-ttl", default_value = "10s", value_parser = parse_go_duration)]
     pub authentication_token_webhook_cache_ttl: Duration,
@@ -60,9 +92,48 @@ pub struct ServingArgs {
     /// VersionTLS11 are served as TLS 1.2.
     #[arg(long = "tls-min-version", value_parser = parse_min_version)]
     pub tls_min_version: Option<MinVersion>,
+    /// More certificates, chosen by the server name a client asks for:
+    /// `certfile,keyfile[:name1,name2]` (names: the certificate's when none), repeatable.
+    #[arg(long = "tls-sni-cert-key", value_parser = parse_sni_cert_key)]
+    pub tls_sni_cert_key: Vec<SniCert>,
+    /// Concurrent streams a client may open on one HTTP/2 connection (0: 250, Go's default).
+    #[arg(long = "http2-max-streams-per-connection", default_value_t = 0)]
+    pub http2_max_streams_per_connection: u32,
+    /// Bind with SO_REUSEPORT, so several processes may listen on the port.
+    #[arg(long = "permit-port-sharing", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub permit_port_sharing: bool,
+    /// Bind with SO_REUSEADDR (wildcard and specific addresses side by side, no wait for
+    /// TIME_WAIT sockets).
+    #[arg(long = "permit-address-sharing", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub permit_address_sharing: bool,
+    /// Serve CPU profiles at /debug/pprof/ (behind authentication and authorization).
+    #[arg(long = "profiling", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
+    pub profiling: bool,
+    /// Go's lock-contention (block) profiling; a Rust process has no such profiler, so only
+    /// `false` is accepted.
+    #[arg(long = "contention-profiling", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true", value_parser = parse_contention_profiling)]
+    pub contention_profiling: bool,
     /// Paths served without authentication or authorization (a trailing * matches a prefix).
     #[arg(long = "authorization-always-allow-paths", default_value = crate::DEFAULT_ALWAYS_ALLOW_PATHS, value_parser = parse_always_allow_paths)]
     pub authorization_always_allow_paths: AlwaysAllow,
+}
+
+/// `--contention-profiling`: only false has a meaning here.
+fn parse_contention_profiling(value: &str) -> Result<bool, String> {
+    match value {
+        "false" | "0" | "f" | "F" | "FALSE" | "False" => Ok(false),
+        "true" | "1" | "t" | "T" | "TRUE" | "True" => Err("Go's block/mutex contention profiler has no counterpart in a Rust process; the CPU profile (--profiling) is served".into()),
+        _ => Err("not a bool".into()),
+    }
+}
+
+/// A list item that is not blank (upstream refuses whitespace-only entries).
+fn not_blank(value: &str) -> Result<String, String> {
+    if value.trim().is_empty() {
+        Err("empty or whitespace-only entry".into())
+    } else {
+        Ok(value.trim().to_string())
+    }
 }
 
 /// `--authorization-always-allow-paths`: comma-separated paths.
@@ -76,6 +147,30 @@ impl ServingArgs {
         TlsPolicy {
             min_version: self.tls_min_version.unwrap_or_default(),
             cipher_suites: self.tls_cipher_suites.clone(),
+            client_certificates: false,
+            sni_certs: self.tls_sni_cert_key.clone(),
+        }
+    }
+
+    /// The client-certificate and front-proxy flags.
+    pub fn client_auth(&self) -> ClientAuthSettings {
+        ClientAuthSettings {
+            client_ca_file: self.client_ca_file.clone(),
+            requestheader_client_ca_file: self.requestheader_client_ca_file.clone(),
+            header_names: HeaderNames {
+                allowed_names: self.requestheader_allowed_names.clone(),
+                username: self.requestheader_username_headers.clone(),
+                uid: self.requestheader_uid_headers.clone(),
+                group: self.requestheader_group_headers.clone(),
+                extra_prefix: self.requestheader_extra_headers_prefix.clone(),
+            },
+            lookup: if self.authentication_skip_lookup {
+                Lookup::Off
+            } else {
+                Lookup::InCluster {
+                    tolerate_failure: self.authentication_tolerate_lookup_failure,
+                }
+            },
         }
     }
 
@@ -107,15 +202,19 @@ impl ServingArgs {
                 denied: self.authorization_webhook_cache_unauthorized_ttl,
             },
             access: crate::AccessRule::Path,
+            client_auth: self.client_auth(),
+            profiling: self.profiling,
+            listen: ListenOptions {
+                reuse_port: self.permit_port_sharing,
+                reuse_address: self.permit_address_sharing,
+                http2_max_streams: self.http2_max_streams_per_connection,
+            },
         })
     }
 
     /// The clients that review tokens and access: the component's own unless the review
     /// kubeconfig flags name others.
     pub async fn review_clients(&self, own: &kube::Client) -> Result<ReviewClients, ClientError> {
-        if self.authentication_skip_lookup {
-            tracing::info!("--authentication-skip-lookup has no effect: client certificates and front-proxy headers are never trusted, so nothing is looked up");
-        }
         Ok(ReviewClients {
             authentication: review_client(
                 self.authentication_kubeconfig.as_deref(),

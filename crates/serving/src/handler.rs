@@ -9,9 +9,11 @@ use hyper::body::Bytes;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use prometheus_client::registry::Registry;
 
-use crate::authn::{bearer_token, TokenAuthenticator};
+use crate::authn::{bearer_token, TokenAuthenticator, User};
 use crate::authz::{Authorizer, Decision};
+use crate::client_auth::ClientAuth;
 use crate::paths::AlwaysAllow;
+use crate::profiling::{self, ProfilePath};
 use crate::readiness::Readiness;
 
 /// The body of every answer.
@@ -49,6 +51,8 @@ impl Endpoint {
 pub struct Handler {
     /// Paths served without a token.
     pub always_allow: AlwaysAllow,
+    /// Who the client certificate (or the front proxy's headers) names.
+    pub client_auth: Arc<ClientAuth>,
     /// Who the bearer token is.
     pub authn: TokenAuthenticator,
     /// Whether they may get the path.
@@ -57,6 +61,8 @@ pub struct Handler {
     pub readiness: Readiness,
     /// The metrics.
     pub registry: Arc<Registry>,
+    /// Whether `/debug/pprof/` is served (`--profiling`).
+    pub profiling: bool,
 }
 
 impl Handler {
@@ -73,6 +79,11 @@ impl Handler {
         if !self.always_allow.matches(path) {
             if let Err(denied) = self.check_access(&request).await {
                 return denied;
+            }
+        }
+        if self.profiling {
+            if let Some(profile) = ProfilePath::of(path) {
+                return profiling::answer(profile, request.uri().query()).await;
             }
         }
         match Endpoint::of(path) {
@@ -105,17 +116,7 @@ impl Handler {
 
     /// Delegated authentication, then authorization of `verb path`.
     async fn check_access<B>(&self, request: &Request<B>) -> Result<(), Response<Body>> {
-        let Some(token) = bearer_token(request.headers()) else {
-            return Err(unauthorized());
-        };
-        let user = match self.authn.authenticate(token).await {
-            Ok(Some(user)) => user,
-            Ok(None) => return Err(unauthorized()),
-            Err(e) => {
-                tracing::warn!(error = %format!("{e:#}"), "cannot authenticate a request (does the CCM identity have system:auth-delegator?)");
-                return Err(unauthorized());
-            }
-        };
+        let user = self.authenticate(request).await?;
         let path = request.uri().path();
         let verb = request.method().as_str().to_ascii_lowercase();
         match self.authz.authorize(&user, path, &verb).await {
@@ -139,6 +140,28 @@ impl Handler {
                     "InternalError",
                     "Internal Server Error: authorization failed",
                 ))
+            }
+        }
+    }
+
+    /// Who the request is: a front proxy's or a client certificate's user first, as Kubernetes'
+    /// delegating authenticator, then the bearer token's; 401 when nobody.
+    async fn authenticate<B>(&self, request: &Request<B>) -> Result<User, Response<Body>> {
+        if let Some(user) = self
+            .client_auth
+            .authenticate(request.extensions().get(), request.headers())
+        {
+            return Ok(user);
+        }
+        let Some(token) = bearer_token(request.headers()) else {
+            return Err(unauthorized());
+        };
+        match self.authn.authenticate(token).await {
+            Ok(Some(user)) => Ok(user),
+            Ok(None) => Err(unauthorized()),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "cannot authenticate a request (does the CCM identity have system:auth-delegator?)");
+                Err(unauthorized())
             }
         }
     }

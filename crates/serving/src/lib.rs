@@ -7,20 +7,24 @@
 pub mod args;
 pub mod authn;
 pub mod authz;
+pub mod client_auth;
 pub mod handler;
 pub mod listener;
 pub mod paths;
 pub mod probes;
+pub mod profiling;
 pub mod readiness;
 pub mod reload;
 pub mod self_signed;
 pub mod server;
+pub mod sni;
 pub mod tls;
 pub mod tls_policy;
 pub mod ttl_cache;
 
 pub use args::ServingArgs;
 pub use authz::{AccessRule, DecisionTtls, ResourceRule};
+pub use client_auth::{ClientAuthSettings, Lookup};
 pub use listener::{HttpsListener, Respond};
 pub use paths::{AlwaysAllow, DEFAULT_ALWAYS_ALLOW_PATHS};
 pub use probes::ProbeServer;

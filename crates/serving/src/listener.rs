@@ -1,6 +1,6 @@
-//! The HTTPS listener: TLS handshakes, HTTP/1.1 connections, and a graceful stop (no new
-//! connections, in-flight requests finished within a grace period), for any [`Respond`]er (the
-//! secure metrics server, an admission webhook server).
+//! The HTTPS listener: TLS handshakes, HTTP/1.1 and HTTP/2 connections (ALPN), and a graceful
+//! stop (no new connections, in-flight requests finished within a grace period), for any
+//! [`Respond`]er (the secure metrics server, an admission webhook server).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -11,14 +11,15 @@ use std::time::Duration;
 use anyhow::Context;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
+use crate::client_auth::PeerCertificates;
 use crate::handler::Body;
 use crate::tls::{server_config_with, TlsSource};
 use crate::tls_policy::TlsPolicy;
@@ -29,6 +30,43 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most connections served at once; further clients wait in the listen backlog.
 const MAX_CONNECTIONS: usize = 512;
+
+/// HTTP/2 streams a client may open on one connection unless told otherwise (Go's default).
+pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 250;
+
+/// How the port is bound and HTTP/2 served (`--permit-port-sharing`,
+/// `--permit-address-sharing`, `--http2-max-streams-per-connection`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListenOptions {
+    /// SO_REUSEPORT.
+    pub reuse_port: bool,
+    /// SO_REUSEADDR.
+    pub reuse_address: bool,
+    /// HTTP/2 streams per connection; 0: [`DEFAULT_HTTP2_MAX_STREAMS`].
+    pub http2_max_streams: u32,
+}
+
+impl ListenOptions {
+    /// A listening socket on `address` with these options.
+    pub fn bind(&self, address: SocketAddr) -> std::io::Result<TcpListener> {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
+        socket.set_reuse_address(self.reuse_address)?;
+        socket.set_reuse_port(self.reuse_port)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&address.into())?;
+        socket.listen(1024)?;
+        TcpListener::from_std(socket.into())
+    }
+
+    fn http2_streams(&self) -> u32 {
+        if self.http2_max_streams == 0 {
+            DEFAULT_HTTP2_MAX_STREAMS
+        } else {
+            self.http2_max_streams
+        }
+    }
+}
 
 /// What answers the requests of an [`HttpsListener`].
 pub trait Respond: Send + Sync + 'static {
@@ -48,18 +86,44 @@ impl HttpsListener {
     /// it) and serves `responder` in a background task.
     pub async fn start<R: Respond>(
         address: SocketAddr,
+        listen: &ListenOptions,
         tls: &TlsSource,
         policy: &TlsPolicy,
         flags: &str,
         responder: Arc<R>,
     ) -> anyhow::Result<HttpsListener> {
-        let tls = server_config_with(tls, policy)?;
-        let listener = TcpListener::bind(address)
-            .await
+        let listener = listen
+            .bind(address)
             .with_context(|| format!("{flags}: cannot listen on {address}"))?;
+        HttpsListener::serve_on(listener, listen, tls, policy, responder)
+    }
+
+    /// Loads the certificate of `tls` and serves `responder` on `listener` (already bound, so
+    /// that a port in use is the first problem reported, as upstream) in a background task.
+    pub fn serve_on<R: Respond>(
+        listener: TcpListener,
+        listen: &ListenOptions,
+        tls: &TlsSource,
+        policy: &TlsPolicy,
+        responder: Arc<R>,
+    ) -> anyhow::Result<HttpsListener> {
+        let tls = server_config_with(tls, policy)?;
         let address = listener.local_addr()?;
         let (stop, stopped) = watch::channel(None);
-        let task = tokio::spawn(serve(listener, TlsAcceptor::from(tls), responder, stopped));
+        let mut http = auto::Builder::new(TokioExecutor::new());
+        http.http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT);
+        http.http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(listen.http2_streams());
+        let task = tokio::spawn(serve(
+            listener,
+            TlsAcceptor::from(tls),
+            Arc::new(http),
+            responder,
+            stopped,
+        ));
         Ok(HttpsListener {
             address,
             stop,
@@ -84,6 +148,7 @@ impl HttpsListener {
 async fn serve<R: Respond>(
     listener: TcpListener,
     acceptor: TlsAcceptor,
+    http: Arc<auto::Builder<TokioExecutor>>,
     responder: Arc<R>,
     mut stop: watch::Receiver<Option<Duration>>,
 ) {
@@ -98,6 +163,7 @@ async fn serve<R: Respond>(
             continue;
         };
         let acceptor = acceptor.clone();
+        let http = http.clone();
         let responder = responder.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
@@ -113,14 +179,19 @@ async fn serve<R: Respond>(
                     return;
                 }
             };
-            let service = service_fn(move |request| {
+            let peer_certificates = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .map(|c| PeerCertificates(Arc::new(c.to_vec())));
+            let service = service_fn(move |mut request: Request<Incoming>| {
                 let responder = responder.clone();
+                if let Some(certs) = &peer_certificates {
+                    request.extensions_mut().insert(certs.clone());
+                }
                 async move { Ok::<_, Infallible>(responder.respond(request).await) }
             });
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(tls), service);
+            let connection = http.serve_connection(TokioIo::new(tls), service);
             if let Err(e) = watcher.watch(connection).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }

@@ -5,14 +5,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use prometheus_client::registry::Registry;
 
 use crate::authn::TokenAuthenticator;
 use crate::authz::{AccessRule, Authorizer, DecisionTtls};
+use crate::client_auth::{ClientAuth, ClientAuthSettings};
 use crate::handler::{Body, Handler};
-use crate::listener::{HttpsListener, Respond};
+use crate::listener::{HttpsListener, ListenOptions, Respond};
 use crate::paths::AlwaysAllow;
 use crate::readiness::Readiness;
 use crate::tls::TlsSource;
@@ -35,6 +37,12 @@ pub struct ServingConfig {
     pub decision_ttls: DecisionTtls,
     /// What a request's access is checked against.
     pub access: AccessRule,
+    /// Client-certificate and front-proxy authentication.
+    pub client_auth: ClientAuthSettings,
+    /// Serve CPU profiles at `/debug/pprof/` (`--profiling`).
+    pub profiling: bool,
+    /// Socket and HTTP/2 settings.
+    pub listen: ListenOptions,
 }
 
 /// The API server clients that review tokens and access (`--authentication-kubeconfig`,
@@ -68,7 +76,19 @@ impl SecureServer {
         registry: Arc<Registry>,
         readiness: Readiness,
     ) -> anyhow::Result<SecureServer> {
+        let flags = "--bind-address/--secure-port";
+        // Bound first: a port in use is reported before anything else, as upstream.
+        let socket = config
+            .listen
+            .bind(config.address)
+            .with_context(|| format!("{flags}: cannot listen on {}", config.address))?;
+        let client_auth = ClientAuth::start(&config.client_auth, &clients.authentication).await?;
+        let tls_policy = TlsPolicy {
+            client_certificates: config.client_auth.wanted(),
+            ..config.tls_policy
+        };
         let handler = Arc::new(Handler {
+            client_auth,
             always_allow: config.always_allow,
             authn: TokenAuthenticator::new(clients.authentication, config.token_ttl),
             authz: Authorizer::with_rule(
@@ -78,15 +98,10 @@ impl SecureServer {
             ),
             readiness: readiness.clone(),
             registry,
+            profiling: config.profiling,
         });
-        let listener = HttpsListener::start(
-            config.address,
-            &config.tls,
-            &config.tls_policy,
-            "--bind-address/--secure-port",
-            handler,
-        )
-        .await?;
+        let listener =
+            HttpsListener::serve_on(socket, &config.listen, &config.tls, &tls_policy, handler)?;
         let address = listener.local_addr();
         tracing::info!(%address, "serving HTTPS: /healthz, /livez, /readyz, /metrics");
         Ok(SecureServer {

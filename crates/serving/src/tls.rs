@@ -1,4 +1,4 @@
-//! The rustls server configuration (aws-lc-rs provider, HTTP/1.1): from the certificate and key
+//! The rustls server configuration (aws-lc-rs provider, HTTP/2 and HTTP/1.1): from the certificate and key
 //! files given or a `tls.crt`/`tls.key` directory (read again when they change, see
 //! [`crate::reload`]), or from a self-signed certificate.
 
@@ -11,6 +11,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use crate::reload::{ReloadingCert, CHECK_EVERY};
 use crate::self_signed;
+use crate::sni::{Fixed, SniResolver};
 use crate::tls_policy::TlsPolicy;
 
 /// Where the serving certificate comes from.
@@ -54,8 +55,14 @@ pub fn server_config_with(
     let provider = Arc::new(policy.provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(policy.versions())
-        .context("TLS protocol versions")?
-        .with_no_client_auth();
+        .context("TLS protocol versions")?;
+    let builder = if policy.client_certificates {
+        builder.with_client_cert_verifier(Arc::new(
+            stratus_runtime::any_certificate::AnyClientCertificate::new(provider.clone()),
+        ))
+    } else {
+        builder.with_no_client_auth()
+    };
     let files = match source {
         TlsSource::Files { cert, key } => Some((cert.clone(), key.clone(), FILE_FLAGS)),
         TlsSource::PairDir { dir, flag } => Some((
@@ -65,19 +72,38 @@ pub fn server_config_with(
         )),
         TlsSource::SelfSigned { .. } => None,
     };
-    let mut config = match files {
-        Some((cert, key, flags)) => {
+    let mut config = match (files, policy.sni_certs.is_empty()) {
+        (Some((cert, key, flags)), true) => {
             let resolver = ReloadingCert::load(&cert, &key, flags, provider, CHECK_EVERY)?;
             builder.with_cert_resolver(Arc::new(resolver))
         }
-        None => {
+        (None, true) => {
             let (chain, key) = self_signed_pair(source)?;
             builder
                 .with_single_cert(chain, key)
                 .context("the serving certificate does not match its private key")?
         }
+        (files, false) => {
+            let default: Arc<dyn rustls::server::ResolvesServerCert> = match files {
+                Some((cert, key, flags)) => Arc::new(ReloadingCert::load(
+                    &cert,
+                    &key,
+                    flags,
+                    provider.clone(),
+                    CHECK_EVERY,
+                )?),
+                None => {
+                    let (chain, key) = self_signed_pair(source)?;
+                    let certified = rustls::sign::CertifiedKey::from_der(chain, key, &provider)
+                        .context("the serving certificate does not match its private key")?;
+                    Arc::new(Fixed(Arc::new(certified)))
+                }
+            };
+            let sni = SniResolver::load(&policy.sni_certs, default, provider)?;
+            builder.with_cert_resolver(Arc::new(sni))
+        }
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 
@@ -176,7 +202,10 @@ mod tests {
             hosts: vec!["localhost".into(), "127.0.0.1".into()],
         })
         .unwrap();
-        assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+        assert_eq!(
+            config.alpn_protocols,
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
     }
 
     /// Key files with secret material in the wrong shape: the error names the flag, the file and

@@ -62,6 +62,11 @@ pub struct TlsPolicy {
     pub min_version: MinVersion,
     /// `--tls-cipher-suites` in Go's names, aliases resolved; empty: every suite.
     pub cipher_suites: Vec<String>,
+    /// Ask clients for a certificate (optional; which authority it chains to is checked per
+    /// request: client-certificate and front-proxy authentication).
+    pub client_certificates: bool,
+    /// `--tls-sni-cert-key`: certificates chosen by SNI.
+    pub sni_certs: Vec<crate::sni::SniCert>,
 }
 
 /// `--tls-min-version`: `VersionTLS10` … `VersionTLS13`.
@@ -195,6 +200,7 @@ mod tests {
                 "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384".into(),
                 "TLS_RSA_WITH_AES_128_CBC_SHA".into(),
             ],
+            ..TlsPolicy::default()
         };
         let names: Vec<String> = policy
             .provider()

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod lb;
+pub mod serving;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -84,6 +84,7 @@ impl WebhookServer {
         });
         let listener = HttpsListener::start(
             settings.address,
+            &stratus_serving::listener::ListenOptions::default(),
             &tls,
             &stratus_serving::TlsPolicy::default(),
             "--webhook-bind-port",

@@ -13,6 +13,7 @@ use kube::Client;
 use stratus_cloud::{CloudError, InstancesV2};
 use stratus_kube_kit::EventPublisher;
 use stratus_runtime::backoff::Backoff;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::plan::{desired_addresses, plan_address_update, plan_initialization, PlanError};
@@ -27,20 +28,27 @@ const MANAGER: &str = "cloud-node-controller";
 /// Settings of the cloud-node controller.
 #[derive(Debug, Clone)]
 pub struct NodeControllerConfig {
-    /// `--concurrent-node-syncs`.
+    /// `--concurrent-node-syncs`: nodes initialised at once.
     pub concurrency: u16,
+    /// `--concurrent-node-status-updates`: initialised nodes whose addresses are refreshed at
+    /// once (workers of their own, so a slow refresh never delays a joining node).
+    pub status_concurrency: u16,
     /// `--node-status-update-frequency`: how often addresses are refreshed.
     pub status_update_frequency: Duration,
     /// Retry delays for a node that could not be initialised.
     pub backoff: Backoff,
+    /// `--min-resync-period`: every node is synced again after [min, 2·min).
+    pub min_resync: Duration,
 }
 
 impl Default for NodeControllerConfig {
     fn default() -> Self {
         Self {
             concurrency: 1,
+            status_concurrency: 1,
             status_update_frequency: Duration::from_secs(300),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(30)),
+            min_resync: crate::resync::DEFAULT_MIN_RESYNC,
         }
     }
 }
@@ -76,6 +84,10 @@ struct Ctx {
     config: NodeControllerConfig,
     metrics: ReconcileMetrics,
     failures: Mutex<HashMap<String, u32>>,
+    /// Initialisations in flight (`--concurrent-node-syncs`).
+    init_slots: Semaphore,
+    /// Address refreshes in flight (`--concurrent-node-status-updates`).
+    status_slots: Semaphore,
     /// resourceVersion of the half-initialised node our own status write produced, per node:
     /// its watch event must not start a second initialisation.
     own_intermediate: Mutex<HashMap<String, String>>,
@@ -99,10 +111,17 @@ pub async fn run(
         config: config.clone(),
         metrics,
         failures: Mutex::new(HashMap::new()),
+        init_slots: Semaphore::new(config.concurrency.max(1).into()),
+        status_slots: Semaphore::new(config.status_concurrency.max(1).into()),
         own_intermediate: Mutex::new(HashMap::new()),
     });
+    let workers = config
+        .concurrency
+        .max(1)
+        .saturating_add(config.status_concurrency.max(1));
     Controller::for_stream(events, store)
-        .with_config(Config::default().concurrency(config.concurrency))
+        .with_config(Config::default().concurrency(workers))
+        .reconcile_all_on(crate::resync::resync_ticks(config.min_resync))
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
         .await;
@@ -129,8 +148,10 @@ async fn sync(node: Arc<Node>, ctx: &Ctx) -> Result<Action, NodeError> {
         own.remove(&name);
     }
     let result = if has_taint(&node, TAINT_UNINITIALIZED) {
+        let _slot = ctx.init_slots.acquire().await.expect("slots never close");
         initialise(&node, ctx).await
     } else if provider_id(&node).is_some() {
+        let _slot = ctx.status_slots.acquire().await.expect("slots never close");
         refresh_addresses(&node, ctx).await
     } else {
         // A node that never belonged to the cloud: nothing to keep current.

@@ -67,6 +67,8 @@ pub struct ServiceControllerConfig {
     pub reaper_period: Duration,
     /// Retry delays after a failure that is not throttling or an outage.
     pub backoff: Backoff,
+    /// `--min-resync-period`: every Service is synced again after [min, 2·min).
+    pub min_resync: Duration,
 }
 
 impl Default for ServiceControllerConfig {
@@ -82,6 +84,7 @@ impl Default for ServiceControllerConfig {
             full_resync: Duration::from_secs(600),
             reaper_period: Duration::from_secs(600),
             backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
+            min_resync: crate::resync::DEFAULT_MIN_RESYNC,
         }
     }
 }
@@ -234,7 +237,10 @@ pub async fn run(
         futures::stream::pending().boxed()
     };
     controller
-        .reconcile_all_on(trigger)
+        .reconcile_all_on(futures::stream::select(
+            trigger,
+            crate::resync::resync_ticks(config.min_resync),
+        ))
         .reconcile_on(resyncs)
         .reconcile_on(endpoint_moves)
         .run(reconcile, error_policy, ctx)

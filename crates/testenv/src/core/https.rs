@@ -1,6 +1,7 @@
 //! A minimal HTTPS client for secure ports (the CCM's, the discoverer's): one GET per
-//! connection, optionally with a bearer token, trusting either any certificate (self-signed) or
-//! exactly one; it reports the certificate the server presented.
+//! connection, optionally with a bearer token, a client certificate and more headers, trusting
+//! either any certificate (self-signed) or exactly one; it reports the certificate the server
+//! presented.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,6 +34,17 @@ pub struct Answer {
     pub server_cert: CertificateDer<'static>,
 }
 
+/// What a request carries besides its path.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Credentials<'a> {
+    /// `Authorization: Bearer …`.
+    pub token: Option<&'a str>,
+    /// A client certificate and its key (PEM).
+    pub client_cert: Option<(&'a str, &'a str)>,
+    /// More headers (e.g. a front proxy's `X-Remote-User`).
+    pub headers: &'a [(&'a str, &'a str)],
+}
+
 /// `GET https://{addr}{path}`, with `Authorization: Bearer {token}` when given.
 pub async fn get(
     addr: SocketAddr,
@@ -40,20 +52,46 @@ pub async fn get(
     token: Option<&str>,
     trust: &Trust,
 ) -> anyhow::Result<Answer> {
+    let credentials = Credentials {
+        token,
+        ..Credentials::default()
+    };
+    get_with(addr, path, &credentials, trust).await
+}
+
+/// `GET https://{addr}{path}` with `credentials`.
+pub async fn get_with(
+    addr: SocketAddr,
+    path: &str,
+    credentials: &Credentials<'_>,
+    trust: &Trust,
+) -> anyhow::Result<Answer> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?;
-    let config = match trust {
+    let builder = match trust {
         Trust::Any => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyServerCertificate::new(provider)))
-            .with_no_client_auth(),
+            .with_custom_certificate_verifier(Arc::new(AnyServerCertificate::new(provider))),
         Trust::Only(cert) => {
             let mut roots = rustls::RootCertStore::empty();
             roots.add(cert.clone())?;
-            builder.with_root_certificates(roots).with_no_client_auth()
+            builder.with_root_certificates(roots)
         }
     };
+    let config = match credentials.client_cert {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            use rustls::pki_types::pem::PemObject;
+            let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .context("client certificate PEM")?;
+            let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes())
+                .context("client key PEM")?;
+            builder.with_client_auth_cert(chain, key)?
+        }
+    };
+    let token = credentials.token;
     let tls = connect(addr, config).await?;
     let server_cert = tls
         .get_ref()
@@ -68,6 +106,9 @@ pub async fn get(
     let mut request = http::Request::get(path).header(http::header::HOST, addr.to_string());
     if let Some(token) = token {
         request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    for (name, value) in credentials.headers {
+        request = request.header(*name, *value);
     }
     let response = sender
         .send_request(request.body(Empty::<Bytes>::new())?)
