@@ -75,9 +75,48 @@ pub struct Options {
     /// Initial size of loop devices, bytes.
     #[arg(long = "loop-device-size", default_value_t = 1 << 30)]
     pub loop_device_size: u64,
+    /// Whether the cluster is topology-aware: when false, no zone is reported for nodes or
+    /// volumes and VOLUME_ACCESSIBILITY_CONSTRAINTS is not advertised.
+    #[arg(long = "with-topology", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
+    pub with_topology: bool,
+    /// More topology of the node, `key=value` (comma-separated or repeated), e.g.
+    /// `topology.kubernetes.io/region=REGION1`.
+    #[arg(long = "additional-topology", value_delimiter = ',', value_parser = parse_topology_pair)]
+    pub additional_topology: Vec<(String, String)>,
+    /// The clouds whose `[Global "name"]` subsections hold credentials; only the unnamed
+    /// `[Global]` cloud (the default, "") is served: one driver per cloud.
+    #[arg(long = "cloud-name", value_delimiter = ',', default_value = "", value_parser = parse_cloud_name)]
+    pub cloud_name: Vec<String>,
+    /// Deprecated upstream and a no-op: the node service never uses OpenStack credentials.
+    #[arg(long = "node-service-no-os-client", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub node_service_no_os_client: bool,
+    /// Extra User-Agent entries sent to OpenStack after Stratus's own (repeatable).
+    #[arg(long = "user-agent")]
+    pub user_agent: Vec<String>,
     /// Logging flags.
     #[command(flatten)]
     pub logging: stratus_runtime::logging::LoggingArgs,
+}
+
+/// `--additional-topology`: `key=value` with both halves set.
+fn parse_topology_pair(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
+            Ok((k.trim().to_string(), v.trim().to_string()))
+        }
+        _ => Err("expected key=value".into()),
+    }
+}
+
+/// `--cloud-name`: only the unnamed cloud.
+fn parse_cloud_name(value: &str) -> Result<String, String> {
+    if value.trim().is_empty() {
+        Ok(String::new())
+    } else {
+        Err(format!(
+            "{value:?}: several clouds per driver ([Global \"{value}\"] subsections) are not supported; run one driver per cloud with its own --cloud-config"
+        ))
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -182,7 +221,8 @@ pub async fn run(
     let client = match (&config, opts.provide_controller) {
         (Some(config), true) => problems.take(
             HttpClient::new(&config.global.tls, config.metadata.request_timeout)
-                .map_err(|e| format!("--cloud-config: [Global] {e}")),
+                .map_err(|e| format!("--cloud-config: [Global] {e}"))
+                .and_then(|c| c.with_extra_user_agent(&opts.user_agent)),
         ),
         _ => None,
     };
@@ -199,7 +239,10 @@ pub async fn run(
     let mut registry = Registry::with_prefix("stratus");
     let csi_metrics = Arc::new(CsiMetrics::register(&mut registry));
     let api_metrics = Arc::new(ApiMetrics::register(&mut registry));
-    let mut services = Services::default();
+    let mut services = Services {
+        without_topology: !opts.with_topology,
+        ..Services::default()
+    };
     if let Some(client) = client {
         let global = &config.global;
         let session = Arc::new(Session::new(
@@ -214,7 +257,7 @@ pub async fn run(
             CinderApi::new(session, &api_metrics),
             CinderOptions {
                 cluster: Some(opts.cluster.clone()).filter(|c| !c.is_empty()),
-                ignore_volume_az: config.block_storage.ignore_volume_az,
+                ignore_volume_az: config.block_storage.ignore_volume_az || !opts.with_topology,
                 operation_wait: opts.operation_wait,
                 ..CinderOptions::default()
             },
@@ -232,7 +275,8 @@ pub async fn run(
             attach_limit(&config.block_storage),
             finder,
             Duration::from_secs(30),
-        );
+        )
+        .with_topology(opts.with_topology, &opts.additional_topology);
         services.node = Some((Arc::new(node), Arc::new(SystemMounter)));
     }
     let ready = Arc::new(AtomicBool::new(false));
@@ -285,5 +329,69 @@ mod tests {
         };
         assert_eq!(attach_limit(&limit(None)), 256);
         assert_eq!(attach_limit(&limit(Some(20))), 20);
+    }
+
+    #[test]
+    fn the_other_upstream_flags() {
+        let base = [
+            "cinder-csi-plugin",
+            "--endpoint=unix:///csi/csi.sock",
+            "--cloud-config=/etc/config/cloud.conf",
+        ];
+        let parse = |more: &[&str]| {
+            Options::try_parse_from(base.iter().chain(more.iter()).copied())
+        };
+        let o = parse(&[]).unwrap();
+        assert!(o.with_topology);
+        assert!(o.additional_topology.is_empty());
+        assert_eq!(o.cloud_name, vec![String::new()]);
+        let o = parse(&[
+            "--with-topology=false",
+            "--additional-topology=topology.kubernetes.io/region=R1,rack=r7",
+            "--additional-topology=room=4",
+            "--cloud-name=",
+            "--node-service-no-os-client",
+            "--user-agent=deckhouse/1.70",
+            "--nodeid=abc",
+        ])
+        .unwrap();
+        assert!(!o.with_topology && o.node_service_no_os_client);
+        assert_eq!(
+            o.additional_topology,
+            vec![
+                ("topology.kubernetes.io/region".into(), "R1".into()),
+                ("rack".into(), "r7".into()),
+                ("room".into(), "4".into())
+            ]
+        );
+        assert_eq!(o.user_agent, vec!["deckhouse/1.70"]);
+        for (bad, flag) in [
+            ("--additional-topology=novalue", "--additional-topology"),
+            ("--cloud-name=other", "--cloud-name"),
+            ("--with-topology=maybe", "--with-topology"),
+        ] {
+            let e = parse(&[bad]).unwrap_err().to_string();
+            assert!(e.contains(flag), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn topology_follows_the_flags() {
+        use crate::node::CinderNode;
+        use stratus_csi::backend::NodeBackend;
+        let node = |aware, extra: &[(String, String)]| {
+            CinderNode::new(
+                "n".into(),
+                "nova".into(),
+                1,
+                Arc::new(LoopDevices::new("/tmp".into(), 1)),
+                Duration::from_secs(1),
+            )
+            .with_topology(aware, extra)
+        };
+        let t = node(true, &[("rack".into(), "r7".into())]).topology();
+        assert_eq!(t.get(crate::TOPOLOGY_KEY).map(String::as_str), Some("nova"));
+        assert_eq!(t.get("rack").map(String::as_str), Some("r7"));
+        assert!(node(false, &[("rack".into(), "r7".into())]).topology().is_empty());
     }
 }

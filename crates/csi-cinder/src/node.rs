@@ -21,6 +21,10 @@ pub const DEFAULT_ATTACH_LIMIT: i64 = 256;
 pub struct CinderNode {
     node_id: String,
     zone: String,
+    /// `--with-topology=false`: no topology reported.
+    topology_aware: bool,
+    /// `--additional-topology`.
+    additional: Vec<(String, String)>,
     max_volumes: i64,
     finder: Arc<dyn DeviceFinder>,
     wait: Duration,
@@ -39,10 +43,22 @@ impl CinderNode {
         CinderNode {
             node_id,
             zone,
+            topology_aware: true,
+            additional: Vec::new(),
             max_volumes,
             finder,
             wait,
         }
+    }
+}
+
+impl CinderNode {
+    /// `--with-topology` and `--additional-topology`: whether the node reports its zone, and the
+    /// extra keys it reports with it.
+    pub fn with_topology(mut self, aware: bool, additional: &[(String, String)]) -> CinderNode {
+        self.topology_aware = aware;
+        self.additional = additional.to_vec();
+        self
     }
 }
 
@@ -57,8 +73,11 @@ impl NodeBackend for CinderNode {
     }
 
     fn topology(&self) -> Topology {
-        [(TOPOLOGY_KEY.to_string(), self.zone.clone())]
-            .into_iter()
+        if !self.topology_aware {
+            return Topology::new();
+        }
+        std::iter::once((TOPOLOGY_KEY.to_string(), self.zone.clone()))
+            .chain(self.additional.iter().cloned())
             .collect()
     }
 

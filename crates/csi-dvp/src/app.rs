@@ -40,7 +40,9 @@ pub struct Options {
     /// variables DVP_KUBERNETES_CONFIG_BASE64 and DVP_NAMESPACE win).
     #[arg(long = "cloud-config")]
     pub cloud_config: Option<PathBuf>,
-    /// The tenant cluster's UUID, written as `dvp.deckhouse.io/cluster-uuid` on disks.
+    /// The tenant cluster's UUID, written as `dvp.deckhouse.io/cluster-uuid` on disks. When
+    /// empty or not a UUID (Deckhouse's template passes the socket URL on nodes), the controller
+    /// reads the UUID Deckhouse keeps in this cluster's ConfigMap kube-system/d8-cluster-uuid.
     #[arg(long = "cluster-uuid", env = "CLUSTER_UUID", default_value = "")]
     pub cluster_uuid: String,
     /// This node's name (required with the node service).
@@ -119,6 +121,42 @@ pub async fn connect(config: &DvpConfig) -> Result<Parent, AppError> {
     Ok(Parent::new(client, &config.namespace))
 }
 
+/// How long the controller looks for the cluster's UUID at start.
+const UUID_LOOKUP_WAIT: Duration = Duration::from_secs(10);
+
+/// The cluster UUID the controller labels disks with: `given` when usable, else Deckhouse's
+/// ConfigMap in this cluster (in-cluster credentials); empty (disks unlabelled, with a warning
+/// naming what to grant) when neither gives one.
+async fn controller_cluster_uuid(given: &str) -> String {
+    use stratus_kube_kit::deckhouse::{cluster_uuid, usable_cluster_uuid};
+    if usable_cluster_uuid(given) {
+        return given.trim().to_string();
+    }
+    let lookup = async {
+        let config = kube::Config::incluster().map_err(|e| format!("in-cluster config: {e}"))?;
+        let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+        cluster_uuid(&client).await
+    };
+    match tokio::time::timeout(UUID_LOOKUP_WAIT, lookup).await {
+        Ok(Ok(Some(uuid))) => {
+            tracing::info!(%uuid, "cluster UUID from configmap kube-system/d8-cluster-uuid");
+            uuid
+        }
+        Ok(Ok(None)) => {
+            tracing::warn!("no --cluster-uuid and no configmap kube-system/d8-cluster-uuid: disks are created without dvp.deckhouse.io/cluster-uuid");
+            String::new()
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "no --cluster-uuid and configmap kube-system/d8-cluster-uuid cannot be read (grant get on it): disks are created without dvp.deckhouse.io/cluster-uuid");
+            String::new()
+        }
+        Err(_) => {
+            tracing::warn!("no --cluster-uuid and configmap kube-system/d8-cluster-uuid did not answer in time: disks are created without dvp.deckhouse.io/cluster-uuid");
+            String::new()
+        }
+    }
+}
+
 /// Runs the driver until `shutdown` completes.
 pub async fn run(
     opts: Options,
@@ -174,10 +212,11 @@ pub async fn run(
         ..Services::default()
     };
     if let Some(parent) = parent {
+        let cluster_uuid = controller_cluster_uuid(&opts.cluster_uuid).await;
         let controller = DvpController::new(
             parent,
             DvpOptions {
-                cluster_uuid: opts.cluster_uuid.clone(),
+                cluster_uuid,
                 operation_wait: opts.operation_wait,
                 ..DvpOptions::default()
             },

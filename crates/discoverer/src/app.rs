@@ -240,12 +240,20 @@ pub async fn run(
         None => None,
         Some(CloudProvider::Aws) => problems
             .take(aws_backend(opts.cluster_id.clone(), &mut registry).await)
+            .map(|d| match &kube {
+                Some(kube) => d.finding_identity_with(kube.clone()),
+                None => d,
+            })
             .map(|d| Arc::new(d) as Arc<dyn Discoverer>),
         Some(CloudProvider::Openstack) => problems
             .take(openstack_backend(&env, &mut registry))
             .map(|d| Arc::new(d) as Arc<dyn Discoverer>),
         Some(CloudProvider::Dvp) => problems
             .take(dvp_backend(&env).await)
+            .map(|d| match &kube {
+                Some(kube) => d.finding_identity_with(kube.clone()),
+                None => d,
+            })
             .map(|d| Arc::new(d) as Arc<dyn Discoverer>),
     };
     if let Some(config) = opts.secure_serving() {

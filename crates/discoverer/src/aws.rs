@@ -1,14 +1,16 @@
 //! The AWS backend: instance types from `DescribeInstanceTypes` (paged, 100 a page; cpu = default
 //! vCPUs, memory = MiB, root disk 0, as Deckhouse), no discovery Secret, and the EBS volumes the
 //! CSI driver made for this cluster: tag `ebs.csi.aws.com/cluster=true` **and** the cluster tag
-//! `kubernetes.io/cluster/<id>` (filtered by EC2), the name from tag `CSIVolumeName`. Without a
-//! cluster id no disk is reported: a disk of another cluster in the account is never an orphan.
+//! `kubernetes.io/cluster/<id>` (filtered by EC2), the name from tag `CSIVolumeName`. The cluster
+//! id is `--cluster-id`, else the tag the Nodes' instances carry (see [`crate::identity`]); without
+//! one no disk is reported: a disk of another cluster in the account is never an orphan.
 
 use async_trait::async_trait;
 use stratus_aws_api::ec2::filter;
 use stratus_aws_api::Ec2;
 
 use crate::discoverer::{Discoverer, DiscoveryError};
+use crate::identity::ClusterIdentity;
 use crate::types::{CloudCondition, DiskMeta, InstanceType};
 
 /// The tag the EBS CSI driver puts on every volume it creates.
@@ -21,16 +23,26 @@ pub const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
 /// Asks EC2.
 pub struct AwsDiscoverer {
     ec2: Ec2,
-    cluster_id: Option<String>,
+    cluster_id: ClusterIdentity,
+    /// Where the cluster id is looked for when not given (the Nodes' instances).
+    kube: Option<kube::Client>,
 }
 
 impl AwsDiscoverer {
-    /// A backend on `ec2`; `cluster_id` selects this cluster's disks.
+    /// A backend on `ec2`; `cluster_id` selects this cluster's disks (none: looked for through
+    /// [`AwsDiscoverer::finding_identity_with`], else no disk is reported).
     pub fn new(ec2: Ec2, cluster_id: Option<String>) -> Self {
-        if cluster_id.is_none() {
-            tracing::warn!("no cluster id: orphaned EBS volumes are not looked for");
+        AwsDiscoverer {
+            ec2,
+            cluster_id: ClusterIdentity::new(cluster_id),
+            kube: None,
         }
-        AwsDiscoverer { ec2, cluster_id }
+    }
+
+    /// Looks for the cluster id, when not given, in the tags of the Nodes' instances.
+    pub fn finding_identity_with(mut self, kube: kube::Client) -> Self {
+        self.kube = Some(kube);
+        self
     }
 }
 
@@ -69,7 +81,16 @@ impl Discoverer for AwsDiscoverer {
 
     async fn disks_meta(&self) -> Result<Vec<DiskMeta>, DiscoveryError> {
         const OP: &str = "DescribeVolumes";
-        let Some(cluster) = &self.cluster_id else {
+        let found = self
+            .cluster_id
+            .get_or_find("AWS cluster id", "the tag kubernetes.io/cluster/<id> of the Nodes' instances", || async {
+                match &self.kube {
+                    Some(kube) => crate::identity::aws_cluster_id(kube, &self.ec2).await,
+                    None => Ok(None),
+                }
+            })
+            .await;
+        let Some(cluster) = &found else {
             return Ok(Vec::new());
         };
         let filters = [

@@ -14,6 +14,7 @@ pub mod cloud;
 pub mod discoverer;
 pub mod dvp;
 pub mod http;
+pub mod identity;
 pub mod metrics;
 pub mod openstack;
 pub mod outputs;

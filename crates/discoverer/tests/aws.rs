@@ -299,3 +299,98 @@ async fn aws_discoverer_on_moto_under_shipped_rbac() -> Result<()> {
     env.set_aws_faults(&[]).await?;
     Ok(())
 }
+
+/// Deckhouse's template passes no `--cluster-id`: the discoverer finds the cluster's id in the
+/// ownership tag of the instances its Nodes name, then reports this cluster's orphans only.
+#[tokio::test]
+async fn without_a_cluster_id_the_nodes_instances_name_the_cluster() -> Result<()> {
+    use k8s_openapi::api::core::v1::{Node, NodeSpec};
+    let env = TestEnv::start().await?;
+    install(env.cluster()).await?;
+    let admin = env.kube_client(Identity::Admin).await?;
+    let setup = ec2(env.moto_endpoint());
+    let orphan = volume(&setup, Some(CLUSTER), true, "pvc-orphan").await?;
+    let _theirs = volume(&setup, Some(OTHER), true, "pvc-theirs").await?;
+
+    let mut registry = Registry::default();
+    let api_metrics = Arc::new(ApiMetrics::register(&mut registry));
+    let me = env.kube_client(ME).await?;
+    let discoverer = Arc::new(
+        AwsDiscoverer::new(
+            Ec2::new(
+                ec2(env.aws_endpoint()),
+                AwsApi::new("ec2", api_metrics, RetryPolicy::default()),
+            ),
+            None,
+        )
+        .finding_identity_with(me.clone()),
+    );
+    let metrics = Arc::new(Metrics::register(&mut registry));
+    let reconciler = Reconciler::new(
+        discoverer.clone(),
+        Outputs::new(me),
+        metrics,
+        Health::default(),
+        RetrySettings {
+            attempts: 1,
+            backoff: Backoff::new(Duration::from_millis(20), Duration::from_millis(100)),
+        },
+    );
+    // No Node yet: nothing names the cluster, so no disk is anybody's orphan.
+    let report = reconciler.run_once().await;
+    assert!(report.failed_steps.is_empty(), "{report:?}");
+    assert_eq!(report.orphaned_disks, 0, "{report:?}");
+
+    // A node whose instance carries the cluster's tag.
+    let image = setup
+        .describe_images()
+        .send()
+        .await?
+        .images()
+        .first()
+        .and_then(|i| i.image_id().map(str::to_owned))
+        .context("moto has an image")?;
+    let launched = setup
+        .run_instances()
+        .image_id(image)
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .tags(
+                    Tag::builder()
+                        .key(format!("kubernetes.io/cluster/{CLUSTER}"))
+                        .value("owned")
+                        .build(),
+                )
+                .build(),
+        )
+        .send()
+        .await?;
+    let id = launched.instances()[0]
+        .instance_id()
+        .context("instance id")?
+        .to_owned();
+    let node = Node {
+        metadata: kube::api::ObjectMeta {
+            name: Some("worker-0".into()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: Some(format!("aws:///us-east-1a/{id}")),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    kube::Api::<Node>::all(admin)
+        .create(&kube::api::PostParams::default(), &node)
+        .await?;
+    let report = reconciler.run_once().await;
+    assert!(report.failed_steps.is_empty(), "{report:?}");
+    assert_eq!(report.orphaned_disks, 1, "{report:?}");
+    let text = metrics_text(&registry);
+    assert!(text.contains(&format!("id=\"{orphan}\"")), "{text}");
+    assert!(!text.contains("pvc-theirs"), "{text}");
+    Ok(())
+}

@@ -211,6 +211,43 @@ async fn dvp_discoverer_on_a_parent_cluster_under_shipped_rbac() -> Result<()> {
         "{text}"
     );
 
+    // Deckhouse's template passes no CLUSTER_UUID: the UUID Deckhouse keeps in the tenant
+    // (ConfigMap kube-system/d8-cluster-uuid) names the cluster, read under the shipped RBAC.
+    let without_uuid = dvp_backend(&lookup(&vars, &[])).await?;
+    let registry_b = {
+        let mut registry = Registry::default();
+        let metrics = Arc::new(Metrics::register(&mut registry));
+        let b = Reconciler::new(
+            Arc::new(without_uuid.finding_identity_with(env.tenant.kube_client(ME).await?)),
+            Outputs::new(env.tenant.kube_client(ME).await?),
+            metrics,
+            Health::default(),
+            RetrySettings {
+                attempts: 1,
+                backoff: Backoff::new(Duration::from_millis(20), Duration::from_millis(100)),
+            },
+        );
+        assert_eq!(b.run_once().await.orphaned_disks, 0, "no UUID anywhere yet");
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(tenant_admin.clone(), "kube-system")
+            .create(
+                &PostParams::default(),
+                &k8s_openapi::api::core::v1::ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some("d8-cluster-uuid".into()),
+                        ..Default::default()
+                    },
+                    data: Some(BTreeMap::from([("cluster-uuid".into(), CLUSTER.into())])),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let report = b.run_once().await;
+        assert!(report.failed_steps.is_empty(), "{report:?}");
+        assert_eq!(report.orphaned_disks, 1, "{report:?}");
+        registry
+    };
+    assert!(metrics_text(&registry_b).contains("name=\"pvc-orphan\"} 1"));
+
     // Nothing changed: no write.
     let writes = env.tenant.kube_writes_by(ME.username())?;
     assert_eq!(reconciler.run_once().await.writes, 0);

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde::Deserialize as _;
 use stratus_testenv::{Identity, KubeCluster};
@@ -313,20 +313,40 @@ async fn instance_classes_and_registration_secrets() -> Result<()> {
                 "spec.instanceType",
             ),
             (
-                serde_json::json!({"instanceType": "m5.large", "diskType": "gp9"}),
-                "spec.diskType",
-            ),
-            (
-                serde_json::json!({"instanceType": "m5.large", "ami": "centos"}),
-                "spec.ami",
-            ),
-            (
-                serde_json::json!({"instanceType": "m5.large", "iops": 5}),
+                serde_json::json!({"instanceType": "m5.large", "iops": ["500"]}),
                 "spec.iops",
+            ),
+            (
+                serde_json::json!({"instanceType": "m5.large", "spot": "yes"}),
+                "spec.spot",
             ),
         ],
     )
     .await?;
+    // What Deckhouse's schema accepts is accepted with its meaning: iops as a string, no
+    // diskType filled in (gp2 is the machine class's default), status written by a plain patch
+    // (node-manager's hook; no status subresource).
+    let classes = api(&admin, "AWSInstanceClass", "awsinstanceclasses", "v1");
+    let stored = create(
+        &classes,
+        serde_json::json!({"apiVersion": "deckhouse.io/v1", "kind": "AWSInstanceClass",
+            "metadata": {"name": "deckhouse-shaped"},
+            "spec": {"instanceType": "m5.large", "iops": "500", "ami": "ami-legacy"}}),
+    )
+    .await?;
+    assert_eq!(stored.data["spec"]["iops"], "500");
+    assert!(stored.data["spec"].get("diskType").is_none(), "{:?}", stored.data);
+    let patched = classes
+        .patch(
+            "deckhouse-shaped",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"nodeGroupConsumers": ["workers"]}})),
+        )
+        .await?;
+    assert_eq!(
+        patched.data["status"]["nodeGroupConsumers"],
+        serde_json::json!(["workers"])
+    );
     let served_refs: Vec<&str> = served.iter().map(String::as_str).collect();
     let rendered = helm_template(
         "charts/node-manager-aws",

@@ -34,6 +34,8 @@ const REQUIRED: &[Access] = &[
         "stratus-serving authz",
     ),
     access("list", "", "persistentvolumes", None, "outputs.rs"),
+    access("list", "", "nodes", None, "identity.rs"),
+    access("get", "", "configmaps", Some("kube-system"), "identity.rs").named("d8-cluster-uuid"),
     access(
         "get",
         "deckhouse.io",

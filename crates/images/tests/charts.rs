@@ -1131,3 +1131,62 @@ async fn every_chart_workload_is_accepted_by_the_apiserver() {
         rejected.join("\n  ")
     );
 }
+
+/// The CSIDriver objects as Deckhouse's modules render them: no `fsGroupPolicy` (the API
+/// default) for EBS and DVP, `ReadWriteOnceWithFSType` for Cinder, each a chart value; and the
+/// Cinder topology switch reaching the driver and the provisioner.
+#[test]
+fn csi_drivers_and_the_cinder_topology_switch() {
+    let helm = helm();
+    let csidriver = |chart: &str, sets: &[&str]| -> serde_yaml::Value {
+        let mut sets_all: Vec<&str> = required(chart).to_vec();
+        sets_all.extend(sets);
+        let docs = render(&helm, chart, &sets_all).unwrap_or_else(|e| panic!("{chart}: {e}"));
+        docs.into_iter()
+            .find(|d| d["kind"] == "CSIDriver")
+            .unwrap_or_else(|| panic!("{chart}: no CSIDriver"))
+    };
+    for (chart, want) in [
+        ("aws-ebs-csi-driver", None),
+        ("dvp-csi-driver", None),
+        ("cinder-csi-plugin", Some("ReadWriteOnceWithFSType")),
+    ] {
+        let d = csidriver(chart, &[]);
+        assert_eq!(d["spec"]["attachRequired"], true, "{chart}");
+        assert_eq!(d["spec"]["podInfoOnMount"], false, "{chart}");
+        assert_eq!(d["spec"]["fsGroupPolicy"].as_str(), want, "{chart}");
+        let set = csidriver(chart, &["csiDriver.fsGroupPolicy=File"]);
+        assert_eq!(set["spec"]["fsGroupPolicy"], "File", "{chart}");
+    }
+    let args_of = |sets: &[&str], workload: &str, container: &str| -> Vec<String> {
+        let mut sets_all: Vec<&str> = required("cinder-csi-plugin").to_vec();
+        sets_all.extend(sets);
+        let docs = render(&helm, "cinder-csi-plugin", &sets_all).unwrap();
+        let w = docs
+            .iter()
+            .find(|d| d["metadata"]["name"] == workload)
+            .unwrap_or_else(|| panic!("no {workload}"));
+        let containers = w["spec"]["template"]["spec"]["containers"].as_sequence().unwrap();
+        let c = containers
+            .iter()
+            .find(|c| c["name"] == container)
+            .unwrap_or_else(|| panic!("no {container}"));
+        serde_yaml::from_value(c["args"].clone()).unwrap()
+    };
+    let on = args_of(&[], "csi-cinder-controllerplugin", "csi-provisioner");
+    assert!(on.contains(&"--feature-gates=Topology=true".to_string()) && on.contains(&"--strict-topology".to_string()), "{on:?}");
+    let off = args_of(&["topology.enabled=false"], "csi-cinder-controllerplugin", "csi-provisioner");
+    assert!(off.contains(&"--feature-gates=Topology=false".to_string()), "{off:?}");
+    let driver = args_of(&["topology.enabled=false"], "csi-cinder-controllerplugin", "cinder-csi-plugin");
+    assert!(driver.contains(&"--with-topology=false".to_string()), "{driver:?}");
+    let node = args_of(
+        &["topology.additional.topology\\.kubernetes\\.io/region=RegionOne"],
+        "csi-cinder-nodeplugin",
+        "cinder-csi-plugin",
+    );
+    assert!(node.contains(&"--with-topology=true".to_string()), "{node:?}");
+    assert!(
+        node.contains(&"--additional-topology=topology.kubernetes.io/region=RegionOne".to_string()),
+        "{node:?}"
+    );
+}

@@ -5,6 +5,7 @@
 
 pub mod api_limits;
 pub mod client;
+pub mod deckhouse;
 pub mod events;
 pub mod store;
 pub mod watch_health;

@@ -17,6 +17,8 @@ use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use stratus_dvp::config::DvpConfig;
 use stratus_dvp_api::labels::CLUSTER_UUID;
+
+use crate::identity::ClusterIdentity;
 use stratus_dvp_api::VirtualDisk;
 use tokio::sync::Notify;
 
@@ -33,7 +35,9 @@ pub const SETTLE: Duration = Duration::from_secs(2);
 pub struct DvpDiscoverer {
     parent: kube::Client,
     namespace: String,
-    cluster_uuid: Option<String>,
+    cluster_uuid: ClusterIdentity,
+    /// Where the UUID is looked for when not given (Deckhouse's ConfigMap in this cluster).
+    tenant: Option<kube::Client>,
     changed: Arc<Notify>,
     watch: tokio::task::JoinHandle<()>,
 }
@@ -62,18 +66,25 @@ impl DvpDiscoverer {
     /// watch.
     pub async fn connect(config: DvpConfig, cluster_uuid: Option<String>) -> Result<Self, String> {
         let parent = config.client().await?;
-        if cluster_uuid.is_none() {
-            tracing::warn!("CLUSTER_UUID is not set: orphaned VirtualDisks are not looked for");
-        }
         let changed = Arc::new(Notify::new());
         let watch = tokio::spawn(watch_classes(parent.clone(), changed.clone()));
         Ok(DvpDiscoverer {
             parent,
             namespace: config.namespace,
-            cluster_uuid,
+            cluster_uuid: ClusterIdentity::new(cluster_uuid),
+            tenant: None,
             changed,
             watch,
         })
+    }
+}
+
+impl DvpDiscoverer {
+    /// Looks for the cluster UUID, when `CLUSTER_UUID` is not given, in Deckhouse's ConfigMap
+    /// of this (the tenant) cluster.
+    pub fn finding_identity_with(mut self, tenant: kube::Client) -> Self {
+        self.tenant = Some(tenant);
+        self
     }
 }
 
@@ -138,7 +149,16 @@ impl Discoverer for DvpDiscoverer {
 
     async fn disks_meta(&self) -> Result<Vec<DiskMeta>, DiscoveryError> {
         const OP: &str = "ListVirtualDisks";
-        let Some(cluster) = &self.cluster_uuid else {
+        let found = self
+            .cluster_uuid
+            .get_or_find("cluster UUID", "configmap kube-system/d8-cluster-uuid", || async {
+                match &self.tenant {
+                    Some(kube) => crate::identity::deckhouse_cluster_uuid(kube).await,
+                    None => Ok(None),
+                }
+            })
+            .await;
+        let Some(cluster) = &found else {
             return Ok(Vec::new());
         };
         let disks = Api::<VirtualDisk>::namespaced(self.parent.clone(), &self.namespace)

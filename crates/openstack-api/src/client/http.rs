@@ -52,11 +52,15 @@ pub struct HttpResponse {
 #[error("{0}")]
 pub struct TransportError(pub String);
 
+/// Stratus's User-Agent.
+const USER_AGENT: &str = concat!("stratus/", env!("CARGO_PKG_VERSION"));
+
 /// The pooled client.
 #[derive(Clone)]
 pub struct HttpClient {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     timeout: Duration,
+    user_agent: HeaderValue,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -79,7 +83,23 @@ impl HttpClient {
         Ok(HttpClient {
             client: Client::builder(TokioExecutor::new()).build(connector),
             timeout,
+            user_agent: HeaderValue::from_static(USER_AGENT),
         })
+    }
+
+    /// The same client sending `extra` after Stratus's own User-Agent (`--user-agent`, as
+    /// upstream's OpenStack clients); an entry that is not a valid header value is refused.
+    pub fn with_extra_user_agent(mut self, extra: &[String]) -> Result<HttpClient, String> {
+        if extra.is_empty() {
+            return Ok(self);
+        }
+        let value = std::iter::once(USER_AGENT)
+            .chain(extra.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.user_agent = HeaderValue::from_str(&value)
+            .map_err(|_| format!("--user-agent: not a header value: {extra:?}"))?;
+        Ok(self)
     }
 
     /// Sends one request; `Err` only when no answer came.
@@ -98,10 +118,7 @@ impl HttpClient {
             request = request.header(http::header::CONTENT_TYPE, "application/json");
         }
         request = request.header(http::header::ACCEPT, "application/json");
-        request = request.header(
-            http::header::USER_AGENT,
-            concat!("stratus/", env!("CARGO_PKG_VERSION")),
-        );
+        request = request.header(http::header::USER_AGENT, self.user_agent.clone());
         let request = request
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| TransportError(format!("bad request to {url}: {e}")))?;
