@@ -152,7 +152,8 @@ async fn bind_cluster_role(
     Ok(())
 }
 
-async fn bind_role(
+/// Binds `rules` as the Role `name` in `ns` to `subject`.
+pub async fn bind_role(
     admin: &kube::Client,
     ns: &str,
     name: &str,

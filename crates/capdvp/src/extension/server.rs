@@ -21,7 +21,7 @@ use stratus_serving::{HttpsListener, Respond, TlsPolicy, TlsSource};
 use super::answer::{self, UpdateStep};
 use super::hooks::{self, Hook, UpdateMachineResponse, FAILURE, SUCCESS};
 use crate::metrics::Metrics;
-use crate::parent::Parent;
+use crate::parent::{Parent, ParentError};
 
 /// Largest request read (a Machine, its DeckhouseMachine and bootstrap config, twice).
 const MAX_BODY: usize = 4 << 20;
@@ -171,6 +171,17 @@ impl Respond for Extension {
     }
 }
 
+/// A failed parent call: a refusal (forbidden, invalid) fails the update with the parent's
+/// message; an unreachable parent is asked again later.
+fn parent_failed(e: ParentError) -> UpdateMachineResponse {
+    match e {
+        ParentError::Refused { .. } => UpdateMachineResponse::new(FAILURE, e.to_string(), 0),
+        ParentError::Unavailable { .. } => {
+            UpdateMachineResponse::new(SUCCESS, e.to_string(), RETRY_AFTER_PATCH)
+        }
+    }
+}
+
 impl Extension {
     async fn answer(&self, hook: Hook, body: &[u8]) -> Result<(Response<Body>, String), Failed> {
         match hook {
@@ -205,8 +216,7 @@ impl Extension {
         let vm_name = crate::names::vm_name(&desired.name);
         let vm = match self.parent.vm(&vm_name).await {
             Ok(vm) => vm,
-            // Unreachable parent: ask again later rather than fail the update.
-            Err(e) => return UpdateMachineResponse::new(SUCCESS, e.to_string(), RETRY_AFTER_PATCH),
+            Err(e) => return parent_failed(e),
         };
         match answer::update_step(&desired, vm.as_ref()) {
             UpdateStep::Done => UpdateMachineResponse::new(
@@ -221,7 +231,7 @@ impl Extension {
                     format!("VirtualMachine {vm_name} patched; checking it again"),
                     RETRY_AFTER_PATCH,
                 ),
-                Err(e) => UpdateMachineResponse::new(SUCCESS, e.to_string(), RETRY_AFTER_PATCH),
+                Err(e) => parent_failed(e),
             },
         }
     }

@@ -1,12 +1,13 @@
-//! A minimal HTTPS client for secure ports (the CCM's, the discoverer's): one GET per
-//! connection, optionally with a bearer token, trusting either any certificate (self-signed) or
-//! exactly one; it reports the certificate the server presented.
+//! A minimal HTTPS client for secure ports (the CCM's, the discoverer's) and webhook servers
+//! (capdvp's runtime extension): one GET or JSON POST per connection, optionally with a bearer
+//! token, trusting either any certificate (self-signed) or exactly one; it reports the
+//! certificate the server presented.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -40,6 +41,28 @@ pub async fn get(
     token: Option<&str>,
     trust: &Trust,
 ) -> anyhow::Result<Answer> {
+    send(addr, http::Method::GET, path, token, None, trust).await
+}
+
+/// `POST https://{addr}{path}` with `body` as `application/json`.
+pub async fn post_json(
+    addr: SocketAddr,
+    path: &str,
+    body: &serde_json::Value,
+    trust: &Trust,
+) -> anyhow::Result<Answer> {
+    let body = serde_json::to_vec(body)?;
+    send(addr, http::Method::POST, path, None, Some(body), trust).await
+}
+
+async fn send(
+    addr: SocketAddr,
+    method: http::Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Vec<u8>>,
+    trust: &Trust,
+) -> anyhow::Result<Answer> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?;
@@ -65,12 +88,18 @@ pub async fn get(
         .into_owned();
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
     tokio::spawn(connection);
-    let mut request = http::Request::get(path).header(http::header::HOST, addr.to_string());
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::HOST, addr.to_string());
+    if body.is_some() {
+        request = request.header(http::header::CONTENT_TYPE, "application/json");
+    }
     if let Some(token) = token {
         request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
     }
     let response = sender
-        .send_request(request.body(Empty::<Bytes>::new())?)
+        .send_request(request.body(Full::new(Bytes::from(body.unwrap_or_default())))?)
         .await?;
     let status = response.status().as_u16();
     let content_type = response
