@@ -4,7 +4,7 @@
 //! its status. Then the in-place hooks are called as Cluster API calls them, with the objects of
 //! a running machine: CanUpdateMachineSet covers a run-policy change and leaves a memory change to
 //! a rollout; UpdateMachine patches the running VM in the parent (same VM, new policy) and then
-//! reports done. The calls are counted on plain-HTTP `/metrics` (`--metrics-secure=false`); a
+//! reports done. A rotated certificate is served without a restart. The calls are counted on plain-HTTP `/metrics` (`--metrics-secure=false`); a
 //! second replica's default secure `/metrics` refuses a request without a token.
 
 mod common;
@@ -195,6 +195,23 @@ async fn cluster_api_discovers_the_extension_and_the_in_place_hooks_answer() {
     .await
     .unwrap();
     assert_eq!(bad.status, 400, "{}", bad.body);
+
+    // A rotated certificate (a new CA) is served without a restart.
+    let rotated = TestCa::write(&ca.dir).unwrap();
+    let new_trust = Trust::Only(CertificateDer::from_pem_slice(rotated.ca_pem.as_bytes()).unwrap());
+    let discovery = format!("{BASE}/discovery");
+    let status = common::wait("the rotated certificate served", WAIT, || {
+        let (discovery, new_trust) = (&discovery, &new_trust);
+        async move {
+            Ok(https::post_json(address, discovery, &json!({}), new_trust)
+                .await
+                .ok()
+                .map(|a| a.status))
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", log()));
+    assert_eq!(status, 200);
 
     // The calls are counted, on plain-HTTP /metrics (--metrics-secure=false).
     let metrics = plain_get(&format!("127.0.0.1:{metrics_port}"), "/metrics").await;

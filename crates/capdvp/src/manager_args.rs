@@ -439,6 +439,61 @@ mod tests {
         assert_eq!(o.concurrency, 3);
     }
 
+    /// A local API server stand-in: answers every request with `{}` at once, counts them.
+    async fn answering_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = count.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    while let Ok(n) = stream.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                        if stream.write_all(answer.as_bytes()).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        (format!("http://{address}"), count)
+    }
+
+    async fn ten_requests(client: &kube::Client) -> Duration {
+        let started = tokio::time::Instant::now();
+        for _ in 0..10 {
+            let request = http::Request::get("/version").body(Vec::new()).unwrap();
+            client.request_text(request).await.unwrap();
+        }
+        started.elapsed()
+    }
+
+    /// `--kube-api-qps/-burst` hold requests back; without them nothing waits.
+    #[tokio::test]
+    async fn the_client_limit_paces_requests() {
+        let (url, count) = answering_server().await;
+        let config = || kube::Config::new(url.parse().unwrap());
+        let free = kube::Client::try_from(config()).unwrap();
+        let unlimited = ten_requests(&free).await;
+        let limit = ClientLimit {
+            qps: 10.0,
+            burst: 2,
+        };
+        let limited = ten_requests(&limit.client(config()).unwrap()).await;
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 20);
+        // Two at once per 0.2 s window: the tenth request goes in the fifth window (>= 0.8 s).
+        assert!(limited >= Duration::from_millis(750), "{limited:?}");
+        assert!(unlimited < Duration::from_millis(500), "{unlimited:?}");
+    }
+
     #[test]
     fn values_without_a_meaning_are_refused_by_name() {
         for (args, named) in [
