@@ -23,9 +23,9 @@ use stratus_serving::{
 };
 
 use crate::controllers::{self, Parts};
-use crate::extension::server::{cert_files, ExtensionServer, ExtensionSettings};
+use crate::extension::server::{ExtensionServer, ExtensionSettings};
 use crate::machine::Settings;
-use crate::manager_args::{ManagerArgs, MetricsPlan};
+use crate::manager_args::{cert_files, ManagerArgs, MetricsPlan};
 use crate::metrics::Metrics;
 use crate::parent::Parent;
 

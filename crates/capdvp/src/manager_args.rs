@@ -15,7 +15,6 @@ use stratus_runtime::duration::parse_go_duration;
 use stratus_serving::probes::{parse_bind_address, BindAddress};
 use stratus_serving::TlsSource;
 
-use crate::extension::server::cert_source;
 use crate::zap::ZapArgs;
 
 /// controller-runtime's webhook certificate directory.
@@ -101,6 +100,34 @@ fn parse_qps(value: &str) -> Result<f64, String> {
     match value.parse::<f64>() {
         Ok(q) if q > 0.0 && q.is_finite() => Ok(q),
         _ => Err("a positive number".into()),
+    }
+}
+
+/// The certificate source of a cert directory: `tls.crt`/`tls.key` as controller-runtime's
+/// default layout, or other names (`--webhook-cert-name`, `--webhook-cert-key`).
+pub fn cert_source(dir: &std::path::Path, cert: &str, key: &str) -> TlsSource {
+    if cert == stratus_serving::tls::PAIR_DIR_CERT && key == stratus_serving::tls::PAIR_DIR_KEY {
+        TlsSource::PairDir {
+            dir: dir.to_path_buf(),
+            flag: "--webhook-cert-dir",
+        }
+    } else {
+        TlsSource::Files {
+            cert: dir.join(cert),
+            key: dir.join(key),
+        }
+    }
+}
+
+/// The files a [`cert_source`] reads (for the startup check's messages).
+pub fn cert_files(source: &TlsSource) -> Vec<PathBuf> {
+    match source {
+        TlsSource::PairDir { dir, .. } => vec![
+            dir.join(stratus_serving::tls::PAIR_DIR_CERT),
+            dir.join(stratus_serving::tls::PAIR_DIR_KEY),
+        ],
+        TlsSource::Files { cert, key } => vec![cert.clone(), key.clone()],
+        TlsSource::SelfSigned { .. } => Vec::new(),
     }
 }
 

@@ -8,8 +8,6 @@
 //! the console encoder unless those flags say otherwise. `--zap-stacktrace-level` is checked and
 //! has no effect: our log records carry no stack traces to attach.
 
-use std::fmt::Write as _;
-
 use clap::{ArgAction, Args};
 use k8s_openapi::jiff::Timestamp;
 use tracing_subscriber::fmt::format::Writer;
@@ -162,21 +160,6 @@ impl LogSettings {
             (false, None) => builder.init(),
         }
     }
-}
-
-/// A short description for the startup log line.
-pub fn describe(settings: &LogSettings) -> String {
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "{:?}, {}",
-        settings.level,
-        if settings.json { "json" } else { "text" }
-    );
-    if let Some(t) = settings.time {
-        let _ = write!(s, ", time {t:?}");
-    }
-    s
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 //! that is not the hook's request is an HTTP 400, which Cluster API reports as a failed call.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,34 +36,6 @@ pub struct ExtensionSettings {
     pub tls: TlsSource,
     /// `--tls-min-version`, `--tls-cipher-suites`.
     pub tls_policy: TlsPolicy,
-}
-
-/// The certificate source of a cert directory: `tls.crt`/`tls.key` as controller-runtime's
-/// default layout, or other names (`--webhook-cert-name`, `--webhook-cert-key`).
-pub fn cert_source(dir: &std::path::Path, cert: &str, key: &str) -> TlsSource {
-    if cert == stratus_serving::tls::PAIR_DIR_CERT && key == stratus_serving::tls::PAIR_DIR_KEY {
-        TlsSource::PairDir {
-            dir: dir.to_path_buf(),
-            flag: "--webhook-cert-dir",
-        }
-    } else {
-        TlsSource::Files {
-            cert: dir.join(cert),
-            key: dir.join(key),
-        }
-    }
-}
-
-/// The files a [`cert_source`] reads (for the startup check's messages).
-pub fn cert_files(source: &TlsSource) -> Vec<PathBuf> {
-    match source {
-        TlsSource::PairDir { dir, .. } => vec![
-            dir.join(stratus_serving::tls::PAIR_DIR_CERT),
-            dir.join(stratus_serving::tls::PAIR_DIR_KEY),
-        ],
-        TlsSource::Files { cert, key } => vec![cert.clone(), key.clone()],
-        TlsSource::SelfSigned { .. } => Vec::new(),
-    }
 }
 
 /// A running extension server.
