@@ -391,4 +391,28 @@ mod tests {
                 .unwrap();
         assert_eq!(o.health_probe_bind_address.0, None);
     }
+
+    /// A missing or broken certificate stops the start, naming the flags and the file.
+    #[test]
+    fn certificate_problems_name_the_flags_and_the_file() {
+        let flags = "--webhook-cert-dir/--webhook-cert-name/--webhook-cert-key";
+        let dir = std::env::temp_dir().join(format!("capdvp-certs-{}", std::process::id()));
+        let source = crate::manager_args::cert_source(&dir, "tls.crt", "tls.key");
+        let e = check_tls(&source, flags).unwrap_err();
+        assert!(e.starts_with(flags), "{e}");
+        assert!(
+            e.contains(&dir.join("tls.crt").display().to_string()),
+            "{e}"
+        );
+        std::fs::create_dir_all(&dir).unwrap();
+        let pair = stratus_serving::self_signed::generate(&["localhost".to_string()]).unwrap();
+        std::fs::write(dir.join("a.crt"), &pair.cert_pem).unwrap();
+        std::fs::write(dir.join("a.key"), "not a key").unwrap();
+        let named = crate::manager_args::cert_source(&dir, "a.crt", "a.key");
+        let e = check_tls(&named, flags).unwrap_err();
+        assert!(e.starts_with(flags) && e.contains("a.key"), "{e}");
+        std::fs::write(dir.join("a.key"), &pair.key_pem).unwrap();
+        check_tls(&named, flags).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
