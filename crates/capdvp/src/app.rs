@@ -260,6 +260,12 @@ pub async fn run(
                 .map_err(|e| AppError::Serve(e.context("--metrics-bind-address")))?,
             );
         }
+        (Some(plan), None) if plan.secure => {
+            // Never served in the clear instead: the startup check made the clients.
+            return Err(AppError::Config(
+                "--metrics-secure: no token and access review clients".into(),
+            ));
+        }
         (Some(plan), _) => {
             _plain_metrics = Some(
                 PlainMetricsServer::start(plan.address, "--metrics-bind-address", registry.clone())
