@@ -8,7 +8,7 @@ use stratus_capdvp::app::{run, Options};
 fn main() -> anyhow::Result<()> {
     stratus_runtime::memory::tune_allocator();
     let opts = Options::parse();
-    opts.logging.init();
+    stratus_capdvp::zap::LogSettings::resolve(&opts.logging, &opts.manager.zap).init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -26,6 +26,13 @@ const PARENT_REQUIRED: &[Access] = &[
     access("create", VIRT, VMS, NS, "a machine's VM"),
     access("get", VIRT, VMS, NS, "read back after a create cut short"),
     access("delete", VIRT, VMS, NS, "a deleted machine's VM"),
+    access(
+        "patch",
+        VIRT,
+        VMS,
+        NS,
+        "UpdateMachine: run and live-migration policies in place",
+    ),
     access("list", VIRT, DISKS, NS, "the disk watch lists"),
     access("watch", VIRT, DISKS, NS, "the disk watch"),
     access("create", VIRT, DISKS, NS, "boot and additional disks"),
@@ -67,18 +74,11 @@ const PARENT_REQUIRED: &[Access] = &[
 
 const PARENT_FORBIDDEN: &[Access] = &[
     access(
-        "patch",
-        VIRT,
-        VMS,
-        NS,
-        "VMs are made and deleted, never changed",
-    ),
-    access(
         "update",
         VIRT,
         VMS,
         NS,
-        "VMs are made and deleted, never changed",
+        "VMs are patched (policies in place), never replaced",
     ),
     access(
         "patch",

@@ -8,3 +8,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 cluster.x-k8s.io/provider: infrastructure-dvp
 {{- end -}}
+{{- define "capdvp.webhookCertDir" -}}
+/tmp/k8s-webhook-server/serving-certs
+{{- end -}}
+{{- define "capdvp.webhookSecret" -}}
+{{ default "capdvp-webhook-tls" .Values.webhook.tlsSecret }}
+{{- end -}}

@@ -146,6 +146,7 @@ pub async fn run(
     parts: Parts,
     namespace: Option<&str>,
     concurrency: u16,
+    watch_filter: Option<&str>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
     on_synced: impl FnOnce() + Send + 'static,
 ) {
@@ -200,10 +201,11 @@ pub async fn run(
         metrics,
     };
 
+    let filtered = watch_filter_config(watch_filter);
     let (dm_store, dm_writer) = reflector::store();
     let dm_stream = watcher(
         mgmt_api::<DeckhouseMachine>(&mgmt, namespace),
-        watcher::Config::default(),
+        filtered.clone(),
     )
     .backoff(QuickBackoff::default())
     .modify(forget_managed_fields)
@@ -256,18 +258,16 @@ pub async fn run(
         .run(machine::reconcile, machine::error_policy, ctx.clone())
         .for_each(|_| futures::future::ready(()));
 
-    let cluster_controller = Controller::new(
-        mgmt_api::<DeckhouseCluster>(&mgmt, namespace),
-        watcher::Config::default(),
-    )
-    .with_config(config)
-    .graceful_shutdown_on(stop.clone())
-    .run(
-        cluster::reconcile,
-        cluster::error_policy,
-        Arc::new(cluster_ctx),
-    )
-    .for_each(|_| futures::future::ready(()));
+    let cluster_controller =
+        Controller::new(mgmt_api::<DeckhouseCluster>(&mgmt, namespace), filtered)
+            .with_config(config)
+            .graceful_shutdown_on(stop.clone())
+            .run(
+                cluster::reconcile,
+                cluster::error_policy,
+                Arc::new(cluster_ctx),
+            )
+            .for_each(|_| futures::future::ready(()));
 
     let synced = {
         let ctx = ctx.clone();
@@ -277,6 +277,19 @@ pub async fn run(
         }
     };
     tokio::join!(machine_controller, cluster_controller, synced);
+}
+
+/// Cluster API's label of `--watch-filter`: only objects whose label has the flag's value are
+/// reconciled.
+pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
+
+/// The watch of DeckhouseMachines and DeckhouseClusters under `--watch-filter` (all when unset
+/// or empty).
+pub fn watch_filter_config(filter: Option<&str>) -> watcher::Config {
+    match filter.filter(|f| !f.is_empty()) {
+        Some(value) => watcher::Config::default().labels(&format!("{WATCH_FILTER_LABEL}={value}")),
+        None => watcher::Config::default(),
+    }
 }
 
 /// The DeckhouseMachine a Machine's `spec.infrastructureRef` names.

@@ -8,14 +8,18 @@
 //!
 //! Layout: [`api`] (the kinds), [`names`] (Deckhouse's names and labels), [`plan`] (pure
 //! decisions), [`parent`] (parent I/O), [`machine`] and [`cluster`] (the reconcilers),
-//! [`controllers`] (watches and wiring), [`app`] (the process).
+//! [`controllers`] (watches and wiring), [`extension`] (the runtime extension: in-place update
+//! hooks), [`app`] (the process).
 
 pub mod api;
 pub mod app;
 pub mod cluster;
 pub mod controllers;
+pub mod extension;
 pub mod machine;
+pub mod manager_args;
 pub mod metrics;
 pub mod names;
 pub mod parent;
 pub mod plan;
+pub mod zap;

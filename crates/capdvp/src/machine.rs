@@ -29,8 +29,9 @@ use crate::plan::{self, reasons, Blocked, CapiView, DeleteStep, Leftovers, Prere
 /// How long to wait before looking again for things no watch reports (a bootstrap Secret that
 /// is named but not there yet, a VM class or image that may be added to the parent).
 const RECHECK: Duration = Duration::from_secs(10);
-/// Resync of a settled machine (a safety net; watches do the work).
-const RESYNC: Duration = Duration::from_secs(600);
+/// Resync of a settled machine (a safety net; watches do the work): `--sync-period`'s default,
+/// Cluster API's.
+pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(600);
 
 /// The caches the reconciler reads instead of asking the apiservers.
 #[derive(Clone)]
@@ -74,6 +75,8 @@ pub struct Settings {
     pub cluster_uuid: String,
     /// How long a deletion may take before what is left is marked orphaned and let go.
     pub delete_timeout: Duration,
+    /// How often a settled machine is looked at again without any event (`--sync-period`).
+    pub sync_period: Duration,
 }
 
 /// What the reconciler works with.
@@ -319,7 +322,7 @@ async fn apply(dm: &DeckhouseMachine, ctx: &Context) -> Result<Action, Reconcile
         None => {
             if let Some(why) = plan::waiting_for(&capi) {
                 block(ctx, &dm, &why).await?;
-                return Ok(Action::requeue(RESYNC));
+                return Ok(Action::requeue(ctx.settings.sync_period));
             }
             if !recorded {
                 let found = prerequisites(ctx, &dm).await?;
@@ -363,7 +366,7 @@ async fn apply(dm: &DeckhouseMachine, ctx: &Context) -> Result<Action, Reconcile
             };
             ensure_children(ctx, &render, &vm, Some(data.as_slice()), &[]).await?;
             record_created(ctx, &dm, &vm_name).await?;
-            return Ok(Action::requeue(RESYNC));
+            return Ok(Action::requeue(ctx.settings.sync_period));
         }
     };
 
@@ -390,7 +393,7 @@ async fn apply(dm: &DeckhouseMachine, ctx: &Context) -> Result<Action, Reconcile
         ensure_children(ctx, &render, &vm, data.as_deref(), &present).await?;
         if !recorded && data.is_some() {
             record_created(ctx, &dm, &vm_name).await?;
-            return Ok(Action::requeue(RESYNC));
+            return Ok(Action::requeue(ctx.settings.sync_period));
         }
     }
     if dm.spec.provider_id.is_none() {
@@ -409,7 +412,7 @@ async fn apply(dm: &DeckhouseMachine, ctx: &Context) -> Result<Action, Reconcile
         tracing::info!(machine = %name, vm = %vm_name, "VM running: machine ready");
     }
     patch_status(ctx, &dm, &desired).await?;
-    Ok(Action::requeue(RESYNC))
+    Ok(Action::requeue(ctx.settings.sync_period))
 }
 
 async fn ensure_children(

@@ -1,6 +1,6 @@
 //! capdvp's Prometheus metrics: reconciles by kind and outcome, parent calls by operation,
-//! objects left behind by deletions that hit their deadline, and how long machines took from
-//! creation to a running VM.
+//! objects left behind by deletions that hit their deadline, runtime-extension calls by hook and
+//! outcome, and how long machines took from creation to a running VM.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -20,6 +20,12 @@ struct Operation {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HookCall {
+    hook: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Kind {
     kind: String,
 }
@@ -30,6 +36,7 @@ pub struct Metrics {
     reconciles: Family<Reconcile, Counter>,
     parent_requests: Family<Operation, Counter>,
     orphaned: Family<Kind, Counter>,
+    hook_calls: Family<HookCall, Counter>,
     ready_seconds: Histogram,
 }
 
@@ -40,6 +47,7 @@ impl Metrics {
             reconciles: Family::default(),
             parent_requests: Family::default(),
             orphaned: Family::default(),
+            hook_calls: Family::default(),
             ready_seconds: Histogram::new([0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0]),
         };
         let r = registry.sub_registry_with_prefix("capdvp");
@@ -57,6 +65,11 @@ impl Metrics {
             "orphaned_objects",
             "Parent objects left behind by deletions that hit their deadline, by kind",
             m.orphaned.clone(),
+        );
+        r.register(
+            "extension_requests",
+            "Runtime-extension calls by hook and outcome (success, failure, error)",
+            m.hook_calls.clone(),
         );
         r.register(
             "machine_ready_seconds",
@@ -100,6 +113,7 @@ impl Metrics {
             "delete_disk",
             "delete_secret",
             "delete_attachment",
+            "patch_vm",
         ]
         .iter()
         .map(|o| {
@@ -110,6 +124,17 @@ impl Metrics {
                 .get()
         })
         .sum()
+    }
+
+    /// Counts a runtime-extension call (`hook`: one of the four hooks; `outcome`: `success`,
+    /// `failure` or `error`).
+    pub fn hook_call(&self, hook: &str, outcome: &str) {
+        self.hook_calls
+            .get_or_create(&HookCall {
+                hook: hook.into(),
+                outcome: outcome.into(),
+            })
+            .inc();
     }
 
     /// Counts an object left behind.

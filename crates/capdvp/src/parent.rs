@@ -1,12 +1,13 @@
 //! The parent cluster as capdvp uses it: creates and deletes of VMs, disks, cloud-init Secrets
-//! and VMBDAs in the tenant namespace, and the existence checks of the VM class and boot image.
+//! and VMBDAs in the tenant namespace, the in-place update of a VM's policies, and the existence
+//! checks of the VM class and boot image.
 //! Every call is counted by operation; errors say which object and whether the parent refused
 //! (a 4xx answer: show it) or could not be reached (retry).
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use stratus_dvp_api::{VirtualDisk, VirtualMachine, VirtualMachineBlockDeviceAttachment};
 
@@ -166,6 +167,25 @@ impl Parent {
             }
             Err(e) => Err(classify(format!("create VirtualMachine {name}"), e)),
         }
+    }
+
+    /// The VM `name`, if it exists (read directly: the in-place update checks what it wrote).
+    pub async fn vm(&self, name: &str) -> Result<Option<VirtualMachine>, ParentError> {
+        self.count("get_vm");
+        self.api::<VirtualMachine>()
+            .get_opt(name)
+            .await
+            .map_err(|e| classify(format!("read VirtualMachine {name}"), e))
+    }
+
+    /// Merge-patches the VM `name` (an in-place update of its policies).
+    pub async fn patch_vm(&self, name: &str, patch: &serde_json::Value) -> Result<(), ParentError> {
+        self.count("patch_vm");
+        self.api::<VirtualMachine>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(drop)
+            .map_err(|e| classify(format!("patch VirtualMachine {name}"), e))
     }
 
     /// Creates the disk; existing already is success.

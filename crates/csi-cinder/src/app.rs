@@ -338,9 +338,8 @@ mod tests {
             "--endpoint=unix:///csi/csi.sock",
             "--cloud-config=/etc/config/cloud.conf",
         ];
-        let parse = |more: &[&str]| {
-            Options::try_parse_from(base.iter().chain(more.iter()).copied())
-        };
+        let parse =
+            |more: &[&str]| Options::try_parse_from(base.iter().chain(more.iter()).copied());
         let o = parse(&[]).unwrap();
         assert!(o.with_topology);
         assert!(o.additional_topology.is_empty());
@@ -392,6 +391,8 @@ mod tests {
         let t = node(true, &[("rack".into(), "r7".into())]).topology();
         assert_eq!(t.get(crate::TOPOLOGY_KEY).map(String::as_str), Some("nova"));
         assert_eq!(t.get("rack").map(String::as_str), Some("r7"));
-        assert!(node(false, &[("rack".into(), "r7".into())]).topology().is_empty());
+        assert!(node(false, &[("rack".into(), "r7".into())])
+            .topology()
+            .is_empty());
     }
 }

@@ -83,12 +83,16 @@ impl Discoverer for AwsDiscoverer {
         const OP: &str = "DescribeVolumes";
         let found = self
             .cluster_id
-            .get_or_find("AWS cluster id", "the tag kubernetes.io/cluster/<id> of the Nodes' instances", || async {
-                match &self.kube {
-                    Some(kube) => crate::identity::aws_cluster_id(kube, &self.ec2).await,
-                    None => Ok(None),
-                }
-            })
+            .get_or_find(
+                "AWS cluster id",
+                "the tag kubernetes.io/cluster/<id> of the Nodes' instances",
+                || async {
+                    match &self.kube {
+                        Some(kube) => crate::identity::aws_cluster_id(kube, &self.ec2).await,
+                        None => Ok(None),
+                    }
+                },
+            )
             .await;
         let Some(cluster) = &found else {
             return Ok(Vec::new());

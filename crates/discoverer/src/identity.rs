@@ -50,7 +50,11 @@ impl ClusterIdentity {
             }
             Ok(None) => {
                 if !self.reported.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(what, from, "cluster identity not found: orphaned disks are not looked for until it is");
+                    tracing::warn!(
+                        what,
+                        from,
+                        "cluster identity not found: orphaned disks are not looked for until it is"
+                    );
                 }
                 None
             }
@@ -148,11 +152,21 @@ mod tests {
 
     #[test]
     fn one_cluster_tag_names_the_cluster() {
-        let keys = ["Name", "kubernetes.io/cluster/prod", "kubernetes.io/cluster/prod"];
-        assert_eq!(cluster_id_from_tag_keys(keys.into_iter()), Some("prod".into()));
+        let keys = [
+            "Name",
+            "kubernetes.io/cluster/prod",
+            "kubernetes.io/cluster/prod",
+        ];
+        assert_eq!(
+            cluster_id_from_tag_keys(keys.into_iter()),
+            Some("prod".into())
+        );
         let two = ["kubernetes.io/cluster/a", "kubernetes.io/cluster/b"];
         assert_eq!(cluster_id_from_tag_keys(two.into_iter()), None);
         assert_eq!(cluster_id_from_tag_keys(["Name"].into_iter()), None);
-        assert_eq!(cluster_id_from_tag_keys(["kubernetes.io/cluster/"].into_iter()), None);
+        assert_eq!(
+            cluster_id_from_tag_keys(["kubernetes.io/cluster/"].into_iter()),
+            None
+        );
     }
 }

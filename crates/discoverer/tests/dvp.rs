@@ -228,19 +228,22 @@ async fn dvp_discoverer_on_a_parent_cluster_under_shipped_rbac() -> Result<()> {
             },
         );
         assert_eq!(b.run_once().await.orphaned_disks, 0, "no UUID anywhere yet");
-        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(tenant_admin.clone(), "kube-system")
-            .create(
-                &PostParams::default(),
-                &k8s_openapi::api::core::v1::ConfigMap {
-                    metadata: ObjectMeta {
-                        name: Some("d8-cluster-uuid".into()),
-                        ..Default::default()
-                    },
-                    data: Some(BTreeMap::from([("cluster-uuid".into(), CLUSTER.into())])),
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+            tenant_admin.clone(),
+            "kube-system",
+        )
+        .create(
+            &PostParams::default(),
+            &k8s_openapi::api::core::v1::ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some("d8-cluster-uuid".into()),
                     ..Default::default()
                 },
-            )
-            .await?;
+                data: Some(BTreeMap::from([("cluster-uuid".into(), CLUSTER.into())])),
+                ..Default::default()
+            },
+        )
+        .await?;
         let report = b.run_once().await;
         assert!(report.failed_steps.is_empty(), "{report:?}");
         assert_eq!(report.orphaned_disks, 1, "{report:?}");

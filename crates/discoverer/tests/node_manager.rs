@@ -335,7 +335,11 @@ async fn instance_classes_and_registration_secrets() -> Result<()> {
     )
     .await?;
     assert_eq!(stored.data["spec"]["iops"], "500");
-    assert!(stored.data["spec"].get("diskType").is_none(), "{:?}", stored.data);
+    assert!(
+        stored.data["spec"].get("diskType").is_none(),
+        "{:?}",
+        stored.data
+    );
     let patched = classes
         .patch(
             "deckhouse-shaped",

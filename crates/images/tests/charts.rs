@@ -1166,7 +1166,9 @@ fn csi_drivers_and_the_cinder_topology_switch() {
             .iter()
             .find(|d| d["metadata"]["name"] == workload)
             .unwrap_or_else(|| panic!("no {workload}"));
-        let containers = w["spec"]["template"]["spec"]["containers"].as_sequence().unwrap();
+        let containers = w["spec"]["template"]["spec"]["containers"]
+            .as_sequence()
+            .unwrap();
         let c = containers
             .iter()
             .find(|c| c["name"] == container)
@@ -1174,17 +1176,38 @@ fn csi_drivers_and_the_cinder_topology_switch() {
         serde_yaml::from_value(c["args"].clone()).unwrap()
     };
     let on = args_of(&[], "csi-cinder-controllerplugin", "csi-provisioner");
-    assert!(on.contains(&"--feature-gates=Topology=true".to_string()) && on.contains(&"--strict-topology".to_string()), "{on:?}");
-    let off = args_of(&["topology.enabled=false"], "csi-cinder-controllerplugin", "csi-provisioner");
-    assert!(off.contains(&"--feature-gates=Topology=false".to_string()), "{off:?}");
-    let driver = args_of(&["topology.enabled=false"], "csi-cinder-controllerplugin", "cinder-csi-plugin");
-    assert!(driver.contains(&"--with-topology=false".to_string()), "{driver:?}");
+    assert!(
+        on.contains(&"--feature-gates=Topology=true".to_string())
+            && on.contains(&"--strict-topology".to_string()),
+        "{on:?}"
+    );
+    let off = args_of(
+        &["topology.enabled=false"],
+        "csi-cinder-controllerplugin",
+        "csi-provisioner",
+    );
+    assert!(
+        off.contains(&"--feature-gates=Topology=false".to_string()),
+        "{off:?}"
+    );
+    let driver = args_of(
+        &["topology.enabled=false"],
+        "csi-cinder-controllerplugin",
+        "cinder-csi-plugin",
+    );
+    assert!(
+        driver.contains(&"--with-topology=false".to_string()),
+        "{driver:?}"
+    );
     let node = args_of(
         &["topology.additional.topology\\.kubernetes\\.io/region=RegionOne"],
         "csi-cinder-nodeplugin",
         "cinder-csi-plugin",
     );
-    assert!(node.contains(&"--with-topology=true".to_string()), "{node:?}");
+    assert!(
+        node.contains(&"--with-topology=true".to_string()),
+        "{node:?}"
+    );
     assert!(
         node.contains(&"--additional-topology=topology.kubernetes.io/region=RegionOne".to_string()),
         "{node:?}"

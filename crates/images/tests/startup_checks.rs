@@ -944,6 +944,7 @@ const MODES: &[Mode] = &[
             "--secure-port={port}",
             "--bind-address=127.0.0.1",
             "--health-probe-bind-address=127.0.0.1:0",
+            "--webhook-port=0",
         ],
         &[
             "DVP_KUBERNETES_CONFIG_BASE64",

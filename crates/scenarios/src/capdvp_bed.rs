@@ -152,7 +152,8 @@ async fn bind_cluster_role(
     Ok(())
 }
 
-async fn bind_role(
+/// Binds `rules` as the Role `name` in `ns` to `subject`.
+pub async fn bind_role(
     admin: &kube::Client,
     ns: &str,
     name: &str,
@@ -290,6 +291,10 @@ impl Bed {
         ]
         .map(String::from)
         .to_vec();
+        // The runtime extension only where a test asks for it (it needs a certificate).
+        if !extra.iter().any(|a| a.starts_with("--webhook-port")) {
+            args.push("--webhook-port=0".into());
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         CcmProcess::start_on(&self.binary, &self.env.tenant, self.vars.clone(), &args)
             .expect("start capdvp")

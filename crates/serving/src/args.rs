@@ -208,6 +208,7 @@ impl ServingArgs {
                 reuse_port: self.permit_port_sharing,
                 reuse_address: self.permit_address_sharing,
                 http2_max_streams: self.http2_max_streams_per_connection,
+                http1_only: false,
             },
         })
     }

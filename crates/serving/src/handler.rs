@@ -167,23 +167,28 @@ impl Handler {
     }
 
     fn metrics(&self) -> Response<Body> {
-        let mut body = String::new();
-        match prometheus_client::encoding::text::encode(&mut body, &self.registry) {
-            Ok(()) => {
-                let mut r = text(StatusCode::OK, body);
-                r.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static(METRICS_CONTENT_TYPE),
-                );
-                r
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot encode the metrics");
-                text(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "cannot encode the metrics\n",
-                )
-            }
+        metrics_answer(&self.registry)
+    }
+}
+
+/// The registry in the OpenMetrics text format (500 when it cannot be encoded).
+pub fn metrics_answer(registry: &Registry) -> Response<Body> {
+    let mut body = String::new();
+    match prometheus_client::encoding::text::encode(&mut body, registry) {
+        Ok(()) => {
+            let mut r = text(StatusCode::OK, body);
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(METRICS_CONTENT_TYPE),
+            );
+            r
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode the metrics");
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot encode the metrics\n",
+            )
         }
     }
 }

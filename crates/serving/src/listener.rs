@@ -44,6 +44,8 @@ pub struct ListenOptions {
     pub reuse_address: bool,
     /// HTTP/2 streams per connection; 0: [`DEFAULT_HTTP2_MAX_STREAMS`].
     pub http2_max_streams: u32,
+    /// Serve HTTP/1.1 only (controller-runtime's `--enable-http2=false`, its default).
+    pub http1_only: bool,
 }
 
 impl ListenOptions {
@@ -107,10 +109,16 @@ impl HttpsListener {
         policy: &TlsPolicy,
         responder: Arc<R>,
     ) -> anyhow::Result<HttpsListener> {
-        let tls = server_config_with(tls, policy)?;
+        let mut tls = server_config_with(tls, policy)?;
+        if listen.http1_only {
+            Arc::make_mut(&mut tls).alpn_protocols = vec![b"http/1.1".to_vec()];
+        }
         let address = listener.local_addr()?;
         let (stop, stopped) = watch::channel(None);
         let mut http = auto::Builder::new(TokioExecutor::new());
+        if listen.http1_only {
+            http = http.http1_only();
+        }
         http.http1()
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_READ_TIMEOUT);

@@ -129,6 +129,25 @@ pub fn missing_prerequisite(spec: &DeckhouseMachineSpec, found: Prerequisites) -
     None
 }
 
+/// The VM's run policy for `spec` (`AlwaysOnUnlessStoppedManually` when unset).
+pub fn run_policy(spec: &DeckhouseMachineSpec) -> String {
+    spec.run_policy
+        .clone()
+        .unwrap_or_else(|| "AlwaysOnUnlessStoppedManually".into())
+}
+
+/// The VM's live-migration policy for `spec`: by role when unset (`PreferForced` for a
+/// control-plane machine, `PreferSafe` otherwise).
+pub fn live_migration_policy(spec: &DeckhouseMachineSpec, control_plane: bool) -> String {
+    spec.live_migration_policy.clone().unwrap_or_else(|| {
+        if control_plane {
+            "PreferForced".into()
+        } else {
+            "PreferSafe".into()
+        }
+    })
+}
+
 /// Everything a machine's parent objects are made from.
 #[derive(Debug, Clone)]
 pub struct Render<'a> {
@@ -181,22 +200,12 @@ impl Render<'_> {
                 name,
             })
             .collect();
-        let migration = spec.live_migration_policy.clone().unwrap_or_else(|| {
-            if self.control_plane {
-                "PreferForced".into()
-            } else {
-                "PreferSafe".into()
-            }
-        });
+        let migration = live_migration_policy(spec, self.control_plane);
         let mut out = VirtualMachine::new(
             &vm,
             self.parent_namespace,
             VirtualMachineSpec {
-                run_policy: Some(
-                    spec.run_policy
-                        .clone()
-                        .unwrap_or_else(|| "AlwaysOnUnlessStoppedManually".into()),
-                ),
+                run_policy: Some(run_policy(spec)),
                 virtual_machine_class_name: spec.vm_class_name.clone(),
                 cpu: Cpu {
                     cores: spec.cpu.cores,

@@ -151,12 +151,16 @@ impl Discoverer for DvpDiscoverer {
         const OP: &str = "ListVirtualDisks";
         let found = self
             .cluster_uuid
-            .get_or_find("cluster UUID", "configmap kube-system/d8-cluster-uuid", || async {
-                match &self.tenant {
-                    Some(kube) => crate::identity::deckhouse_cluster_uuid(kube).await,
-                    None => Ok(None),
-                }
-            })
+            .get_or_find(
+                "cluster UUID",
+                "configmap kube-system/d8-cluster-uuid",
+                || async {
+                    match &self.tenant {
+                        Some(kube) => crate::identity::deckhouse_cluster_uuid(kube).await,
+                        None => Ok(None),
+                    }
+                },
+            )
             .await;
         let Some(cluster) = &found else {
             return Ok(Vec::new());

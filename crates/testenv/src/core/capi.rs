@@ -3,7 +3,8 @@
 //! kubeconfig. Every listener is on 127.0.0.1: health and diagnostics by flag, the webhook server
 //! by the one-line change the build makes (see [`crate::tools::cluster_api`]), checked at start
 //! from the kernel's socket table. The webhook server gets a free port and a throwaway
-//! self-signed certificate — no webhook configuration points at it, so nothing calls it.
+//! self-signed certificate — no webhook configuration points at it, so nothing calls it. The
+//! `RuntimeSDK` feature gate is on: ExtensionConfigs are discovered (capdvp's runtime extension).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -118,6 +119,8 @@ impl ClusterApiManager {
             format!("--webhook-port={webhook}"),
             format!("--webhook-cert-dir={}", certs.display()),
             "--machine-concurrency=20".into(),
+            // ExtensionConfigs are discovered and runtime hooks called (capdvp's extension).
+            "--feature-gates=RuntimeSDK=true".into(),
             "--v=2".into(),
         ]
         .into_iter()

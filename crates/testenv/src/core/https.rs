@@ -1,13 +1,13 @@
-//! A minimal HTTPS client for secure ports (the CCM's, the discoverer's): one GET per
-//! connection, optionally with a bearer token, a client certificate and more headers, trusting
-//! either any certificate (self-signed) or exactly one; it reports the certificate the server
-//! presented.
+//! A minimal HTTPS client for secure ports (the CCM's, the discoverer's) and webhook servers
+//! (capdvp's runtime extension): one GET or JSON POST per connection, optionally with a bearer
+//! token, a client certificate and more headers, trusting either any certificate (self-signed)
+//! or exactly one; it reports the certificate the server presented.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -56,7 +56,7 @@ pub async fn get(
         token,
         ..Credentials::default()
     };
-    get_with(addr, path, &credentials, trust).await
+    send(addr, http::Method::GET, path, &credentials, None, trust).await
 }
 
 /// `GET https://{addr}{path}` with `credentials`.
@@ -64,6 +64,36 @@ pub async fn get_with(
     addr: SocketAddr,
     path: &str,
     credentials: &Credentials<'_>,
+    trust: &Trust,
+) -> anyhow::Result<Answer> {
+    send(addr, http::Method::GET, path, credentials, None, trust).await
+}
+
+/// `POST https://{addr}{path}` with `body` as `application/json`.
+pub async fn post_json(
+    addr: SocketAddr,
+    path: &str,
+    body: &serde_json::Value,
+    trust: &Trust,
+) -> anyhow::Result<Answer> {
+    let body = serde_json::to_vec(body)?;
+    send(
+        addr,
+        http::Method::POST,
+        path,
+        &Credentials::default(),
+        Some(body),
+        trust,
+    )
+    .await
+}
+
+async fn send(
+    addr: SocketAddr,
+    method: http::Method,
+    path: &str,
+    credentials: &Credentials<'_>,
+    body: Option<Vec<u8>>,
     trust: &Trust,
 ) -> anyhow::Result<Answer> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -103,7 +133,13 @@ pub async fn get_with(
         .into_owned();
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
     tokio::spawn(connection);
-    let mut request = http::Request::get(path).header(http::header::HOST, addr.to_string());
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::HOST, addr.to_string());
+    if body.is_some() {
+        request = request.header(http::header::CONTENT_TYPE, "application/json");
+    }
     if let Some(token) = token {
         request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
     }
@@ -111,7 +147,7 @@ pub async fn get_with(
         request = request.header(*name, *value);
     }
     let response = sender
-        .send_request(request.body(Empty::<Bytes>::new())?)
+        .send_request(request.body(Full::new(Bytes::from(body.unwrap_or_default())))?)
         .await?;
     let status = response.status().as_u16();
     let content_type = response
