@@ -16,6 +16,7 @@ pub mod readiness;
 pub mod start_plan;
 pub mod starter;
 pub mod supervisor;
+pub mod tagging_flags;
 
 use std::process::ExitCode;
 
@@ -38,6 +39,18 @@ pub fn main(providers: &[&dyn Provider]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let controllers = controllers::enabled_controllers(&opts.controllers).unwrap_or_default();
+    let checks = [
+        opts.nodeipam.check(&opts.cluster_cidr),
+        match controllers.contains(&controllers::TAGGING) {
+            true => opts.tagging.check(),
+            false => Ok(()),
+        },
+    ];
+    if let Some(Err(message)) = checks.into_iter().find(Result::is_err) {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
     stratus_runtime::memory::tune_allocator();
     opts.logging.init();
     let runtime = tokio::runtime::Builder::new_multi_thread()

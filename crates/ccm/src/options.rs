@@ -14,6 +14,7 @@ use stratus_serving::ServingArgs;
 use crate::pod_network::{
     parse_allocator_type, parse_cluster_cidrs, pod_network, ClusterCidrs, MaskFlags, PodNetwork,
 };
+use crate::tagging_flags::{NodeIpamArgs, TaggingArgs};
 
 /// Upstream flags Stratus does not implement: refused by name instead of silently ignored.
 const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
@@ -33,9 +34,6 @@ const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] = &[
     "node-sync-period",
     "log-flush-frequency",
     "vmodule",
-    "tagging-controller-rate-limit",
-    "resources",
-    "tags",
     // Secure serving: client certificates and front-proxy headers are not trusted, HTTP/2 is not
     // served.
     "client-ca-file",
@@ -148,6 +146,12 @@ pub struct Options {
     /// Secure serving of /healthz, /livez, /readyz and /metrics.
     #[command(flatten)]
     pub serving: ServingArgs,
+    /// The tagging controller (cloud-provider-aws).
+    #[command(flatten)]
+    pub tagging: TaggingArgs,
+    /// The nodeipam controller's options (cloud-provider-aws).
+    #[command(flatten)]
+    pub nodeipam: NodeIpamArgs,
 }
 
 /// The cloud-controller-manager's secure port, as upstream.
