@@ -209,7 +209,7 @@ async fn main() -> anyhow::Result<()> {
         })
     });
     let report = json!({
-        "benchmark": "bench-nodes",
+        "benchmark": if tagging { "bench-tagging" } else { "bench-nodes" },
         "nodes": total,
         "concurrent_node_syncs": args.concurrent_node_syncs,
         "init_seconds": (init_seconds * 100.0).round() / 100.0,
