@@ -196,3 +196,53 @@ async fn refuses_unsupported_resources_and_missing_tags_by_name() {
         ccm.log()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_and_burst_limits_spread_the_nodes_over_calls() {
+    let s = setup("tagging-rate", true).await;
+    let ids: Vec<String> = s.launch(3).await.into_iter().map(|i| i.id).collect();
+    for id in &ids {
+        kube_fixture::create_uninitialized_node(&s.admin, id, &[], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    // Nodes initialised first, without tagging: then all three need tags at once.
+    let mut ccm = s.start_ccm(&[]);
+    wait_for("nodes initialised", WAIT, || async {
+        for id in &ids {
+            let node = get_node(&s.admin, id).await?.unwrap();
+            if node
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_ref())
+                .is_none()
+            {
+                return Ok(None);
+            }
+        }
+        Ok(Some(()))
+    })
+    .await
+    .unwrap();
+    ccm.kill();
+    s.env.reset_aws_request_counts().await.unwrap();
+    // One node at a time, one more per second: three calls instead of one.
+    let ccm = s.start_ccm(&[
+        "--controllers=*,tagging",
+        "--tags=team=a",
+        "--resources=instance",
+        "--tagging-controller-rate-limit=1",
+        "--tagging-controller-burst-limit=1",
+    ]);
+    wait_tags(&s, "instances tagged", &ids, |t| {
+        t.get("team").map(String::as_str) == Some("a")
+    })
+    .await;
+    let counts = s.env.aws_request_counts().await.unwrap();
+    assert_eq!(
+        count(&counts, "ec2:CreateTags"),
+        3,
+        "one node per call under the limit: {counts:?}\n{}",
+        ccm.log()
+    );
+}
