@@ -3,8 +3,9 @@
 //!
 //! Watches Nodes and Services; writes Node spec/labels/taints/pod CIDRs, `nodes/status`
 //! addresses and conditions, Node deletions, the tagging controller's Node label and
-//! annotation, Service finalizers and `services/status` ingress, and Events (events.k8s.io). Each controller is a pure `plan` module plus a thin kube-rs
-//! driver; cloud questions go through the [`stratus_cloud`] traits.
+//! annotation, Service finalizers and `services/status` ingress, and Events (events.k8s.io).
+//! Each controller is a pure `plan` module plus a thin kube-rs driver; cloud questions go
+//! through the [`stratus_cloud`] traits.
 
 pub mod informer;
 pub mod metrics;
