@@ -26,7 +26,7 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install tools build lint unit test docs docs-check docs-tools demo bench bench-nodes bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi env-up env-down clean-env images
+.PHONY: all install tools build lint unit test docs docs-check docs-tools demo bench bench-nodes bench-tagging bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi env-up env-down clean-env images
 
 all: test
 
@@ -81,6 +81,14 @@ bench-nodes: install
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-nodes --nodes $(NODES) --idle-seconds $(IDLE) | tee bench/results/bench-nodes.json
 
+## bench-tagging: bench-nodes with the tagging controller on (TAGS): CreateTags/DeleteTags calls of NODES joining nodes and of TAG_IDLE idle seconds (JSON, release build)
+TAGS ?= team=platform,cost-center=1234
+TAG_IDLE ?= 120
+bench-tagging: install
+	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-bench --bin cloud-controller-manager --bin stratus-bench-nodes
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-nodes --nodes $(NODES) --idle-seconds $(TAG_IDLE) --tags $(TAGS) | tee bench/results/bench-tagging.json
+
 ## bench-lb: SERVICES LoadBalancer Services on LB_NODES ready nodes, then CHURN nodes join (JSON, release build)
 bench-lb: install
 	$(CARGO) build -q --release -p cloud-controller-manager -p stratus-bench --bin cloud-controller-manager --bin stratus-bench-lb
@@ -103,7 +111,7 @@ bench-faults: install
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --outage-seconds $(OUTAGE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
 ## bench: every benchmark (nodes, load balancers, faults, ECR credential provider); JSON and SVG in bench/results/
-bench: bench-nodes bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-openstack-lb bench-discoverer bench-csi
+bench: bench-nodes bench-tagging bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-openstack-lb bench-discoverer bench-csi
 
 ## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
 # (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)

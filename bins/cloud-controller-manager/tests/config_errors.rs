@@ -87,16 +87,19 @@ fn unreadable_config_is_named() {
 }
 
 #[test]
-fn unimplemented_upstream_flags_and_bad_values_are_refused() {
+fn values_without_a_meaning_and_bad_values_are_refused() {
     let (ok, err) = run(&[
         "--cloud-provider=aws",
-        "--leader-elect-resource-lock=leases",
+        "--leader-elect-resource-lock=endpoints",
     ]);
     assert!(!ok);
     assert!(
-        err.contains("--leader-elect-resource-lock") && err.contains("does not implement"),
+        err.contains("--leader-elect-resource-lock") && err.contains("use leases"),
         "{err}"
     );
+    let (ok, err) = run(&["--cloud-provider=aws", "--no-such-upstream-flag=1"]);
+    assert!(!ok);
+    assert!(err.contains("--no-such-upstream-flag"), "{err}");
     let (ok, err) = run(&[
         "--cloud-provider=aws",
         "--leader-elect-lease-duration=5s",

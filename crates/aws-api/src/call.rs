@@ -62,6 +62,7 @@ const IDEMPOTENT_MUTATIONS: &[&str] = &[
     "CreateTargetGroup",
     "CreateTags",
     "DeleteLoadBalancer",
+    "DeleteTags",
     "DeregisterInstancesFromLoadBalancer",
     "DeregisterTargets",
     "DetachLoadBalancerFromSubnets",

@@ -12,12 +12,17 @@ pub const ROUTE: &str = "route";
 /// kube-controller-manager's, it is independent of the route controller).
 pub const NODE_IPAM: &str = "node-ipam";
 
+/// cloud-provider-aws's tagging controller: tags the cloud resources behind nodes (`--tags`,
+/// `--resources`); off unless named, as upstream (not in `*`).
+pub const TAGGING: &str = "tagging";
+
 /// The controllers `--controllers` names, with whether `*` enables them.
 pub const KNOWN_CONTROLLERS: &[(&str, bool)] = &[
     (CLOUD_NODE, true),
     (CLOUD_NODE_LIFECYCLE, true),
     (SERVICE, true),
     (ROUTE, true),
+    (TAGGING, false),
 ];
 
 /// Stratus's controller name for a name upstream accepts: the short names (upstream's aliases,
@@ -32,6 +37,7 @@ pub fn canonical(name: &str) -> Option<&'static str> {
         "service" | "service-controller" | "service-lb-controller" => SERVICE,
         "route" | "route-controller" | "node-route-controller" => ROUTE,
         "node-ipam" | "nodeipam" | "node-ipam-controller" => NODE_IPAM,
+        "tagging" | "tagging-controller" => TAGGING,
         _ => return None,
     })
 }
@@ -57,7 +63,7 @@ pub fn enabled_controllers(spec: &[String]) -> Result<Vec<&'static str>, String>
             format!(
                 "--controllers: unknown controller {name:?} (known: cloud-node-controller, \
                  cloud-node-lifecycle-controller, service-lb-controller, node-route-controller, \
-                 nodeipam, or the short names cloud-node, cloud-node-lifecycle, service, route)"
+                 nodeipam, tagging, or the short names cloud-node, cloud-node-lifecycle, service, route)"
             )
         })?;
         if known == NODE_IPAM {

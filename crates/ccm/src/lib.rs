@@ -16,6 +16,7 @@ pub mod readiness;
 pub mod start_plan;
 pub mod starter;
 pub mod supervisor;
+pub mod tagging_flags;
 pub mod webhooks;
 
 use std::process::ExitCode;
@@ -23,14 +24,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use stratus_cloud::{Provider, Providers};
 
-/// The whole process: parses flags (refusing unimplemented upstream ones by name), sets up
-/// logging and a two-thread runtime, and runs until a signal. Exit code 2 for bad flags.
+/// The whole process: parses flags (every upstream flag is implemented; unknown ones are
+/// refused by clap), sets up logging and a two-thread runtime, and runs until a signal. Exit code
+/// 2 for bad flags.
 pub fn main(providers: &[&dyn Provider]) -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    if let Err(message) = options::refuse_unimplemented(&args[1..]) {
-        eprintln!("{message}");
-        return ExitCode::from(2);
-    }
     let opts = options::Options::parse_from(&args);
     let network = match opts.pod_network() {
         Ok(n) => n,
@@ -39,6 +37,18 @@ pub fn main(providers: &[&dyn Provider]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let controllers = controllers::enabled_controllers(&opts.controllers).unwrap_or_default();
+    let checks = [
+        opts.nodeipam.check(&opts.cluster_cidr),
+        match controllers.contains(&controllers::TAGGING) {
+            true => opts.tagging.check(),
+            false => Ok(()),
+        },
+    ];
+    if let Some(Err(message)) = checks.into_iter().find(Result::is_err) {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
     stratus_runtime::memory::tune_allocator();
     opts.logging.init();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -17,10 +17,7 @@ use stratus_serving::ServingArgs;
 use crate::pod_network::{
     parse_allocator_type, parse_cluster_cidrs, pod_network, ClusterCidrs, MaskFlags, PodNetwork,
 };
-
-/// Upstream flags Stratus does not implement: refused by name instead of silently ignored.
-const UNIMPLEMENTED_UPSTREAM_FLAGS: &[&str] =
-    &["tagging-controller-rate-limit", "resources", "tags"];
+use crate::tagging_flags::{NodeIpamArgs, TaggingArgs};
 
 /// Flags of `cloud-controller-manager`. Groups owned by other crates are flattened in: the
 /// Kubernetes client, leader election, secure serving and logging.
@@ -145,6 +142,12 @@ pub struct Options {
     /// Cloud-provider admission webhooks: the provider's webhooks to serve.
     #[command(flatten)]
     pub webhooks: WebhookArgs,
+    /// The tagging controller (cloud-provider-aws).
+    #[command(flatten)]
+    pub tagging: TaggingArgs,
+    /// The nodeipam controller's options (cloud-provider-aws).
+    #[command(flatten)]
+    pub nodeipam: NodeIpamArgs,
 }
 
 /// The cloud-controller-manager's secure port, as upstream.
@@ -211,27 +214,6 @@ pub fn check_gated_flags(opts: &Options) -> Result<(), String> {
         tracing::info!("--external-cloud-volume-plugin is read by kube-controller-manager; a cloud-controller-manager runs no volume controller");
     }
     Ok(())
-}
-
-/// Rejects upstream flags we do not implement, with a message naming them.
-pub fn refuse_unimplemented(args: &[String]) -> Result<(), String> {
-    let refused: Vec<String> = args
-        .iter()
-        .filter_map(|a| a.strip_prefix("--"))
-        .map(|a| a.split('=').next().unwrap_or(a).to_string())
-        .filter(|name| UNIMPLEMENTED_UPSTREAM_FLAGS.contains(&name.as_str()))
-        .map(|name| format!("--{name}"))
-        .collect();
-    if refused.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "error: {} {} of the upstream cloud-controller-manager that Stratus does not implement yet; remove {} to continue",
-            refused.join(", "),
-            if refused.len() == 1 { "is a flag" } else { "are flags" },
-            if refused.len() == 1 { "it" } else { "them" },
-        ))
-    }
 }
 
 #[cfg(test)]
@@ -408,8 +390,6 @@ mod tests {
         ];
         let mut args = vec!["--cloud-provider=aws"];
         args.extend(flags);
-        let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        refuse_unimplemented(&owned).unwrap();
         let o = parse(&args).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(o.api.rate_limit().unwrap().qps, 20.0);
         assert_eq!(o.min_resync_period, Duration::from_secs(12 * 3600));
@@ -501,7 +481,6 @@ mod tests {
             let flag = bad.split('=').next().unwrap();
             assert!(e.to_string().contains(flag), "{bad}: {e}");
         }
-        assert!(refuse_unimplemented(&["--cluster-cidr=10.0.0.0/8".to_string()]).is_ok());
     }
 
     #[test]

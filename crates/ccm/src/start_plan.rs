@@ -1,7 +1,7 @@
 //! Which controllers start, and why the others do not: a pure function of the enabled
 //! controllers, the flags that gate them and the provider's capabilities.
 
-use crate::controllers::{CLOUD_NODE, CLOUD_NODE_LIFECYCLE, NODE_IPAM, ROUTE, SERVICE};
+use crate::controllers::{CLOUD_NODE, CLOUD_NODE_LIFECYCLE, NODE_IPAM, ROUTE, SERVICE, TAGGING};
 
 /// The flags that decide whether an enabled controller can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +21,8 @@ pub struct CapabilitySet {
     pub load_balancer: Result<(), String>,
     /// Routes (route controller).
     pub routes: Result<(), String>,
+    /// Tags on nodes' resources (tagging controller).
+    pub node_tags: Result<(), String>,
 }
 
 /// The decision for one controller.
@@ -77,6 +79,7 @@ pub fn plan_start(
                 ),
                 ROUTE => needs(&caps.routes, name),
                 NODE_IPAM => Start::Run,
+                TAGGING => needs(&caps.node_tags, name),
                 other => skip(
                     format!("controller {other} is not available in this build"),
                     true,
@@ -96,6 +99,7 @@ mod tests {
             instances: Ok(()),
             load_balancer: Ok(()),
             routes: Ok(()),
+            node_tags: Ok(()),
         }
     }
 

@@ -6,13 +6,13 @@ use anyhow::Context;
 use stratus_cloud::Cloud;
 use stratus_controllers::informer::NodeInformer;
 use stratus_controllers::metrics::ControllerMetrics;
-use stratus_controllers::{node, node_ipam, node_lifecycle, route, service};
+use stratus_controllers::{node, node_ipam, node_lifecycle, route, service, tagging};
 use stratus_kube_kit::WatchHealth;
 use stratus_serving::Readiness;
 use tokio::task::JoinSet;
 
 use crate::controller_clients::ControllerClients;
-use crate::controllers::{CLOUD_NODE, CLOUD_NODE_LIFECYCLE, NODE_IPAM, ROUTE, SERVICE};
+use crate::controllers::{CLOUD_NODE, CLOUD_NODE_LIFECYCLE, NODE_IPAM, ROUTE, SERVICE, TAGGING};
 use crate::groups::ControllerGroup;
 use crate::options::Options;
 use crate::pod_network::PodNetwork;
@@ -43,6 +43,7 @@ pub fn capabilities(cloud: &dyn Cloud) -> CapabilitySet {
         instances: cloud.instances().map(|_| ()).map_err(|e| e.0),
         load_balancer: cloud.load_balancer().map(|_| ()).map_err(|e| e.0),
         routes: cloud.routes().map(|_| ()).map_err(|e| e.0),
+        node_tags: cloud.node_tags().map(|_| ()).map_err(|e| e.0),
     }
 }
 
@@ -186,6 +187,18 @@ impl GroupStarter<'_> {
                         metrics,
                     ));
                 }
+                TAGGING => {
+                    let tags = self.cloud.node_tags().map_err(anyhow::Error::msg)?;
+                    let cfg = tagging_config(opts, tags.as_ref())?;
+                    tasks.spawn(tagging::run(
+                        client,
+                        informer.store(),
+                        informer.subscribe(),
+                        tags,
+                        cfg,
+                        metrics,
+                    ));
+                }
                 other => anyhow::bail!("the start plan let an unknown controller through: {other}"),
             }
             tracing::info!(controller = name, "controller started");
@@ -196,4 +209,44 @@ impl GroupStarter<'_> {
         tracing::info!(cluster = %opts.cluster_name, cloud = %self.cloud.describe(), lease = ?group.lease, "cloud-controller-manager running");
         Ok(())
     }
+}
+
+/// The tagging controller's settings, the flags checked against what the cloud can tag.
+fn tagging_config(
+    opts: &Options,
+    tags: &dyn stratus_cloud::NodeTags,
+) -> anyhow::Result<tagging::TaggingConfig> {
+    let args = &opts.tagging;
+    let kinds = tags.resource_kinds();
+    let mut problems: Vec<String> = args
+        .resources
+        .iter()
+        .filter(|r| !kinds.contains(&r.as_str()))
+        .map(|r| {
+            format!(
+                "--resources: {r:?} is not a supported resource (supported: {})",
+                kinds.join(", ")
+            )
+        })
+        .collect();
+    let tag_set = args.tag_set();
+    problems.extend(
+        tags.check_tags(&tag_set)
+            .into_iter()
+            .map(|p| format!("--tags: {p}")),
+    );
+    if !problems.is_empty() {
+        anyhow::bail!(
+            "the tagging controller cannot start: {}",
+            problems.join("; ")
+        );
+    }
+    Ok(tagging::TaggingConfig {
+        tags: tag_set,
+        resources: args.resources.clone(),
+        provider_scheme: Some(opts.cloud_provider.clone()),
+        rate_limit: args.rate_limit,
+        burst_limit: args.burst_limit,
+        ..tagging::TaggingConfig::default()
+    })
 }

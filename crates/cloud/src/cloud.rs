@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::{InstancesV2, LoadBalancer, Routes};
+use crate::{InstancesV2, LoadBalancer, NodeTags, Routes};
 
 /// Why a capability is absent, in words for the operator (e.g. "routes need RouteTableID or a
 /// route table tagged for the cluster").
@@ -45,6 +45,11 @@ pub trait Cloud: Send + Sync {
     /// Pod-CIDR routes for the route controller.
     fn routes(&self) -> Capability<dyn Routes> {
         Err(Unsupported("this cloud has no routes".into()))
+    }
+
+    /// Tags on the resources behind nodes, for the `tagging` controller.
+    fn node_tags(&self) -> Capability<dyn NodeTags> {
+        Err(Unsupported("this cloud has no tagging controller".into()))
     }
 
     /// Gates to pass before a leading replica is ready; called once, when controllers start.

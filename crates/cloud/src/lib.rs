@@ -10,6 +10,7 @@ pub mod error;
 pub mod instances;
 pub mod load_balancer;
 pub mod node;
+pub mod node_tags;
 pub mod provider;
 pub mod provider_id;
 pub mod resync;
@@ -24,6 +25,7 @@ pub use load_balancer::{
     Ingress, LoadBalancer, LoadBalancerRequest, Protocol, ServicePort, ServiceRef, TargetNode,
 };
 pub use node::{NodeAddress, NodeAddressType, NodeInfo};
+pub use node_tags::{NodeTags, TagChange, TagOutcome, TagSet};
 pub use provider::{ConfiguredProvider, Provider, ProviderError, ProviderOptions, Providers};
 pub use provider_id::{ProviderId, ProviderIdError};
 pub use resync::{ResyncRequests, ServiceKey};

@@ -1,10 +1,11 @@
 //! Generic cloud controllers of Stratus: node initialisation, node lifecycle, service load
-//! balancers, cloud routes and node pod-CIDR allocation.
+//! balancers, cloud routes, node pod-CIDR allocation and tags on the nodes' cloud resources.
 //!
 //! Watches Nodes and Services; writes Node spec/labels/taints/pod CIDRs, `nodes/status`
-//! addresses and conditions, Node deletions, Service finalizers and `services/status` ingress,
-//! and Events (events.k8s.io). Each controller is a pure `plan` module plus a thin kube-rs
-//! driver; cloud questions go through the [`stratus_cloud`] traits.
+//! addresses and conditions, Node deletions, the tagging controller's Node label and
+//! annotation, Service finalizers and `services/status` ingress, and Events (events.k8s.io).
+//! Each controller is a pure `plan` module plus a thin kube-rs driver; cloud questions go
+//! through the [`stratus_cloud`] traits.
 
 pub mod informer;
 pub mod metrics;
@@ -15,6 +16,7 @@ pub mod node_view;
 pub mod resync;
 pub mod route;
 pub mod service;
+pub mod tagging;
 
 /// Taint the kubelet sets on nodes waiting for the cloud-node controller.
 pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";

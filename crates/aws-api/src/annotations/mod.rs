@@ -178,6 +178,9 @@ pub enum LbKind {
     Network,
     /// `type: nlb-ip` or `external`: owned by another controller, not by us.
     Elsewhere,
+    /// `type: none` (Deckhouse's patch to upstream): no load balancer, one instance target
+    /// group per Service port, for a load balancer made elsewhere to forward to.
+    TargetGroupsOnly,
 }
 
 /// Protocol spoken between the load balancer and the backends.
@@ -489,12 +492,14 @@ impl<'a> Parser<'a> {
         })
     }
 
-    fn backend_protocol(&mut self) -> Option<BackendProtocol> {
+    /// `tls` (a target group's protocol name) is accepted, as SSL, when `tls_allowed`.
+    fn backend_protocol(&mut self, tls_allowed: bool) -> Option<BackendProtocol> {
         let value = self.raw(key::BACKEND_PROTOCOL)?;
         let parsed = match value {
             "http" => Some(BackendProtocol::Http),
             "https" => Some(BackendProtocol::Https),
             "ssl" => Some(BackendProtocol::Ssl),
+            "tls" if tls_allowed => Some(BackendProtocol::Ssl),
             "tcp" => Some(BackendProtocol::Tcp),
             _ => None,
         };
@@ -850,11 +855,12 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, An
     let kind = match p.raw(key::TYPE) {
         None => Some(LbKind::Classic),
         Some("nlb") => Some(LbKind::Network),
+        Some("none") => Some(LbKind::TargetGroupsOnly),
         Some(other) => {
             p.invalid(
                 key::TYPE,
                 other,
-                "must be nlb, nlb-ip or external (or absent for a Classic ELB)",
+                "must be nlb, nlb-ip, external or none (or absent for a Classic ELB)",
             );
             None
         }
@@ -868,7 +874,7 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, An
 
     let mut out = LbAnnotations::empty(kind.unwrap_or(LbKind::Classic), internal);
     out.ssl = p.ssl();
-    out.backend_protocol = p.backend_protocol();
+    out.backend_protocol = p.backend_protocol(kind == Some(LbKind::TargetGroupsOnly));
     out.proxy_protocol = p.proxy_protocol();
     out.access_log = p.access_log();
     out.connection_draining = p.connection_draining();
@@ -895,6 +901,11 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<LbAnnotations, An
             NETWORK_ONLY_SUFFIXES,
             ProblemKind::NotApplicable,
             "only applies to type nlb, not to a Classic ELB",
+        )),
+        Some(LbKind::TargetGroupsOnly) => Some((
+            CLASSIC_ONLY_SUFFIXES,
+            ProblemKind::NotApplicable,
+            "only applies to a Classic ELB, not to type none (target groups only)",
         )),
         Some(LbKind::Elsewhere) | None => None,
     };

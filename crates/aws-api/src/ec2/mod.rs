@@ -1,6 +1,6 @@
 //! The narrow seam over the EC2 SDK: instances, their topology and the zones here; security
 //! groups, subnets and network interfaces in [`network`], route tables in [`routes`], volumes
-//! and instance types in [`catalog`]; paging inside.
+//! and instance types in [`catalog`], tags on existing resources in `tags`; paging inside.
 
 use std::collections::HashMap;
 
@@ -13,8 +13,10 @@ use crate::pager::pages;
 mod catalog;
 mod network;
 mod routes;
+mod tags;
 
 pub use network::{ec2_tags, ignore_code, InterfaceGroups, SecurityGroup};
+pub use tags::MAX_TAG_RESOURCES;
 
 /// DescribeInstances page size, EC2's largest: one call lists a cluster of 1000 instances, so
 /// the periodic listing of an idle cluster of that size costs one request.

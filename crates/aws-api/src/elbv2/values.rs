@@ -299,6 +299,8 @@ pub struct TargetGroup {
     pub vpc_id: Option<String>,
     /// `ipv4` or `ipv6`, when AWS says.
     pub ip_address_type: Option<String>,
+    /// Traffic protocol (`TCP`, `TLS`, `HTTP`…), when AWS says.
+    pub protocol: Option<String>,
     /// Its health check.
     pub health_check: HealthCheck,
 }
@@ -313,6 +315,7 @@ impl TargetGroup {
             port: g.port(),
             vpc_id: g.vpc_id().map(str::to_string),
             ip_address_type: g.ip_address_type().map(|t| t.as_str().to_string()),
+            protocol: g.protocol().map(|p| p.as_str().to_string()),
             health_check: HealthCheck {
                 protocol: g.health_check_protocol().map(|p| p.as_str().to_string()),
                 port: g.health_check_port().map(str::to_string),

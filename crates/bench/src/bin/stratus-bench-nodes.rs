@@ -4,7 +4,9 @@
 //! at the emulator's proxy) and Kubernetes writes (counted from the apiserver audit log), then
 //! the EC2 requests of a following idle window (≥ 6 minutes by default, so that periodic
 //! re-lists fall into it), and the CCM's peak RSS at the end of initialisation and over the
-//! whole run. Prints JSON.
+//! whole run. Prints JSON. With `--tags`, the tagging controller runs too, and the nodes count
+//! as done once their instances are tagged (the label recording it is set): the report adds the
+//! CreateTags/DeleteTags calls of the join and of the idle window (`make bench-tagging`).
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -45,7 +47,13 @@ struct Args {
     /// `--instance-cache-refresh-period` of the CCM (its default when not given).
     #[arg(long)]
     cache_refresh: Option<String>,
+    /// Also run the tagging controller with these `--tags` (key=value,…) on `instance`.
+    #[arg(long)]
+    tags: Option<String>,
 }
+
+/// The tagging controller's record of the tags applied (upstream's label).
+const TAGGED_LABEL: &str = "k8s.io/cloud-provider-aws";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -97,6 +105,12 @@ async fn main() -> anyhow::Result<()> {
     if let Some(period) = &args.cache_refresh {
         ccm_args.push(format!("--instance-cache-refresh-period={period}"));
     }
+    if let Some(tags) = &args.tags {
+        ccm_args.push("--controllers=*,tagging".into());
+        ccm_args.push(format!("--tags={tags}"));
+        ccm_args.push("--resources=instance".into());
+    }
+    let tagging = args.tags.is_some();
     eprintln!("starting the cloud-controller-manager");
     let started = Instant::now();
     let mut ccm = CcmProcess::start(
@@ -110,19 +124,23 @@ async fn main() -> anyhow::Result<()> {
     // A watch, not a polling list: listing 1000 Nodes every 100 ms would load the apiserver
     // the CCM shares and slow what is measured.
     let mut initialised = HashSet::new();
+    let mut tagged = HashSet::new();
     let mut events = std::pin::pin!(watcher(nodes.clone(), watcher::Config::default())
         .default_backoff()
         .applied_objects());
     let mut rss_tick = tokio::time::interval(Duration::from_millis(100));
     let deadline = tokio::time::sleep(Duration::from_secs(600));
     tokio::pin!(deadline);
-    while initialised.len() < total {
+    while initialised.len() < total || (tagging && tagged.len() < total) {
         tokio::select! {
             event = events.next() => {
                 let node = event
                     .context("the Node watch ended")?
                     .context("watching Nodes")?;
                 let name = node.metadata.name.clone().unwrap_or_default();
+                if kube_fixture::label(&node, TAGGED_LABEL).is_some() {
+                    tagged.insert(name.clone());
+                }
                 if has_taint(&node, UNINITIALIZED) {
                     initialised.remove(&name);
                 } else {
@@ -133,8 +151,9 @@ async fn main() -> anyhow::Result<()> {
                 peak_rss_kib = peak_rss_kib.max(ccm.peak_rss_kib().unwrap_or(0));
             }
             _ = &mut deadline => anyhow::bail!(
-                "timed out after 600 s: {} of {total} nodes initialised\n{}",
+                "timed out after 600 s: {} of {total} nodes initialised, {} tagged\n{}",
                 initialised.len(),
+                tagged.len(),
                 ccm.log()
             ),
         }
@@ -176,8 +195,21 @@ async fn main() -> anyhow::Result<()> {
 
     let mib = |kib: u64| (kib as f64 / 1024.0 * 10.0).round() / 10.0;
     let sum = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
+    let op = |m: &BTreeMap<String, u64>, name: &str| m.get(name).copied().unwrap_or(0);
+    let tagging_report = tagging.then(|| {
+        let creates = op(&init_ec2, "ec2:CreateTags");
+        json!({
+            "tags": args.tags,
+            "join_create_tags_calls": creates,
+            "join_delete_tags_calls": op(&init_ec2, "ec2:DeleteTags"),
+            "join_create_tags_calls_per_node": (creates as f64 / total as f64 * 10000.0).round() / 10000.0,
+            "nodes_tagged_per_create_tags_call": (total as f64 / creates.max(1) as f64 * 10.0).round() / 10.0,
+            "idle_create_tags_calls": op(&idle_ec2, "ec2:CreateTags"),
+            "idle_delete_tags_calls": op(&idle_ec2, "ec2:DeleteTags"),
+        })
+    });
     let report = json!({
-        "benchmark": "bench-nodes",
+        "benchmark": if tagging { "bench-tagging" } else { "bench-nodes" },
         "nodes": total,
         "concurrent_node_syncs": args.concurrent_node_syncs,
         "init_seconds": (init_seconds * 100.0).round() / 100.0,
@@ -199,6 +231,7 @@ async fn main() -> anyhow::Result<()> {
         "idle_ec2_requests_by_action": idle_ec2,
         "idle_ec2_requests_per_5_minutes": (sum(&idle_ec2) as f64 * 300.0 / args.idle_seconds.max(1) as f64 * 100.0).round() / 100.0,
         "idle_kube_writes": idle_writes,
+        "tagging": tagging_report,
     });
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())

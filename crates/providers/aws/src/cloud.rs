@@ -11,8 +11,8 @@ use aws_config::{BehaviorVersion, Region};
 use futures::FutureExt;
 use prometheus_client::registry::Registry;
 use stratus_cloud::{
-    Capability, Cloud, ConfiguredProvider, InstancesV2, LoadBalancer, Provider, ProviderError,
-    ProviderOptions, ReadinessGate, Routes, Unsupported,
+    Capability, Cloud, ConfiguredProvider, InstancesV2, LoadBalancer, NodeTags, Provider,
+    ProviderError, ProviderOptions, ReadinessGate, Routes, Unsupported,
 };
 use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
 
@@ -22,6 +22,7 @@ use crate::config::CloudConfig;
 use crate::instance_cache::{CacheOptions, InstanceCache, Scope};
 use crate::instances_v2::AwsInstances;
 use crate::lb::{AwsLoadBalancers, LbSettings};
+use crate::node_tags::AwsNodeTags;
 use crate::routes::{AwsRoutes, TableScope};
 use crate::topology::{self, Topology};
 use crate::zones::ZoneIds;
@@ -144,6 +145,8 @@ pub struct AwsCloud {
     load_balancers: Option<Arc<AwsLoadBalancers>>,
     /// Pod-CIDR routes; `None` when the config names neither a route table nor a cluster ID.
     routes: Option<Arc<AwsRoutes>>,
+    /// Tags on the instances behind nodes.
+    node_tags: Arc<AwsNodeTags>,
 }
 
 impl AwsCloud {
@@ -254,6 +257,7 @@ impl AwsCloud {
             TableScope::from_config(config).map(|s| Arc::new(AwsRoutes::new(ec2.clone(), s)));
         tracing::info!(region = %region, "AWS provider started");
         Ok(AwsCloud {
+            node_tags: Arc::new(AwsNodeTags::new(ec2.clone(), cache.clone())),
             routes,
             instances,
             cache,
@@ -334,6 +338,10 @@ impl Cloud for AwsCloud {
                 "routes need RouteTableID or KubernetesClusterID (to find the route tables tagged for the cluster) in [Global] of the cloud config".into(),
             )),
         }
+    }
+
+    fn node_tags(&self) -> Capability<dyn NodeTags> {
+        Ok(self.node_tags.clone())
     }
 
     fn readiness_gates(&self) -> Vec<ReadinessGate> {

@@ -1,4 +1,5 @@
-//! AWS load balancers for `type: LoadBalancer` Services: Classic ELB (default) and NLB.
+//! AWS load balancers for `type: LoadBalancer` Services: Classic ELB (default), NLB, and
+//! target groups only (`type: none`, Deckhouse's patch).
 //!
 //! [`AwsLoadBalancers`] implements [`stratus_cloud::LoadBalancer`]. Every resource is found
 //! again by a deterministic name (so an interrupted create resumes without duplicates), tagged
@@ -11,6 +12,8 @@ mod network;
 mod network_calls;
 mod network_spec;
 mod reaper;
+mod target_groups;
+mod target_groups_spec;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -51,8 +54,10 @@ struct Known {
     instance_groups: BTreeSet<String>,
     /// The group the node rules point at, and whether Stratus made it (Classic ELB).
     source_group: Option<(String, bool)>,
-    /// Target groups with the node port their targets use (NLB).
+    /// Target groups with the node port their targets use (NLB, `type: none`).
     target_groups: Vec<(String, i32)>,
+    /// The target groups made for a `type: none` Service (deleted when it changes kind or goes).
+    only_target_groups: Vec<String>,
 }
 
 /// AWS implementation of the load-balancer capability.
@@ -186,9 +191,15 @@ impl AwsLoadBalancers {
 impl LoadBalancer for AwsLoadBalancers {
     async fn ensure(&self, request: &LoadBalancerRequest) -> Result<Vec<Ingress>, CloudError> {
         let ann = parse_annotations(request)?;
+        if ann.kind != LbKind::TargetGroupsOnly {
+            // The Service was of `type: none` before: its groups go.
+            self.delete_target_groups_only(&request.service.default_load_balancer_name())
+                .await?;
+        }
         match ann.kind {
             LbKind::Classic => self.ensure_classic(request, &ann).await,
             LbKind::Network => self.ensure_network(request, &ann).await,
+            LbKind::TargetGroupsOnly => self.ensure_target_groups_only(request, &ann).await,
             LbKind::Elsewhere => Err(CloudError::ImplementedElsewhere(
                 "this load-balancer type belongs to the AWS Load Balancer Controller".into(),
             )),
@@ -200,6 +211,7 @@ impl LoadBalancer for AwsLoadBalancers {
         match ann.kind {
             LbKind::Classic => self.update_classic_targets(request, &ann).await,
             LbKind::Network => self.update_network_targets(request, &ann).await,
+            LbKind::TargetGroupsOnly => self.update_target_groups_only(request, &ann).await,
             LbKind::Elsewhere => Ok(false),
         }
     }
@@ -213,6 +225,7 @@ impl LoadBalancer for AwsLoadBalancers {
         let name = service.default_load_balancer_name();
         self.delete_classic(&name).await?;
         self.delete_network(&name).await?;
+        self.delete_target_groups_only(&name).await?;
         self.forget(&name);
         Ok(())
     }
