@@ -13,12 +13,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::ByteString;
 use kube::api::{Api, ObjectMeta, PostParams};
 use prometheus_client::registry::Registry;
-use serde::Deserialize as _;
 use serde_json::{json, Value};
 use stratus_discoverer::app::dvp_backend;
 use stratus_discoverer::metrics::Metrics;
@@ -33,45 +31,10 @@ use stratus_testenv::Identity;
 
 mod common;
 
-use common::{install, metrics_text, pv, repo_file, wait_for, ME};
+use common::{install, metrics_text, parent_identity, pv, wait_for, ME};
 
 const CLUSTER: &str = "c0ffee00-0000-4000-8000-00000000000a";
 const OTHER: &str = "c0ffee00-0000-4000-8000-00000000000b";
-const ACCOUNT: &str = "stratus-dvp-cloud-data-discoverer";
-
-/// Applies the shipped parent RBAC for the discoverer; returns the variables that hand its
-/// identity to the discoverer.
-async fn parent_identity(env: &DvpEnv) -> Result<Vec<(String, String)>> {
-    let admin = env.parent_admin().await?;
-    let mut role_rules = None;
-    for doc in
-        serde_yaml::Deserializer::from_str(&repo_file("deploy/dvp/parent-discoverer-rbac.yaml"))
-    {
-        let value = serde_yaml::Value::deserialize(doc)?;
-        match value["kind"].as_str() {
-            Some("Role") => role_rules = serde_yaml::from_value::<Role>(value)?.rules,
-            Some("ClusterRole") => {
-                let role: ClusterRole = serde_yaml::from_value(value)?;
-                Api::<ClusterRole>::all(admin.clone())
-                    .create(&PostParams::default(), &role)
-                    .await?;
-            }
-            Some("ClusterRoleBinding") => {
-                let mut binding: ClusterRoleBinding = serde_yaml::from_value(value)?;
-                for s in binding.subjects.iter_mut().flatten() {
-                    s.namespace = Some(env.namespace().to_owned());
-                }
-                Api::<ClusterRoleBinding>::all(admin.clone())
-                    .create(&PostParams::default(), &binding)
-                    .await?;
-            }
-            _ => {}
-        }
-    }
-    env.bound_account_env(ACCOUNT, role_rules.context("the manifest has a Role")?)
-        .await
-}
-
 async fn storage_class(parent: &kube::Client, sc: Value) -> Result<()> {
     let sc: StorageClass = serde_json::from_value(sc)?;
     Api::<StorageClass>::all(parent.clone())
