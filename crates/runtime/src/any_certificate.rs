@@ -40,12 +40,7 @@ impl ServerCertVerifier for AnyServerCertificate {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        Signatures(&self.0).tls12(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -54,16 +49,11 @@ impl ServerCertVerifier for AnyServerCertificate {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        Signatures(&self.0).tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        Signatures(&self.0).schemes()
     }
 }
 
@@ -104,6 +94,33 @@ impl ClientCertVerifier for AnyClientCertificate {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Signatures(&self.0).tls12(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Signatures(&self.0).tls13(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        Signatures(&self.0).schemes()
+    }
+}
+
+/// The handshake-signature checks both verifiers make, with a provider's algorithms.
+struct Signatures<'a>(&'a CryptoProvider);
+
+impl Signatures<'_> {
+    fn tls12(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         verify_tls12_signature(
             message,
             cert,
@@ -112,7 +129,7 @@ impl ClientCertVerifier for AnyClientCertificate {
         )
     }
 
-    fn verify_tls13_signature(
+    fn tls13(
         &self,
         message: &[u8],
         cert: &CertificateDer<'_>,
@@ -126,7 +143,7 @@ impl ClientCertVerifier for AnyClientCertificate {
         )
     }
 
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+    fn schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }

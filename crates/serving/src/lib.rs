@@ -11,6 +11,7 @@ pub mod client_auth;
 pub mod handler;
 pub mod listener;
 pub mod paths;
+pub mod plain_http;
 pub mod plain_metrics;
 pub mod probes;
 pub mod profiling;

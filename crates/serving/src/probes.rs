@@ -5,14 +5,12 @@
 
 use std::net::SocketAddr;
 
-use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
+use std::sync::Arc;
+
+use http::{Response, StatusCode};
 
 use crate::handler::{text, Body, Endpoint};
+use crate::plain_http::{Answer, PlainHttpServer};
 use crate::readiness::Readiness;
 
 /// The answer to `path`.
@@ -32,11 +30,8 @@ pub fn answer(readiness: &Readiness, path: &str) -> Response<Body> {
     text(code, report.body)
 }
 
-/// A running probe endpoint.
-pub struct ProbeServer {
-    address: SocketAddr,
-    task: tokio::task::JoinHandle<()>,
-}
+/// A running probe endpoint; dropping it stops it.
+pub struct ProbeServer(PlainHttpServer);
 
 impl ProbeServer {
     /// Binds `address` (errors name `flag`) and answers probes in the background.
@@ -45,41 +40,15 @@ impl ProbeServer {
         flag: &str,
         readiness: Readiness,
     ) -> anyhow::Result<ProbeServer> {
-        let listener = TcpListener::bind(address)
-            .await
-            .map_err(|e| anyhow::anyhow!("{flag}: cannot listen on {address}: {e}"))?;
-        let address = listener.local_addr()?;
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                };
-                let readiness = readiness.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |request: Request<Incoming>| {
-                        let response = answer(&readiness, request.uri().path());
-                        async move { Ok::<_, std::convert::Infallible>(response) }
-                    });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        tracing::info!(%address, "serving probes over HTTP: /healthz, /livez, /readyz");
-        Ok(ProbeServer { address, task })
+        let answer: Answer = Arc::new(move |path: &str| answer(&readiness, path));
+        let server = PlainHttpServer::start(address, flag, answer).await?;
+        tracing::info!(address = %server.local_addr(), "serving probes over HTTP: /healthz, /livez, /readyz");
+        Ok(ProbeServer(server))
     }
 
     /// The address actually bound.
     pub fn local_addr(&self) -> SocketAddr {
-        self.address
-    }
-}
-
-impl Drop for ProbeServer {
-    fn drop(&mut self) {
-        self.task.abort();
+        self.0.local_addr()
     }
 }
 
