@@ -2,7 +2,8 @@
 //! `HTTPS_PROXY`, `ALL_PROXY` and `NO_PROXY`, upper or lower case (upper case first), with
 //! curl's and Go's meaning: `HTTPS_PROXY` for `https://` targets, `HTTP_PROXY` for `http://`
 //! ones, `NO_PROXY` a comma-separated list of hosts, domains (`.example.com` or `example.com`
-//! match the domain and its subdomains), IP addresses, CIDR blocks, or `*` for every target.
+//! match the domain and its subdomains), IP addresses, CIDR blocks, `host:port` (that port
+//! only, as Go reads it), or `*` for every target.
 //! Unlike hyper-util's matcher alone, a value that is not a usable proxy URL is refused by name
 //! instead of being silently ignored; the value is never quoted (it may hold a password).
 
@@ -33,6 +34,8 @@ pub struct ProxyEnv {
     matcher: std::sync::Arc<Matcher>,
     /// The raw `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` values (empty when unset).
     raw: [String; 3],
+    /// `NO_PROXY`'s `host:port` entries (the matcher knows hosts only).
+    no_ports: Vec<(String, u16)>,
 }
 
 impl ProxyEnv {
@@ -67,15 +70,17 @@ impl ProxyEnv {
                 })?;
             }
         }
+        let (no_ports, no_hosts) = split_no_proxy(&no);
         let matcher = Matcher::builder()
             .http(http.clone())
             .https(https.clone())
             .all(all.clone())
-            .no(no)
+            .no(no_hosts)
             .build();
         Ok(ProxyEnv {
             matcher: std::sync::Arc::new(matcher),
             raw: [http, https, all],
+            no_ports,
         })
     }
 
@@ -84,6 +89,7 @@ impl ProxyEnv {
         ProxyEnv {
             matcher: std::sync::Arc::new(Matcher::builder().build()),
             raw: Default::default(),
+            no_ports: Vec::new(),
         }
     }
 
@@ -104,6 +110,21 @@ impl ProxyEnv {
     /// The proxy `target` goes through: `None` for a direct connection (no proxy for its
     /// scheme, or its host is in `NO_PROXY`).
     pub fn intercept(&self, target: &Uri) -> Option<Intercept> {
+        let host = target.host()?.trim_start_matches('[').trim_end_matches(']');
+        let port = target
+            .port_u16()
+            .unwrap_or(if target.scheme_str() == Some("https") {
+                443
+            } else {
+                80
+            });
+        if self
+            .no_ports
+            .iter()
+            .any(|(h, p)| *p == port && h.eq_ignore_ascii_case(host))
+        {
+            return None;
+        }
         self.matcher.intercept(target)
     }
 
@@ -126,6 +147,28 @@ impl ProxyEnv {
         // The intercept keeps the credentials apart as a header; the raw value has them.
         Some(raw.parse().unwrap_or_else(|_| intercept.uri().clone()))
     }
+}
+
+/// `NO_PROXY` split into its `host:port` entries and the rest (hosts, domains, addresses, CIDR
+/// blocks, `*`), rejoined for the matcher.
+fn split_no_proxy(no: &str) -> (Vec<(String, u16)>, String) {
+    let mut ports = Vec::new();
+    let mut rest = Vec::new();
+    for entry in no.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let with_port = entry.rsplit_once(':').and_then(|(host, port)| {
+            let bracketed = host.starts_with('[') && host.ends_with(']');
+            let port = port.parse::<u16>().ok()?;
+            (bracketed || !host.contains(':')).then(|| {
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                (host.to_string(), port)
+            })
+        });
+        match with_port {
+            Some(hp) => ports.push(hp),
+            None => rest.push(entry),
+        }
+    }
+    (ports, rest.join(","))
 }
 
 /// Whether `value` is a proxy URL hyper-util can use: `http://` (or no scheme, meaning
@@ -195,6 +238,20 @@ mod tests {
         assert_eq!(proxied(&e, "https://api.internal/"), None);
         assert_eq!(proxied(&e, "https://x.api.internal/"), None);
         assert!(proxied(&e, "https://internal/").is_some());
+    }
+
+    #[test]
+    fn no_proxy_host_port_entries_bypass_that_port_only() {
+        let e = ProxyEnv::from_lookup(env(&[
+            ("HTTPS_PROXY", "http://p:1"),
+            ("NO_PROXY", "127.0.0.1:6443, [::1]:8443,api.example:443,::1"),
+        ]))
+        .unwrap();
+        assert_eq!(proxied(&e, "https://127.0.0.1:6443/"), None);
+        assert!(proxied(&e, "https://127.0.0.1:7443/").is_some());
+        assert_eq!(proxied(&e, "https://[::1]:8443/"), None);
+        assert_eq!(proxied(&e, "https://api.example/"), None);
+        assert!(proxied(&e, "https://api.example:8443/").is_some());
     }
 
     #[test]
