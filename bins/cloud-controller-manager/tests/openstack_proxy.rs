@@ -52,3 +52,23 @@ async fn keystone_and_nova_are_reached_through_the_proxy() {
             .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_proxy_variable_stops_the_ccm_naming_it() {
+    let cloud = shared().await;
+    let s = setup(cloud, "badproxy").await;
+    let mut ccm = s.start_ccm_with_env("", &[], &[("https_proxy", "ftp://user:secret@proxy:21")]);
+    let status = stratus_scenarios::wait_for("the CCM to exit", WAIT, || {
+        let exited = ccm.try_exit();
+        async move { Ok(exited) }
+    })
+    .await
+    .unwrap();
+    assert!(!status.success());
+    let log = ccm.log();
+    assert!(
+        log.contains("https_proxy: unsupported proxy scheme \"ftp\""),
+        "{log}"
+    );
+    assert!(!log.contains("secret"), "{log}");
+}

@@ -40,6 +40,17 @@ pub enum TlsError {
     Proxy(#[from] ProxyEnvError),
 }
 
+impl TlsError {
+    /// The error for a person: after `setting` (where the TLS settings came from, e.g.
+    /// `"[Global] "`), or naming the proxy variable when that is what is wrong.
+    pub fn named(&self, setting: &str) -> String {
+        match self {
+            TlsError::Proxy(_) => self.to_string(),
+            other => format!("{setting}{other}"),
+        }
+    }
+}
+
 /// An answer: status, headers and the whole body.
 #[derive(Debug)]
 pub struct HttpResponse {
