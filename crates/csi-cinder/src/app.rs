@@ -176,7 +176,7 @@ async fn node_identity(
     let wait = config.metadata.request_timeout.min(METADATA_WAIT);
     let fetched = match HttpClient::new(&config.global.tls, wait) {
         Ok(http) => metadata::fetch(&http, &opts.metadata_url).await,
-        Err(e) => Err(format!("[Global] {e}")),
+        Err(e) => Err(e.named("[Global] ")),
     };
     let m = fetched.map_err(|e| {
         format!("{missing} not set and the metadata service did not give them: {e}")
@@ -221,7 +221,7 @@ pub async fn run(
     let client = match (&config, opts.provide_controller) {
         (Some(config), true) => problems.take(
             HttpClient::new(&config.global.tls, config.metadata.request_timeout)
-                .map_err(|e| format!("--cloud-config: [Global] {e}"))
+                .map_err(|e| e.named("--cloud-config: [Global] "))
                 .and_then(|c| c.with_extra_user_agent(&opts.user_agent)),
         ),
         _ => None,

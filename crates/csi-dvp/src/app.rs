@@ -134,6 +134,7 @@ async fn controller_cluster_uuid(given: &str) -> String {
     }
     let lookup = async {
         let config = kube::Config::incluster().map_err(|e| format!("in-cluster config: {e}"))?;
+        let config = stratus_kube_kit::client::env_proxied(config).map_err(|e| e.to_string())?;
         let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
         cluster_uuid(&client).await
     };

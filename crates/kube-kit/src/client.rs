@@ -1,6 +1,6 @@
 //! How every Stratus binary reaches the apiserver: the `--kubeconfig` / `--master` flags as a
 //! clap group, and the one function that turns a kubeconfig (or the in-cluster settings) into a
-//! client configuration.
+//! client configuration, through the environment's proxy ([`crate::proxy`]).
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +39,16 @@ pub enum ClientError {
     /// The client could not be built from the configuration.
     #[error("cannot build the Kubernetes client: {0}")]
     Build(String),
+    /// A proxy variable of the environment is not a usable proxy URL.
+    #[error("proxy settings: {0}")]
+    Proxy(#[from] stratus_runtime::proxy_env::ProxyEnvError),
+}
+
+/// `config` with the environment's proxy for its server ([`crate::proxy::with_env_proxy`]):
+/// every Stratus client configuration passes here.
+pub fn env_proxied(config: kube::Config) -> Result<kube::Config, ClientError> {
+    let env = stratus_runtime::proxy_env::ProxyEnv::from_env()?;
+    Ok(crate::proxy::with_env_proxy(config, &env))
 }
 
 /// Why `kube::Config::infer` found no configuration, without any value of a kubeconfig file it
@@ -125,7 +135,7 @@ impl KubeClientArgs {
                 .parse()
                 .map_err(|_| ClientError::BadMaster(master.clone()))?;
         }
-        Ok(config)
+        env_proxied(config)
     }
 }
 
@@ -145,13 +155,17 @@ pub async fn from_kubeconfig(path: &Path, flag: &str) -> Result<kube::Config, Cl
             reason: kubeconfig_problem(&e),
         },
     })?;
-    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(|e| ClientError::Invalid {
-            flag: flag.into(),
-            path: shown,
-            reason: kubeconfig_problem(&e),
-        })
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .map_err(|e| ClientError::Invalid {
+        flag: flag.into(),
+        path: shown,
+        reason: kubeconfig_problem(&e),
+    })?;
+    env_proxied(config)
 }
 
 /// A client for `config`.

@@ -7,6 +7,7 @@ pub mod api_limits;
 pub mod client;
 pub mod deckhouse;
 pub mod events;
+pub mod proxy;
 pub mod store;
 pub mod watch_health;
 

@@ -11,6 +11,7 @@ pub mod duration;
 pub mod feature_gates;
 pub mod logging;
 pub mod memory;
+pub mod proxy_env;
 pub mod redact;
 pub mod shutdown;
 pub mod startup;

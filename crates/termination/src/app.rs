@@ -71,6 +71,8 @@ async fn kube_client(opts: &Options) -> Result<kube::Client, AppError> {
     // kube's built-in retry repeats 429 answers for minutes; a refused eviction must come back
     // at once so that the drain loop can retry it against the instance's deadline.
     config.default_retry = false;
+    let config = stratus_kube_kit::client::env_proxied(config)
+        .map_err(|e| AppError::Config(e.to_string()))?;
     kube::Client::try_from(config)
         .map_err(|e| AppError::Kube(stratus_runtime::redact::scrub(&e.to_string())))
 }

@@ -62,7 +62,7 @@ impl OpenStackDiscoverer {
             client_cert: None,
             insecure: false,
         };
-        let http = HttpClient::new(&tls, REQUEST_TIMEOUT).map_err(|e| format!("OS_CACERT: {e}"))?;
+        let http = HttpClient::new(&tls, REQUEST_TIMEOUT).map_err(|e| e.named("OS_CACERT: "))?;
         let session = Arc::new(Session::new(
             http,
             &settings.auth_url,

@@ -1,5 +1,6 @@
 //! The HTTP seam towards OpenStack: one pooled HTTPS client (native roots plus `ca-file`, an
-//! optional client certificate, or `tls-insecure`), with the `request-timeout` of `[Metadata]`.
+//! optional client certificate, or `tls-insecure`), with the `request-timeout` of `[Metadata]`,
+//! through the proxy the environment names ([`crate::client::proxy`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,14 +8,14 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use stratus_runtime::any_certificate::AnyServerCertificate;
+use stratus_runtime::proxy_env::{ProxyEnv, ProxyEnvError};
 
+use crate::client::proxy::ProxyConnector;
 use crate::config::TlsOptions;
 
 /// Largest response body read (a page of 1000 servers is a few MB).
@@ -34,6 +35,20 @@ pub enum TlsError {
     /// rustls refused the settings.
     #[error("TLS settings: {0}")]
     Rustls(#[from] rustls::Error),
+    /// A proxy variable of the environment is not a usable proxy URL.
+    #[error("proxy settings: {0}")]
+    Proxy(#[from] ProxyEnvError),
+}
+
+impl TlsError {
+    /// The error for a person: after `setting` (where the TLS settings came from, e.g.
+    /// `"[Global] "`), or naming the proxy variable when that is what is wrong.
+    pub fn named(&self, setting: &str) -> String {
+        match self {
+            TlsError::Proxy(_) => self.to_string(),
+            other => format!("{setting}{other}"),
+        }
+    }
 }
 
 /// An answer: status, headers and the whole body.
@@ -58,7 +73,8 @@ const USER_AGENT: &str = concat!("stratus/", env!("CARGO_PKG_VERSION"));
 /// The pooled client.
 #[derive(Clone)]
 pub struct HttpClient {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Client<ProxyConnector, Full<Bytes>>,
+    proxy: ProxyEnv,
     timeout: Duration,
     user_agent: HeaderValue,
 }
@@ -72,16 +88,22 @@ impl std::fmt::Debug for HttpClient {
 }
 
 impl HttpClient {
-    /// A client with `tls` settings and a per-request `timeout`.
+    /// A client with `tls` settings and a per-request `timeout`, through the proxies the
+    /// environment names (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`, either case).
     pub fn new(tls: &TlsOptions, timeout: Duration) -> Result<HttpClient, TlsError> {
-        let config = tls_config(tls)?;
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(config)
-            .https_or_http()
-            .enable_http1()
-            .build();
+        HttpClient::with_proxy(tls, timeout, ProxyEnv::from_env()?)
+    }
+
+    /// A client with `tls` settings, a per-request `timeout` and the proxy settings `proxy`.
+    pub fn with_proxy(
+        tls: &TlsOptions,
+        timeout: Duration,
+        proxy: ProxyEnv,
+    ) -> Result<HttpClient, TlsError> {
+        let connector = ProxyConnector::new(tls_config(tls)?, proxy.clone());
         Ok(HttpClient {
             client: Client::builder(TokioExecutor::new()).build(connector),
+            proxy,
             timeout,
             user_agent: HeaderValue::from_static(USER_AGENT),
         })
@@ -119,9 +141,22 @@ impl HttpClient {
         }
         request = request.header(http::header::ACCEPT, "application/json");
         request = request.header(http::header::USER_AGENT, self.user_agent.clone());
-        let request = request
+        let mut request = request
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| TransportError(format!("bad request to {url}: {e}")))?;
+        // A plain-HTTP request goes to the proxy itself, which wants its credentials on it (a
+        // tunnelled one carries them in the CONNECT instead).
+        if request.uri().scheme_str() == Some("http") {
+            if let Some(auth) = self
+                .proxy
+                .intercept(request.uri())
+                .and_then(|i| i.basic_auth().cloned())
+            {
+                request
+                    .headers_mut()
+                    .insert(http::header::PROXY_AUTHORIZATION, auth);
+            }
+        }
         let exchange = async {
             let response = self
                 .client

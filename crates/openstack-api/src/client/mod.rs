@@ -6,6 +6,7 @@ pub mod errors;
 pub mod http;
 pub mod keystone;
 pub mod page;
+pub mod proxy;
 pub mod service;
 pub mod session;
 

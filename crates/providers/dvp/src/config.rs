@@ -133,6 +133,9 @@ impl DvpConfig {
                 stratus_runtime::redact::scrub(&e.to_string())
             )
         })?;
+        // HTTPS_PROXY / NO_PROXY as client-go honours them: the parent is usually outside.
+        let config = stratus_kube_kit::client::env_proxied(config)
+            .map_err(|e| format!("{ENV_KUBECONFIG}: {e}"))?;
         kube::Client::try_from(config).map_err(|e| {
             format!(
                 "{ENV_KUBECONFIG}: no client for the parent cluster: {}",

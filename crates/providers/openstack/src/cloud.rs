@@ -44,10 +44,10 @@ impl Provider for OpenStackProvider {
         })?;
         let http =
             HttpClient::new(&config.global.tls, config.metadata.request_timeout).map_err(|e| {
-                ProviderError::Config(format!(
-                    "--cloud-config {}: invalid cloud config: [Global] {e}",
+                ProviderError::Config(e.named(&format!(
+                    "--cloud-config {}: invalid cloud config: [Global] ",
                     path.display()
-                ))
+                )))
             })?;
         Ok(Box::new(ConfiguredOpenStack {
             config,
