@@ -208,22 +208,40 @@ const INPUTS: &[Input] = &[
     ),
     input(
         "capdvp-controller-manager",
-        &["--authentication-kubeconfig={junk}"],
+        &[
+            "--secure-port=8443",
+            "--bind-address=127.0.0.1",
+            "--authentication-kubeconfig={junk}",
+        ],
         "--authentication-kubeconfig {junk}",
     ),
     input(
         "capdvp-controller-manager",
-        &["--authorization-kubeconfig={junk}"],
+        &[
+            "--secure-port=8443",
+            "--bind-address=127.0.0.1",
+            "--authorization-kubeconfig={junk}",
+        ],
         "--authorization-kubeconfig {junk}",
     ),
     input(
         "capdvp-controller-manager",
-        &["--tls-cert-file={junk}", "--tls-private-key-file={key}"],
+        &[
+            "--secure-port=8443",
+            "--bind-address=127.0.0.1",
+            "--tls-cert-file={junk}",
+            "--tls-private-key-file={key}",
+        ],
         "--tls-cert-file {junk}",
     ),
     input(
         "capdvp-controller-manager",
-        &["--tls-cert-file={cert}", "--tls-private-key-file={junk}"],
+        &[
+            "--secure-port=8443",
+            "--bind-address=127.0.0.1",
+            "--tls-cert-file={cert}",
+            "--tls-private-key-file={junk}",
+        ],
         "--tls-private-key-file {junk}",
     ),
     // cinder-csi-plugin: cloud.conf, the clouds.yaml and TLS files it names.
