@@ -137,7 +137,10 @@ fn chart_serves_the_runtime_extension() {
     let opts = options(&deployment);
     assert_eq!(
         opts.manager.extension_address(),
-        Some("0.0.0.0:9443".parse().unwrap())
+        Some(std::net::SocketAddr::from((
+            std::net::Ipv4Addr::UNSPECIFIED,
+            9443
+        )))
     );
     assert_eq!(
         opts.manager.extension_tls(),

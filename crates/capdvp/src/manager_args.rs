@@ -336,7 +336,13 @@ mod tests {
             None,
             "metrics off by default, as Deckhouse's capdvp"
         );
-        assert_eq!(m.extension_address(), Some("0.0.0.0:9443".parse().unwrap()));
+        assert_eq!(
+            m.extension_address(),
+            Some(std::net::SocketAddr::from((
+                std::net::Ipv4Addr::UNSPECIFIED,
+                9443
+            )))
+        );
         assert_eq!(
             m.extension_tls(),
             TlsSource::PairDir {
@@ -364,7 +370,10 @@ mod tests {
         ] {
             let plan = parse(insecure).unwrap().manager.metrics().unwrap();
             assert!(!plan.secure, "{insecure:?}");
-            assert_eq!(plan.address, "0.0.0.0:8080".parse().unwrap());
+            assert_eq!(
+                plan.address,
+                std::net::SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, 8080))
+            );
         }
         let files = parse(&[
             "--metrics-bind-address=:8443",
