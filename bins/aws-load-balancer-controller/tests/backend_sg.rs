@@ -251,3 +251,55 @@ async fn the_backend_group_reaches_the_pods_through_their_interface_groups() {
     let left = a.elbv2.describe_load_balancers().send().await.unwrap();
     assert!(left.load_balancers().is_empty());
 }
+
+/// moto, unlike AWS, deletes a group other groups' rules still name, and a Service teardown can
+/// race its binding's: a binding whose source group vanished first must still leave, not retry a
+/// revoke of a group that no longer exists for ever.
+#[tokio::test]
+async fn a_binding_whose_source_group_vanished_is_still_deleted() {
+    let a = common::setup().await;
+    let subnets = a.elb_subnets().await;
+    let nodes = a
+        .security_group("nodes", &[("kubernetes.io/cluster/test", "owned")])
+        .await;
+    interface(&a, &subnets[0], "10.0.0.50", &[&nodes]).await;
+    a.service("web", false).await;
+    let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "web-a", "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        "endpoints": [{"addresses": ["10.0.0.50"], "conditions": {"ready": true}}]}))
+    .unwrap();
+    Api::<EndpointSlice>::namespaced(a.admin.clone(), NS)
+        .patch(
+            "web-a",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&slice),
+        )
+        .await
+        .unwrap();
+    let ctl = a.start(&[&format!("--aws-vpc-id={}", a.vpc)]);
+    let doomed = a.security_group("doomed", &[]).await;
+    let tg = a.target_group("doomed", "ip", 80).await;
+    let binding: TargetGroupBinding = serde_json::from_value(serde_json::json!({
+        "apiVersion": "elbv2.k8s.aws/v1beta1", "kind": "TargetGroupBinding",
+        "metadata": {"name": "doomed"},
+        "spec": {"serviceRef": {"name": "web", "port": 80}, "targetGroupARN": tg,
+                 "targetType": "ip",
+                 "networking": {"ingress": [{"from": [{"securityGroup": {"groupID": doomed}}],
+                                             "ports": [{"protocol": "TCP", "port": "http"}]}]}}}))
+    .unwrap();
+    Api::<TargetGroupBinding>::namespaced(a.admin.clone(), NS)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    wait_rules(&a, &ctl, &nodes, &[rule(8080, &doomed)]).await;
+    a.ec2
+        .delete_security_group()
+        .group_id(&doomed)
+        .send()
+        .await
+        .unwrap();
+    a.delete_binding("doomed").await;
+}

@@ -135,7 +135,7 @@ async fn ip_mode_nlb_follows_endpoints_and_leaves_nothing_behind() {
     // Delete: nothing left in moto, no binding left.
     delete_and_wait(&a, "web", &ctl).await;
     delete_and_wait(&a, "bad", &ctl).await;
-    assert_nothing_left(&a).await;
+    assert_nothing_left(&a, &ctl).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,7 +242,7 @@ async fn instance_mode_registers_node_instances_on_the_node_port() {
         );
     }
     delete_and_wait(&a, "public", &ctl).await;
-    assert_nothing_left(&a).await;
+    assert_nothing_left(&a, &ctl).await;
 }
 
 /// Writes by `identity` to the Service `name` (metadata and status).
@@ -391,7 +391,7 @@ async fn nlb_class_and_ccm_classic_services_coexist_each_touched_by_its_own_cont
     // Deleting both: each controller cleans up its own.
     delete_and_wait(&a, "nlb", &albc).await;
     delete_and_wait(&a, "classic", &ccm).await;
-    assert_nothing_left(&a).await;
+    assert_nothing_left(&a, &albc).await;
     assert_eq!(service_writes(&a, ccm_user, "nlb"), 0);
     assert_eq!(service_writes(&a, albc_user, "classic"), 0);
 }

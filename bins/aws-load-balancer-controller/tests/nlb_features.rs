@@ -232,7 +232,7 @@ async fn tls_listeners_attributes_and_tcp_udp_ports() {
 
     delete_and_wait(&a, "tls", &ctl).await;
     delete_and_wait(&a, "dns", &ctl).await;
-    assert_nothing_left(&a).await;
+    assert_nothing_left(&a, &ctl).await;
 }
 
 /// (ARN, scheme, sorted subnets) of the load balancer `name`.
@@ -284,6 +284,13 @@ async fn a_live_nlb_follows_its_subnets_in_place_and_is_replaced_for_a_new_schem
     subnets.sort();
     assert_eq!((scheme.as_str(), &live), ("internal", &subnets));
     let tg = listeners(&a, &name).await[0].2.clone();
+    // The TargetGroupBinding registers the two endpoints on its own schedule: wait for it, so
+    // its RegisterTargets is not counted below.
+    wait_for("both targets registered", WAIT, || async {
+        Ok((a.targets(&tg).await.len() == 2).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
 
     // A third subnet: one SetSubnets on the same load balancer, nothing made or deleted.
     a.env.reset_aws_request_counts().await.unwrap();
@@ -358,7 +365,7 @@ async fn a_live_nlb_follows_its_subnets_in_place_and_is_replaced_for_a_new_schem
     .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
     assert_eq!(target_group_arns(&a).await, vec![tg]);
     delete_and_wait(&a, "moving", &ctl).await;
-    assert_nothing_left(&a).await;
+    assert_nothing_left(&a, &ctl).await;
 }
 
 /// (protocol, port, CIDR) of a group's inbound rules, sorted.
@@ -510,7 +517,7 @@ async fn nlbs_get_a_managed_frontend_group_the_backend_group_or_the_given_ones()
     // Deleting both: the NLBs, the managed group and the backend group go; the given one stays.
     delete_and_wait(&a, "guarded", &ctl).await;
     delete_and_wait(&a, "given", &ctl).await;
-    assert_nothing_left(&a).await;
+    assert_nothing_left(&a, &ctl).await;
     let out = a
         .ec2
         .describe_security_groups()
@@ -536,5 +543,5 @@ async fn nlbs_get_a_managed_frontend_group_the_backend_group_or_the_given_ones()
         .await
         .is_empty());
     delete_and_wait(&a, "open", &ctl).await;
-    assert_nothing_left(&a).await;
+    assert_nothing_left(&a, &ctl).await;
 }

@@ -166,7 +166,7 @@ pub async fn delete_and_wait(a: &Albc, name: &str, ctl: &CcmProcess) {
     .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
 }
 
-pub async fn assert_nothing_left(a: &Albc) {
+pub async fn assert_nothing_left(a: &Albc, ctl: &CcmProcess) {
     assert!(lbs(a).await.is_empty(), "{:?}", lbs(a).await);
     assert!(target_group_arns(a).await.is_empty());
     // Neither the managed frontend groups nor the shared backend group.
@@ -182,5 +182,5 @@ pub async fn assert_nothing_left(a: &Albc) {
             .then_some(()))
     })
     .await
-    .unwrap();
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log()));
 }

@@ -488,6 +488,8 @@ impl Ec2 {
             .await
             .map(|_| ())
             .or_else(ignore_code("InvalidPermission.NotFound"))
+            // Either group is gone: nothing is left to revoke.
+            .or_else(ignore_code("InvalidGroup.NotFound"))
     }
 
     /// Deletes a group, waiting while a just-deleted load balancer still holds it; a group

@@ -121,9 +121,18 @@ impl AwsEnv {
         let timeout = start_timeout();
         let http = HttpClient::new();
         let moto_probe = format!("{moto_endpoint}/moto-api/");
-        // Any HTTP answer means moto is serving.
-        moto.wait_ready(timeout, || async { http.get(&moto_probe).await.map(drop) })
-            .await?;
+        // Only moto's own dashboard counts: the port was free when picked, but another server
+        // started beside this one may have taken it before moto bound it (moto then exits with
+        // "address in use" and the launch is retried).
+        moto.wait_ready(timeout, || async {
+            let (status, body) = http.get(&moto_probe).await?;
+            anyhow::ensure!(
+                status.is_success() && body.windows(4).any(|w| w == b"Moto"),
+                "{moto_probe} is served by something other than moto ({status})"
+            );
+            Ok(())
+        })
+        .await?;
         let mut env = AwsEnv {
             dir: dir.to_path_buf(),
             remove_dir: false,
