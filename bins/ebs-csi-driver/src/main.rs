@@ -3,12 +3,16 @@
 
 use anyhow::Context;
 use clap::Parser;
-use stratus_csi_ebs::app::{run, Options};
+use stratus_csi_ebs::app::{run, Options, AWS_SDK_DEBUG_TARGETS};
 
 fn main() -> anyhow::Result<()> {
     stratus_runtime::memory::tune_allocator();
     let opts = Options::parse();
-    opts.logging.init();
+    if opts.aws_sdk_debug_log {
+        opts.logging.init_with_targets(AWS_SDK_DEBUG_TARGETS);
+    } else {
+        opts.logging.init();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{ArgAction, Parser, ValueEnum};
 use prometheus_client::registry::Registry;
 use stratus_aws_api::AwsApi;
 use stratus_cloud_kit::{ApiMetrics, RetryPolicy};
@@ -22,6 +22,7 @@ use stratus_runtime::startup::{Problems, StartupError};
 use crate::controller::{EbsController, EbsOptions};
 use crate::ec2::Ec2;
 use crate::node::{DeviceFinder, EbsNode, LoopDevices, NvmeDevices};
+use crate::params::{usable_tags, InvalidTags};
 use crate::DRIVER_NAME;
 
 /// Which CSI services this process serves.
@@ -97,9 +98,131 @@ pub struct Options {
     /// Initial size of loop devices, bytes.
     #[arg(long = "loop-device-size", default_value_t = 1 << 30)]
     pub loop_device_size: u64,
+    /// Serve `--http-endpoint` over HTTPS with this PEM certificate (chain after the leaf);
+    /// needs `--metrics-key-file` and `--http-endpoint`.
+    #[arg(long = "metrics-cert-file")]
+    pub metrics_cert_file: Option<PathBuf>,
+    /// The PEM private key of `--metrics-cert-file`.
+    #[arg(long = "metrics-key-file")]
+    pub metrics_key_file: Option<PathBuf>,
+    /// OpenTelemetry trace export. Not built in: `true` is refused with the reason (the
+    /// driver's spans go to the log with `--v=3`).
+    #[arg(long = "enable-otel-tracing", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub enable_otel_tracing: bool,
+    /// klog's `--logtostderr`: the log always goes to stderr (`false`, logging to files, is
+    /// refused).
+    #[arg(long = "logtostderr", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
+    pub logtostderr: bool,
+    /// Deprecated upstream spelling of `--extra-tags` (merged with it; `--extra-tags` wins
+    /// on the same key).
+    #[arg(long = "extra-volume-tags", default_value = "")]
+    pub extra_volume_tags: String,
+    /// Log the AWS SDK's requests, attempts and retries at debug level whatever `--v` says
+    /// (request signing and credential lookups stay quiet).
+    #[arg(long = "aws-sdk-debug-log", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub aws_sdk_debug_log: bool,
+    /// A tag EC2 would refuse (from `--extra-tags` or `tagSpecification_N`) is left out with a
+    /// warning instead of failing the start or the request.
+    #[arg(long = "warn-on-invalid-tag", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub warn_on_invalid_tag: bool,
+    /// Appended to the AWS SDK's user agent (as `app/<value>`).
+    #[arg(long = "user-agent-extra", default_value = "")]
+    pub user_agent_extra: String,
+    /// Batch the EC2 describes of concurrent requests (on by default here; upstream's
+    /// default is off). `false`: one describe per lookup.
+    #[arg(long = "batching", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
+    pub batching: bool,
+    /// Upstream's window for coalescing ControllerModifyVolume calls. This driver does not
+    /// offer ControllerModifyVolume (VolumeAttributesClass) yet, so the value is checked and
+    /// has no other effect.
+    #[arg(long = "modify-volume-request-handler-timeout", default_value = "2s", value_parser = parse_duration)]
+    pub modify_volume_timeout: Duration,
+    /// Upstream's deprecated metrics. Stratus has no deprecated metrics; accepted, no effect.
+    #[arg(long = "deprecated-metrics", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub deprecated_metrics: bool,
+    /// Windows HostProcess containers: `true` is refused (Linux nodes only).
+    #[arg(long = "windows-host-process", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub windows_host_process: bool,
     /// Logging flags.
     #[command(flatten)]
     pub logging: stratus_runtime::logging::LoggingArgs,
+}
+
+/// Targets whose debug events `--aws-sdk-debug-log` shows: the SDK's request pipeline and
+/// the EC2 client, not the signer or the credential chain (they would print secrets).
+pub const AWS_SDK_DEBUG_TARGETS: &[(&str, u8)] = &[("aws_smithy_runtime", 3), ("aws_sdk_ec2", 3)];
+
+impl Options {
+    /// Every value that cannot be honoured, named with the reason (no AWS or socket needed).
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.enable_otel_tracing {
+            problems.push("--enable-otel-tracing=true: OpenTelemetry export is not built into Stratus; the driver's spans go to the log (--v=3)".to_string());
+        }
+        if !self.logtostderr {
+            problems.push(
+                "--logtostderr=false: Stratus logs to stderr only (there are no log files)"
+                    .to_string(),
+            );
+        }
+        if self.windows_host_process {
+            problems.push(
+                "--windows-host-process=true: Stratus's EBS driver runs on Linux nodes only"
+                    .to_string(),
+            );
+        }
+        if self.volume_attach_limit != -1 && self.reserved_volume_attachments != -1 {
+            problems.push(
+                "only one of --volume-attach-limit and --reserved-volume-attachments may be given"
+                    .to_string(),
+            );
+        }
+        match (
+            &self.metrics_cert_file,
+            &self.metrics_key_file,
+            self.http_endpoint.is_empty(),
+        ) {
+            (None, None, _) => {}
+            (Some(_), Some(_), false) => {}
+            (_, _, true) => problems
+                .push("--metrics-cert-file/--metrics-key-file need --http-endpoint".to_string()),
+            (None, Some(_), _) => {
+                problems.push("--metrics-key-file needs --metrics-cert-file".to_string())
+            }
+            (Some(_), None, _) => {
+                problems.push("--metrics-cert-file needs --metrics-key-file".to_string())
+            }
+        }
+        if !self.user_agent_extra.is_empty()
+            && aws_config::AppName::new(self.user_agent_extra.clone()).is_err()
+        {
+            problems.push(format!(
+                "--user-agent-extra {:?}: only letters, digits and !#$%&'*+-.^_`|~ may be used",
+                self.user_agent_extra
+            ));
+        }
+        problems
+    }
+
+    /// What a tag EC2 would refuse does.
+    pub fn invalid_tags(&self) -> InvalidTags {
+        if self.warn_on_invalid_tag {
+            InvalidTags::Warn
+        } else {
+            InvalidTags::Refuse
+        }
+    }
+
+    /// `--extra-tags` over `--extra-volume-tags`, keeping the tags EC2 takes.
+    pub fn extra_tags(&self) -> Result<BTreeMap<String, String>, Vec<String>> {
+        let mut tags =
+            parse_tags(&self.extra_volume_tags, "--extra-volume-tags").map_err(|e| vec![e])?;
+        if !tags.is_empty() {
+            tracing::warn!("--extra-volume-tags is deprecated: use --extra-tags");
+        }
+        tags.extend(parse_tags(&self.extra_tags, "--extra-tags").map_err(|e| vec![e])?);
+        usable_tags(tags, self.invalid_tags(), "--extra-tags")
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -123,15 +246,15 @@ pub enum AppError {
     Http(std::io::Error),
 }
 
-/// Parses `k=v,k2=v2`.
-pub fn parse_tags(text: &str) -> Result<BTreeMap<String, String>, String> {
+/// Parses `k=v,k2=v2` given by `flag`.
+pub fn parse_tags(text: &str, flag: &str) -> Result<BTreeMap<String, String>, String> {
     text.split(',')
         .filter(|p| !p.trim().is_empty())
         .map(|pair| match pair.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() => {
                 Ok((k.trim().to_string(), v.trim().to_string()))
             }
-            _ => Err(format!("--extra-tags: {pair:?} is not key=value")),
+            _ => Err(format!("{flag}: {pair:?} is not key=value")),
         })
         .collect()
 }
@@ -181,7 +304,17 @@ pub async fn run(
             .parse::<Endpoint>()
             .map_err(|e| format!("--endpoint: {e}")),
     );
-    let extra_tags = problems.take(parse_tags(&opts.extra_tags));
+    for p in opts.problems() {
+        problems.push(p);
+    }
+    let extra_tags = problems.take(opts.extra_tags().map_err(|p| p.join("; ")));
+    let metrics_tls = match (&opts.metrics_cert_file, &opts.metrics_key_file) {
+        (Some(cert), Some(key)) => Some(stratus_serving::TlsSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        }),
+        _ => None,
+    };
     let http = problems.take(if opts.http_endpoint.is_empty() {
         Ok(None)
     } else {
@@ -237,13 +370,18 @@ pub async fn run(
                 "--volume-poll-interval shortened to --operation-wait minus --volume-poll-settle"
             );
         }
-        let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(region)
-            .load()
-            .await;
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).region(region);
+        if !opts.user_agent_extra.is_empty() {
+            // Checked by `Options::problems`.
+            if let Ok(name) = aws_config::AppName::new(opts.user_agent_extra.clone()) {
+                loader = loader.app_name(name);
+            }
+        }
+        let conf = loader.load().await;
         let client = aws_sdk_ec2::Client::new(&conf);
         let api = AwsApi::new("ec2", api_metrics.clone(), RetryPolicy::default());
-        let ec2 = Ec2::new(client, api, Duration::from_millis(200));
+        let window = opts.batching.then_some(Duration::from_millis(200));
+        let ec2 = Ec2::new(client, api, window);
         let controller = EbsController::new(
             ec2,
             EbsOptions {
@@ -254,6 +392,7 @@ pub async fn run(
                 stuck_attaching: opts.stuck_attaching,
                 poll: volume_poll,
                 settle: opts.volume_settle,
+                invalid_tags: opts.invalid_tags(),
             },
         );
         services.controller = Some(Arc::new(controller));
@@ -274,11 +413,25 @@ pub async fn run(
     }
     let ready = Arc::new(AtomicBool::new(false));
     let registry = Arc::new(Mutex::new(registry));
+    // Kept for the life of the process (dropping it stops the HTTPS endpoint).
+    let mut _https = None;
     if let Some(addr) = http {
-        let bound = stratus_csi::http::spawn(addr, registry.clone(), ready.clone())
-            .await
-            .map_err(AppError::Http)?;
-        tracing::info!(address = %bound, "serving /metrics and /healthz");
+        match &metrics_tls {
+            None => {
+                let bound = stratus_csi::http::spawn(addr, registry.clone(), ready.clone())
+                    .await
+                    .map_err(AppError::Http)?;
+                tracing::info!(address = %bound, "serving /metrics and /healthz");
+            }
+            Some(tls) => {
+                let listener =
+                    stratus_csi::https::spawn_tls(addr, tls, registry.clone(), ready.clone())
+                        .await
+                        .map_err(|e| AppError::Flag(format!("{e:#}")))?;
+                tracing::info!(address = %listener.local_addr(), "serving /metrics and /healthz over HTTPS");
+                _https = Some(listener);
+            }
+        }
     }
     ready.store(true, Ordering::Relaxed);
     stratus_csi::serve(
@@ -311,8 +464,8 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(o.mode, Mode::Controller);
-        assert_eq!(parse_tags(&o.extra_tags).unwrap()["env"], "dev");
-        assert!(parse_tags("novalue").is_err());
+        assert_eq!(o.extra_tags().unwrap()["env"], "dev");
+        assert!(parse_tags("novalue", "--extra-tags").is_err());
         assert_eq!(Options::try_parse_from(["x"]).unwrap().mode, Mode::All);
         assert!(Options::try_parse_from(["x", "sideways"]).is_err());
     }

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use crate::devices::NodeDevices;
 use crate::ec2::{Ec2, VolumeInfo};
-use crate::params::volume_spec;
+use crate::params::{volume_spec_with, InvalidTags};
 use crate::plan::{
     attached_to, detach_targets, plan_refused, plan_repeat, still_attached, Refused, RepeatStep,
 };
@@ -54,6 +54,8 @@ pub struct EbsOptions {
     pub poll: Duration,
     /// How long after an operation the poller first looks at its volume.
     pub settle: Duration,
+    /// What a `tagSpecification_N` that cannot be used does (`--warn-on-invalid-tag`).
+    pub invalid_tags: InvalidTags,
 }
 
 impl Default for EbsOptions {
@@ -66,6 +68,7 @@ impl Default for EbsOptions {
             stuck_attaching: Duration::from_secs(90),
             poll: Duration::from_secs(5),
             settle: Duration::from_secs(1),
+            invalid_tags: InvalidTags::Refuse,
         }
     }
 }
@@ -264,8 +267,13 @@ impl ControllerBackend for EbsController {
         }
         let size_gib = i32::try_from(size_gib)
             .map_err(|_| BackendError::InvalidArgument(format!("{size_gib} GiB is too large")))?;
-        let spec = volume_spec(&req.parameters, &req.metadata, size_gib)
-            .map_err(|problems| BackendError::InvalidArgument(problems.join("; ")))?;
+        let spec = volume_spec_with(
+            &req.parameters,
+            &req.metadata,
+            size_gib,
+            self.options.invalid_tags,
+        )
+        .map_err(|problems| BackendError::InvalidArgument(problems.join("; ")))?;
         let snapshot = match &req.source {
             None => None,
             Some(VolumeSource::Snapshot(id)) => {

@@ -225,7 +225,13 @@ fn tag_spec(kind: ResourceType, tags: &BTreeMap<String, String>) -> TagSpecifica
 impl Ec2 {
     /// The seam over `client`, calling through `api`, batching single describes within
     /// `window`.
-    pub fn new(client: Client, api: AwsApi, window: Duration) -> Ec2 {
+    /// Lookups arriving within `window` share one describe; with `None` (`--batching=false`)
+    /// every lookup is its own describe.
+    pub fn new(client: Client, api: AwsApi, window: Option<Duration>) -> Ec2 {
+        let (window, instance_window, batch, name_batch, instance_batch) = match window {
+            Some(w) => (w, w.max(INSTANCE_WINDOW), BATCH, NAME_BATCH, 50),
+            None => (Duration::ZERO, Duration::ZERO, 1, 1, 1),
+        };
         let seam = stratus_aws_api::Ec2::new(client.clone(), api.clone());
         let volumes = {
             let seam = seam.clone();
@@ -236,7 +242,7 @@ impl Ec2 {
                     Ok(found.into_iter().map(|v| (v.id.clone(), v)).collect())
                 })
             });
-            Batcher::new(window, BATCH, fetch)
+            Batcher::new(window, batch, fetch)
         };
         let named = {
             let seam = seam.clone();
@@ -248,7 +254,7 @@ impl Ec2 {
                     Ok(group_by_tag(found, crate::tags::VOLUME_NAME))
                 })
             });
-            Batcher::new(window, NAME_BATCH, fetch)
+            Batcher::new(window, name_batch, fetch)
         };
         let instances = {
             let seam = seam.clone();
@@ -259,7 +265,7 @@ impl Ec2 {
             // An instance is read once per node (its first attach in this process), so a
             // longer window costs a second once per node and gathers the nodes' first attaches
             // into one call.
-            Batcher::new(window.max(INSTANCE_WINDOW), 50, fetch)
+            Batcher::new(instance_window, instance_batch, fetch)
         };
         let modifications = {
             let (client, api) = (client.clone(), api.clone());
@@ -267,7 +273,7 @@ impl Ec2 {
                 let (client, api) = (client.clone(), api.clone());
                 Box::pin(async move { describe_modifications(&client, &api, ids).await })
             });
-            Batcher::new(window, BATCH, fetch)
+            Batcher::new(window, batch, fetch)
         };
         Ec2 {
             client,

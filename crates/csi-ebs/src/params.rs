@@ -105,13 +105,90 @@ pub fn render_template(text: &str, metadata: &BTreeMap<String, String>) -> Resul
     Ok(out)
 }
 
-/// The volume to create for `parameters` of `size_gib`, or every problem found.
+/// Longest tag key EC2 takes.
+const MAX_TAG_KEY: usize = 128;
+/// Longest tag value EC2 takes.
+const MAX_TAG_VALUE: usize = 256;
+
+/// Why EC2 would refuse the tag `key`=`value`, if it would: an empty or too long key, a too
+/// long value, or the `aws:` prefix AWS keeps for itself.
+pub fn tag_problem(key: &str, value: &str) -> Option<String> {
+    if key.is_empty() {
+        Some("a tag key is empty".into())
+    } else if key.chars().count() > MAX_TAG_KEY {
+        Some(format!(
+            "tag key {key:?} is longer than {MAX_TAG_KEY} characters"
+        ))
+    } else if value.chars().count() > MAX_TAG_VALUE {
+        Some(format!(
+            "the value of tag {key:?} is longer than {MAX_TAG_VALUE} characters"
+        ))
+    } else if key.to_ascii_lowercase().starts_with("aws:") {
+        Some(format!(
+            "tag key {key:?}: the aws: prefix is reserved by AWS"
+        ))
+    } else {
+        None
+    }
+}
+
+/// What becomes of a tag that cannot be used (`--warn-on-invalid-tag`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InvalidTags {
+    /// The request fails, naming the tag (upstream's default).
+    #[default]
+    Refuse,
+    /// The tag is left out and a warning logged.
+    Warn,
+}
+
+/// Keeps the tags of `tags` EC2 would take; the others fail (every one named) or, with
+/// [`InvalidTags::Warn`], are dropped with a warning naming `what` they were given by.
+pub fn usable_tags(
+    tags: BTreeMap<String, String>,
+    policy: InvalidTags,
+    what: &str,
+) -> Result<BTreeMap<String, String>, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut kept = BTreeMap::new();
+    for (k, v) in tags {
+        match tag_problem(&k, &v) {
+            None => {
+                kept.insert(k, v);
+            }
+            Some(p) if policy == InvalidTags::Warn => {
+                tracing::warn!(problem = %p, "{what}: tag left out (--warn-on-invalid-tag)");
+            }
+            Some(p) => problems.push(format!("{what}: {p}")),
+        }
+    }
+    if problems.is_empty() {
+        Ok(kept)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The volume to create for `parameters` of `size_gib`, or every problem found; a tag that
+/// cannot be used fails the request.
 pub fn volume_spec(
     parameters: &BTreeMap<String, String>,
     metadata: &BTreeMap<String, String>,
     size_gib: i32,
 ) -> Result<VolumeSpec, Vec<String>> {
+    volume_spec_with(parameters, metadata, size_gib, InvalidTags::Refuse)
+}
+
+/// [`volume_spec`] with `invalid_tags` deciding what a `tagSpecification_N` that cannot be
+/// templated or used does.
+pub fn volume_spec_with(
+    parameters: &BTreeMap<String, String>,
+    metadata: &BTreeMap<String, String>,
+    size_gib: i32,
+    invalid_tags: InvalidTags,
+) -> Result<VolumeSpec, Vec<String>> {
     let mut problems = Vec::new();
+    let mut tag_problems = Vec::new();
     let mut spec = VolumeSpec {
         volume_type: DEFAULT_TYPE.into(),
         size_gib,
@@ -149,14 +226,25 @@ pub fn volume_spec(
                     render_template(k.trim(), metadata),
                     render_template(v.trim(), metadata),
                 ) {
-                    (Ok(k), Ok(v)) => {
-                        spec.tags.insert(k, v);
-                    }
-                    (Err(e), _) | (_, Err(e)) => problems.push(format!("{key}: {e}")),
+                    (Ok(k), Ok(v)) => match tag_problem(&k, &v) {
+                        None => {
+                            spec.tags.insert(k, v);
+                        }
+                        Some(p) => tag_problems.push(format!("{key}: {p}")),
+                    },
+                    (Err(e), _) | (_, Err(e)) => tag_problems.push(format!("{key}: {e}")),
                 },
-                _ => problems.push(format!("{key}: {value:?} is not key=value")),
+                _ => tag_problems.push(format!("{key}: {value:?} is not key=value")),
             },
             _ => problems.push(format!("unknown parameter {key:?}")),
+        }
+    }
+    match invalid_tags {
+        InvalidTags::Refuse => problems.append(&mut tag_problems),
+        InvalidTags::Warn => {
+            for p in &tag_problems {
+                tracing::warn!(problem = %p, "tag left out (--warn-on-invalid-tag)");
+            }
         }
     }
     if spec.iops.is_some() && iops_per_gb.is_some() {
@@ -340,5 +428,49 @@ mod tests {
         assert!(volume_spec(&bad, &md, 1).is_err());
         let bad = params(&[("tagSpecification_1", "novalue")]);
         assert!(volume_spec(&bad, &md, 1).is_err());
+    }
+
+    #[test]
+    fn unusable_tags_fail_or_are_left_out_with_warn_on_invalid_tag() {
+        let md = params(&[("pvc/name", "data")]);
+        let long = "k".repeat(129);
+        let p = params(&[
+            ("tagSpecification_1", "aws:owner=x"),
+            ("tagSpecification_2", &format!("{long}=x")),
+            ("tagSpecification_3", "x={{ .Secret }}"),
+            ("tagSpecification_4", "novalue"),
+            ("tagSpecification_5", "team={{ .PVCName }}"),
+        ]);
+        let problems = volume_spec(&p, &md, 1).unwrap_err();
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("reserved")));
+        assert!(problems.iter().any(|p| p.contains("longer than 128")));
+        let spec = volume_spec_with(&p, &md, 1, InvalidTags::Warn).unwrap();
+        assert_eq!(spec.tags, params(&[("team", "data")]));
+        // Other problems still fail in warn mode.
+        let typo = params(&[("type", "gp9"), ("tagSpecification_1", "aws:x=y")]);
+        assert_eq!(
+            volume_spec_with(&typo, &md, 1, InvalidTags::Warn)
+                .unwrap_err()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn extra_tags_are_checked_like_ec2() {
+        let tags = params(&[("team", "a"), ("aws:x", "b"), ("v", &"x".repeat(257))]);
+        assert_eq!(
+            usable_tags(tags.clone(), InvalidTags::Refuse, "--extra-tags")
+                .unwrap_err()
+                .len(),
+            2
+        );
+        assert_eq!(
+            usable_tags(tags, InvalidTags::Warn, "--extra-tags").unwrap(),
+            params(&[("team", "a")])
+        );
+        assert!(tag_problem("", "x").is_some());
+        assert!(tag_problem(&"k".repeat(128), &"v".repeat(256)).is_none());
     }
 }

@@ -12,6 +12,7 @@ pub mod controller;
 pub mod devices;
 pub mod error;
 pub mod http;
+pub mod https;
 pub mod identity;
 pub mod locks;
 pub mod metrics;

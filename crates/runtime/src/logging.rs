@@ -55,7 +55,20 @@ impl LoggingArgs {
         } else {
             self.log_text_split_stream
         };
-        install(self.verbosity, &self.vmodule, json, split);
+        install(self.verbosity, &self.vmodule, &[], json, split);
+    }
+
+    /// As [`LoggingArgs::init`], with the events of each `(target prefix, verbosity)` of
+    /// `targets` shown up to that verbosity whatever `--v` says (e.g. an SDK's debug log asked
+    /// for by a flag).
+    pub fn init_with_targets(&self, targets: &[(&'static str, u8)]) {
+        let json = self.logging_format == "json";
+        let split = if json {
+            self.log_json_split_stream
+        } else {
+            self.log_text_split_stream
+        };
+        install(self.verbosity, &self.vmodule, targets, json, split);
     }
 
     /// The flags that are alpha options upstream (they need the `LoggingAlphaOptions` gate).
@@ -201,15 +214,24 @@ const OUR_CRATES: &[&str] = &[
 
 /// Installs the global subscriber (to stderr) for `--v=v`.
 pub fn init(v: u8, json: bool) {
-    install(v, &VModule::default(), json, false);
+    install(v, &VModule::default(), &[], json, false);
 }
 
-fn install(v: u8, vmodule: &VModule, json: bool, split: bool) {
+/// Whether one of `targets` (prefix, verbosity) shows the event `meta`.
+fn target_shows(targets: &[(&'static str, u8)], meta: &Metadata<'_>) -> bool {
+    targets
+        .iter()
+        .any(|(prefix, v)| meta.target().starts_with(prefix) && *v >= klog_level(meta.level()))
+}
+
+fn install(v: u8, vmodule: &VModule, targets: &[(&'static str, u8)], json: bool, split: bool) {
     let by_file = vmodule.clone();
     let matched = vmodule.clone();
-    // A matching --vmodule pattern decides; other events follow --v.
+    let targets = targets.to_vec();
+    // A matching --vmodule pattern decides; other events follow --v (or a target's verbosity).
     let filter = filter_fn(move |m| by_file.decides(m) == Some(true))
-        .or(filter_for_verbosity(v).and(filter_fn(move |m| matched.decides(m).is_none())));
+        .or(filter_for_verbosity(v).and(filter_fn(move |m| matched.decides(m).is_none())))
+        .or(filter_fn(move |m| target_shows(&targets, m)));
     let writer = std::io::stderr
         .with_max_level(tracing::Level::WARN)
         .or_else(if split {
