@@ -218,7 +218,10 @@ async fn upstream_controller_flags_work_on_moto() -> Result<()> {
 
     // Batched (default) against --batching=false: one describe per lookup.
     let batched = describes_for_concurrent_lookups(&env, &client, "batched").await?;
-    ensure!(batched <= 2, "batched lookups cost {batched} DescribeVolumes");
+    ensure!(
+        batched <= 2,
+        "batched lookups cost {batched} DescribeVolumes"
+    );
     child.kill().await?;
     let dir = tmp.path().join("unbatched-run");
     std::fs::create_dir_all(&dir)?;
