@@ -62,7 +62,30 @@ async fn imds_scenarios() {
         asg_lifecycle(&cluster),
         imdsv2_only(&cluster),
         cordon_only_and_dry_run(&cluster),
+        under_deckhouses_container_spec(&cluster),
     );
+}
+
+/// Deckhouse's DaemonSet gives the handler `NODE_NAME` and nothing else (no args, ports or
+/// probes): a spot interruption still cordons and drains its node. Stand-ins: the mock's URL as
+/// `INSTANCE_METADATA_URL` (169.254.169.254 in a pod) and `KUBECONFIG` for the ServiceAccount.
+async fn under_deckhouses_container_spec(cluster: &NthCluster) {
+    let admin = &cluster.admin;
+    let name = "ip-10-0-0-20.ec2.internal";
+    create_node(admin, name, "aws:///us-east-1a/i-1234567890abcdef0")
+        .await
+        .unwrap();
+    web_and_daemon_pods(cluster, name).await;
+    let aemm = Aemm::start(&["spot", "-t", &in_seconds(120)])
+        .await
+        .unwrap();
+    let vars = vec![
+        ("NODE_NAME", name.to_owned()),
+        ("INSTANCE_METADATA_URL", aemm.url().to_owned()),
+    ];
+    let nth = start(cluster, "deckhouse", &vars);
+    wait_cordoned(admin, name, &nth).await;
+    wait_pods(admin, name, &[&format!("{name}-ds")], &nth).await;
 }
 
 async fn spot_itn(cluster: &NthCluster) {

@@ -46,7 +46,9 @@ pub struct Options {
     /// The cluster's identifier, written as `cinder.csi.openstack.org/cluster` on volumes.
     #[arg(long, default_value = "")]
     pub cluster: String,
-    /// The node's ID (its Nova server UUID; read from the metadata service when not given).
+    /// Upstream's deprecated node flag (Deckhouse passes the Kubernetes node name). As upstream,
+    /// the node's ID is its Nova server UUID from the metadata service; only together with
+    /// `--availability-zone` is this value taken as the server UUID.
     #[arg(long = "nodeid", env = "CSI_NODE_ID")]
     pub node_id: Option<String>,
     /// The node's availability zone (read from the metadata service when not given).
@@ -151,40 +153,41 @@ pub fn attach_limit(block_storage: &BlockStorageConfig) -> i64 {
 /// not answer at all).
 const METADATA_WAIT: Duration = Duration::from_secs(5);
 
-/// The node's ID and zone: the flags, else the metadata service; the problem names each flag
-/// that is missing and why the metadata service did not give it.
+/// The node's ID and zone. As upstream, the node's ID is its Nova server UUID from the metadata
+/// service and `--nodeid` (which Deckhouse's templates fill with the Kubernetes node name) is not
+/// it; the zone is `--availability-zone` or the metadata service's. Only with both `--nodeid` and
+/// `--availability-zone` (a Stratus flag, for environments without a metadata service) is
+/// `--nodeid` taken as the server UUID and the metadata service not asked.
 async fn node_identity(
     opts: &Options,
     config: &OpenStackConfig,
 ) -> Result<(String, String), String> {
     let given = |v: &Option<String>| v.clone().filter(|v| !v.trim().is_empty());
-    if let (Some(id), Some(zone)) = (given(&opts.node_id), given(&opts.availability_zone)) {
-        return Ok((id, zone));
+    let (flag_id, flag_zone) = (given(&opts.node_id), given(&opts.availability_zone));
+    if let (Some(id), Some(zone)) = (&flag_id, &flag_zone) {
+        return Ok((id.clone(), zone.clone()));
     }
-    let missing = [
-        (given(&opts.node_id).is_none(), "--nodeid (or CSI_NODE_ID)"),
-        (
-            given(&opts.availability_zone).is_none(),
-            "--availability-zone (or CSI_NODE_ZONE)",
-        ),
-    ]
-    .iter()
-    .filter(|(missing, _)| *missing)
-    .map(|(_, flag)| *flag)
-    .collect::<Vec<_>>()
-    .join(" and ");
     let wait = config.metadata.request_timeout.min(METADATA_WAIT);
     let fetched = match HttpClient::new(&config.global.tls, wait) {
         Ok(http) => metadata::fetch(&http, &opts.metadata_url).await,
         Err(e) => Err(e.named("[Global] ")),
     };
     let m = fetched.map_err(|e| {
-        format!("{missing} not set and the metadata service did not give them: {e}")
+        let without = if flag_id.is_some() {
+            "--availability-zone (or CSI_NODE_ZONE) is not set, so the node's server UUID and zone come from the metadata service (--nodeid is not the server UUID, as upstream)"
+        } else {
+            "--nodeid (or CSI_NODE_ID) and --availability-zone (or CSI_NODE_ZONE) are not set"
+        };
+        format!("{without}, and the metadata service did not answer: {e}")
     })?;
-    Ok((
-        given(&opts.node_id).unwrap_or(m.uuid),
-        given(&opts.availability_zone).unwrap_or(m.availability_zone),
-    ))
+    if let Some(id) = flag_id.filter(|id| *id != m.uuid) {
+        tracing::info!(
+            nodeid = %id,
+            server = %m.uuid,
+            "--nodeid is not the node's ID (as upstream): the metadata service's server UUID is"
+        );
+    }
+    Ok((m.uuid, flag_zone.unwrap_or(m.availability_zone)))
 }
 
 /// Runs the driver until `shutdown` completes.

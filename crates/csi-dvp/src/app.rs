@@ -125,7 +125,7 @@ pub async fn connect(config: &DvpConfig) -> Result<Parent, AppError> {
 const UUID_LOOKUP_WAIT: Duration = Duration::from_secs(10);
 
 /// The cluster UUID the controller labels disks with: `given` when usable, else Deckhouse's
-/// ConfigMap in this cluster (in-cluster credentials); empty (disks unlabelled, with a warning
+/// ConfigMap in this cluster (the pod's ServiceAccount, or `KUBECONFIG`); empty (disks unlabelled, with a warning
 /// naming what to grant) when neither gives one.
 async fn controller_cluster_uuid(given: &str) -> String {
     use stratus_kube_kit::deckhouse::{cluster_uuid, usable_cluster_uuid};
@@ -133,7 +133,10 @@ async fn controller_cluster_uuid(given: &str) -> String {
         return given.trim().to_string();
     }
     let lookup = async {
-        let config = kube::Config::incluster().map_err(|e| format!("in-cluster config: {e}"))?;
+        // The pod's ServiceAccount (or KUBECONFIG when set, as for any Kubernetes client).
+        let config = kube::Config::infer()
+            .await
+            .map_err(|e| format!("this cluster's credentials: {e}"))?;
         let config = stratus_kube_kit::client::env_proxied(config).map_err(|e| e.to_string())?;
         let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
         cluster_uuid(&client).await

@@ -2,9 +2,13 @@
 //! args `--discovery-period=1h --listen-address=…:8081` and nothing else (no provider flag: the
 //! cloud is chosen from the environment the template gives), each cloud's variables, the
 //! shipped RBAC. It must stay up, answer its probe path and do its job (AWS: the instance-type
-//! catalog; DVP: the discovery Secret). Test stand-ins: the listen port is a free loopback port
+//! catalog; OpenStack and DVP: the discovery Secret, OpenStack's from `MODULE_CONFIG` when the
+//! cluster holds no discovery data). Test stand-ins: the listen port is a free loopback port
 //! (Deckhouse uses 8081 in the pod), `KUBECONFIG` stands for the pod's ServiceAccount, and
-//! `AWS_ENDPOINT_URL` points the SDK at moto.
+//! `AWS_ENDPOINT_URL` points the SDK at moto. OpenStack gets exactly the variables Deckhouse
+//! fills from its `cloud-data-discoverer` Secret (`OS_AUTH_URL`, `OS_DOMAIN_NAME`,
+//! `OS_TENANT_NAME`, `OS_USERNAME`, `OS_PASSWORD`, `OS_REGION`, `MODULE_CONFIG`) and the
+//! literal `CLUSTER_UUID`, against a real Keystone.
 
 mod common;
 
@@ -18,7 +22,7 @@ use common::{catalog_api, install, parent_identity, wait_for, ME};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use stratus_testenv::dvp::DvpEnv;
-use stratus_testenv::TestEnv;
+use stratus_testenv::{OpenStackEnv, TestEnv};
 
 /// The discoverer binary built beside the test binaries.
 fn binary() -> Result<PathBuf> {
@@ -156,6 +160,75 @@ async fn dvp_under_deckhouses_container_spec() -> Result<()> {
     wait_for("the discovery Secret", Duration::from_secs(60), || async {
         Ok(secrets.get_opt("d8-cloud-provider-discovery-data").await?)
     })
+    .await
+    .with_context(|| p.log())?;
+    assert!(p.child.try_wait()?.is_none(), "exited:\n{}", p.log());
+    Ok(())
+}
+
+#[tokio::test]
+async fn openstack_under_deckhouses_container_spec() -> Result<()> {
+    let env = TestEnv::start().await?;
+    install(env.cluster()).await?;
+    let cloud = OpenStackEnv::start().await?;
+    let given: std::collections::BTreeMap<String, String> = cloud.env_vars().into_iter().collect();
+    let from = |k: &str| given.get(k).cloned().unwrap_or_default();
+    let module_config = serde_json::json!({
+        "instances": {"imageName": "ubuntu-22-04", "mainNetwork": "stratus-internal",
+                      "sshKeyPairName": "deckhouse"},
+        "zones": ["nova"]});
+    let vars: Vec<(String, String)> = [
+        ("OS_AUTH_URL", from("OS_AUTH_URL")),
+        ("OS_DOMAIN_NAME", from("OS_USER_DOMAIN_NAME")),
+        ("OS_TENANT_NAME", from("OS_PROJECT_NAME")),
+        ("OS_USERNAME", from("OS_USERNAME")),
+        ("OS_PASSWORD", from("OS_PASSWORD")),
+        ("OS_REGION", from("OS_REGION_NAME")),
+        ("MODULE_CONFIG", module_config.to_string()),
+        (
+            "CLUSTER_UUID",
+            "3f1e6c1a-0000-4000-8000-00000000000c".to_string(),
+        ),
+        (
+            "KUBECONFIG",
+            env.cluster().kubeconfig(ME).display().to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let port = free_port();
+    let mut p = start(
+        port,
+        &vars,
+        env.cluster().dir().join("discoverer-openstack.log"),
+    )?;
+    assert_up_and_healthy(&mut p, port).await?;
+    let secrets: Api<Secret> = Api::namespaced(env.kube_client(ME).await?, "kube-system");
+    let secret = wait_for("the discovery Secret", Duration::from_secs(60), || async {
+        Ok(secrets.get_opt("d8-cloud-provider-discovery-data").await?)
+    })
+    .await
+    .with_context(|| p.log())?;
+    let document: serde_json::Value = serde_json::from_slice(
+        &secret
+            .data
+            .unwrap_or_default()
+            .get("discovery-data.json")
+            .context("no discovery-data.json")?
+            .0,
+    )?;
+    // MODULE_CONFIG stood in for the discovery data the cluster does not hold.
+    assert_eq!(
+        document["instances"]["imageName"], "ubuntu-22-04",
+        "{document}"
+    );
+    let catalog = catalog_api(env.kube_client(ME).await?);
+    wait_for(
+        "the instance-type catalog",
+        Duration::from_secs(60),
+        || async { Ok(catalog.get_opt("for-cluster-autoscaler").await?) },
+    )
     .await
     .with_context(|| p.log())?;
     assert!(p.child.try_wait()?.is_none(), "exited:\n{}", p.log());

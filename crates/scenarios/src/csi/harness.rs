@@ -129,6 +129,50 @@ pub struct SidecarOptions {
     pub quick_attacher_retries: bool,
 }
 
+/// A chart's RBAC applied to a cluster and its controller ServiceAccount's kubeconfig.
+pub struct ChartAccount {
+    /// A client of the cluster as its administrator.
+    pub admin: Client,
+    /// The rendered chart.
+    pub chart: RenderedChart,
+    /// The controller ServiceAccount's kubeconfig.
+    pub kubeconfig: PathBuf,
+}
+
+/// Renders `chart`, applies its RBAC to `cluster` (failing when it rendered fewer than five
+/// objects) and writes its controller ServiceAccount's kubeconfig into `dir`.
+pub async fn chart_account(
+    cluster: &KubeCluster,
+    chart: &Chart,
+    dir: &Path,
+) -> Result<ChartAccount> {
+    let Chart {
+        name,
+        release,
+        service_account,
+        sets,
+    } = *chart;
+    let rendered =
+        tokio::task::spawn_blocking(move || render_chart_with(name, release, NAMESPACE, sets))
+            .await??;
+    let admin = cluster.kube_client(Identity::Admin).await?;
+    let rbac_file = dir.join("rbac.yaml");
+    std::fs::write(&rbac_file, &rendered.rbac)?;
+    let applied = apply_rbac_manifest(&admin, &rbac_file).await?;
+    anyhow::ensure!(
+        applied >= 5,
+        "the chart rendered only {applied} RBAC objects"
+    );
+    let token = service_account_token(&admin, NAMESPACE, service_account).await?;
+    let kubeconfig = dir.join("kubeconfig-controller-sa.yaml");
+    kubeconfig_with_token(&kubeconfig, cluster.apiserver_url(), &token)?;
+    Ok(ChartAccount {
+        admin,
+        chart: rendered,
+        kubeconfig,
+    })
+}
+
 /// The cluster side of a driver's controller: RBAC, the controller ServiceAccount's
 /// kubeconfig and kube-controller-manager (killed on drop), and which sidecars run beside the
 /// driver.
@@ -158,26 +202,11 @@ impl ControllerSide {
         sidecars: &[Sidecar],
         dir: &Path,
     ) -> Result<ControllerSide> {
-        let Chart {
-            name,
-            release,
-            service_account,
-            sets,
-        } = *chart;
-        let rendered =
-            tokio::task::spawn_blocking(move || render_chart_with(name, release, NAMESPACE, sets))
-                .await??;
-        let admin = cluster.kube_client(Identity::Admin).await?;
-        let rbac_file = dir.join("rbac.yaml");
-        std::fs::write(&rbac_file, &rendered.rbac)?;
-        let applied = apply_rbac_manifest(&admin, &rbac_file).await?;
-        anyhow::ensure!(
-            applied >= 5,
-            "the chart rendered only {applied} RBAC objects"
-        );
-        let token = service_account_token(&admin, NAMESPACE, service_account).await?;
-        let kubeconfig = dir.join("kubeconfig-controller-sa.yaml");
-        kubeconfig_with_token(&kubeconfig, cluster.apiserver_url(), &token)?;
+        let ChartAccount {
+            admin,
+            chart: rendered,
+            kubeconfig,
+        } = chart_account(cluster, chart, dir).await?;
 
         let controllers: Vec<&str> = PV_CONTROLLERS
             .iter()

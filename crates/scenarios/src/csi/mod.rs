@@ -14,9 +14,12 @@
 //!   CSINode a kubelet would write, log tails).
 //! - [`claims`]: StorageClass, PVCs and VolumeAttachments, with waits.
 //! - [`bench`], [`node_probe`]: the benchmark's load and the node plugin's footprint.
+//! - [`contract`]: a driver started as a Deckhouse module starts it, checked as the kubelet
+//!   and the sidecars would check it.
 
 pub mod bench;
 pub mod claims;
+pub mod contract;
 pub mod driver;
 pub mod flow;
 pub mod harness;
