@@ -85,6 +85,29 @@ async fn wait_rules(a: &Albc, ctl: &CcmProcess, id: &str, want: &[(String, i32, 
     }
 }
 
+/// Service `web`'s ready endpoints on port 8080 (`http`): `addresses`.
+async fn web_endpoints(a: &Albc, addresses: &[&str]) {
+    let endpoints: Vec<serde_json::Value> = addresses
+        .iter()
+        .map(|ip| serde_json::json!({"addresses": [ip], "conditions": {"ready": true}}))
+        .collect();
+    let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "web-a", "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        "endpoints": endpoints}))
+    .unwrap();
+    Api::<EndpointSlice>::namespaced(a.admin.clone(), NS)
+        .patch(
+            "web-a",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&slice),
+        )
+        .await
+        .unwrap();
+}
+
 fn rule(from: i32, source: &str) -> (String, i32, i32, String) {
     ("tcp".into(), from, from, source.into())
 }
@@ -101,23 +124,7 @@ async fn the_backend_group_reaches_the_pods_through_their_interface_groups() {
     interface(&a, &subnets[0], "10.0.0.50", &[&nodes]).await;
     interface(&a, &subnets[0], "10.0.0.51", &[&nodes, &extra]).await;
     a.service("web", false).await;
-    let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "web-a", "labels": {"kubernetes.io/service-name": "web"}},
-        "addressType": "IPv4",
-        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-        "endpoints": [
-            {"addresses": ["10.0.0.50"], "conditions": {"ready": true}},
-            {"addresses": ["10.0.0.51"], "conditions": {"ready": true}}]}))
-    .unwrap();
-    Api::<EndpointSlice>::namespaced(a.admin.clone(), NS)
-        .patch(
-            "web-a",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&slice),
-        )
-        .await
-        .unwrap();
+    web_endpoints(&a, &["10.0.0.50", "10.0.0.51"]).await;
     a.alb_class("alb", None).await;
     let ctl = a.start(&[&format!("--aws-vpc-id={}", a.vpc)]);
     let ing: Ingress = serde_json::from_value(serde_json::json!({
@@ -264,21 +271,7 @@ async fn a_binding_whose_source_group_vanished_is_still_deleted() {
         .await;
     interface(&a, &subnets[0], "10.0.0.50", &[&nodes]).await;
     a.service("web", false).await;
-    let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "web-a", "labels": {"kubernetes.io/service-name": "web"}},
-        "addressType": "IPv4",
-        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-        "endpoints": [{"addresses": ["10.0.0.50"], "conditions": {"ready": true}}]}))
-    .unwrap();
-    Api::<EndpointSlice>::namespaced(a.admin.clone(), NS)
-        .patch(
-            "web-a",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&slice),
-        )
-        .await
-        .unwrap();
+    web_endpoints(&a, &["10.0.0.50"]).await;
     let ctl = a.start(&[&format!("--aws-vpc-id={}", a.vpc)]);
     let doomed = a.security_group("doomed", &[]).await;
     let tg = a.target_group("doomed", "ip", 80).await;

@@ -13,7 +13,7 @@ mod common;
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
-use common::{driver_env, node_vm};
+use common::{driver_env, node_vm, CHART, NODE, PARENT_CLASS, VM};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
 use stratus_csi_dvp::{DRIVER_NAME, STORAGE_CLASS_PARAM};
@@ -21,22 +21,9 @@ use stratus_dvp_api::labels::CLUSTER_UUID as CLUSTER_UUID_LABEL;
 use stratus_dvp_api::VirtualDisk;
 use stratus_scenarios::csi::contract::{create_volume, delete_volume, identity_answers, node_info};
 use stratus_scenarios::csi::driver;
-use stratus_scenarios::csi::harness::{chart_account, Chart};
+use stratus_scenarios::csi::harness::chart_account;
 use stratus_testenv::DvpEnv;
 
-/// The driver's chart (its tenant-side RBAC is what the controller reads the UUID under).
-const CHART: Chart = Chart {
-    name: "dvp-csi-driver",
-    release: "dvp",
-    service_account: "csi-dvp-controller-sa",
-    sets: &[
-        "dvp.parentKubeconfigSecret.name=dvp-parent",
-        "dvp.namespace=tenant-project",
-    ],
-};
-const NODE: &str = "node-1";
-const VM: &str = "tenant-vm-1";
-const PARENT_CLASS: &str = "linstor-thin-r2";
 /// The UUID Deckhouse keeps for the tenant cluster.
 const UUID: &str = "8d3c2b1a-4e5f-4a6b-9c7d-0e1f2a3b4c5d";
 

@@ -16,7 +16,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
-use common::{driver_env, node_vm, parent_objects, start_driver, wait_parent_empty, CLUSTER_UUID};
+use common::{
+    driver_env, node_vm, parent_objects, start_driver, wait_parent_empty, CHART, CLUSTER_UUID,
+    NODE, PARENT_CLASS, VM,
+};
 use kube::api::{Api, ObjectMeta};
 use stratus_csi_dvp::names::{vmbda_name, DISK_NAME_LABEL, VMBDA_DISK_LABEL, VMBDA_VM_LABEL};
 use stratus_csi_dvp::{DRIVER_NAME, STORAGE_CLASS_PARAM};
@@ -24,25 +27,10 @@ use stratus_dvp_api::labels::{CLUSTER_UUID as CLUSTER_UUID_LABEL, MANAGED_BY};
 use stratus_dvp_api::{VirtualDisk, VirtualMachineBlockDeviceAttachment};
 use stratus_scenarios::csi::claims::Claims;
 use stratus_scenarios::csi::flow as csi_flow;
-use stratus_scenarios::csi::harness::{self, Chart, ControllerSide, Kcm, Pod, Sidecar, Tools};
+use stratus_scenarios::csi::harness::{self, ControllerSide, Kcm, Pod, Sidecar, Tools};
 use stratus_scenarios::wait::wait_for;
 use stratus_testenv::DvpEnv;
 
-/// The driver's chart, pointed at the parent's tenant namespace.
-const CHART: Chart = Chart {
-    name: "dvp-csi-driver",
-    release: "dvp",
-    service_account: "csi-dvp-controller-sa",
-    sets: &[
-        "dvp.parentKubeconfigSecret.name=dvp-parent",
-        "dvp.namespace=tenant-project",
-    ],
-};
-/// The tenant node and the VM backing it (named differently: found by its hostname label).
-const NODE: &str = "node-1";
-const VM: &str = "tenant-vm-1";
-/// The parent StorageClass the tenant StorageClass names.
-const PARENT_CLASS: &str = "linstor-thin-r2";
 /// How long each step of the flow may take.
 const STEP: Duration = Duration::from_secs(60);
 /// How long the whole flow may take.

@@ -17,13 +17,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
-use common::{connect, driver_log, loops_dir, start_driver, ZONE};
+use common::{connect, driver_log, loop_device, loops_dir, output, start_driver, ZONE};
 use stratus_csi_ebs::{DeviceFinder, LoopDevices};
 use stratus_csi_spec::v1 as csi;
 use stratus_csi_spec::v1::controller_client::ControllerClient;
 use stratus_csi_spec::v1::node_client::NodeClient;
-use stratus_csi_spec::v1::volume_capability::access_mode::Mode;
-use stratus_csi_spec::v1::volume_capability::{AccessMode, AccessType, MountVolume};
+use stratus_scenarios::csi::contract::mount_capability as capability;
 use stratus_scenarios::ec2_fixture;
 use stratus_testenv::AwsEnv;
 use tokio::process::Command;
@@ -31,33 +30,6 @@ use tokio::process::Command;
 const GIB: i64 = 1 << 30;
 /// The whole test must finish within this.
 const DEADLINE: Duration = Duration::from_secs(180);
-
-fn capability(fs_type: &str) -> csi::VolumeCapability {
-    csi::VolumeCapability {
-        access_mode: Some(AccessMode {
-            mode: Mode::SingleNodeWriter as i32,
-        }),
-        access_type: Some(AccessType::Mount(MountVolume {
-            fs_type: fs_type.into(),
-            ..Default::default()
-        })),
-    }
-}
-
-async fn output(program: &str, args: &[&std::ffi::OsStr]) -> Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .await
-        .with_context(|| format!("running {program}"))?;
-    if !out.status.success() {
-        bail!(
-            "{program} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
 
 /// Total bytes of the file system mounted at `path`, as statfs reports it.
 async fn mounted_fs_bytes(path: &Path) -> Result<i64> {
@@ -97,15 +69,6 @@ async fn superblock_bytes(device: &Path, fs_type: &str) -> Result<i64> {
     }
     let out = output("dumpe2fs", &["-h".as_ref(), device.as_os_str()]).await?;
     stratus_csi::mount::parse_dumpe2fs(&out).context("dumpe2fs shows no size")
-}
-
-/// The loop device bound to the volume's backing file.
-async fn loop_device(loops: &Path, volume_id: &str) -> Result<std::path::PathBuf> {
-    let file = loops.join(format!("{volume_id}.img"));
-    let out = output("losetup", &["-j".as_ref(), file.as_os_str()]).await?;
-    let dev = out.split(':').next().unwrap_or("").trim();
-    ensure!(!dev.is_empty(), "no loop device for {}", file.display());
-    Ok(dev.into())
 }
 
 async fn expand_unstaged(env: &AwsEnv, dir: &Path, fs_type: &str) -> Result<()> {

@@ -17,8 +17,7 @@ use anyhow::{ensure, Context, Result};
 use common::{connect, driver_log, ZONE};
 use stratus_csi_spec::v1 as csi;
 use stratus_csi_spec::v1::controller_client::ControllerClient;
-use stratus_csi_spec::v1::volume_capability::access_mode::Mode;
-use stratus_csi_spec::v1::volume_capability::{AccessMode, AccessType, MountVolume};
+use stratus_scenarios::csi::contract::create_request;
 use stratus_scenarios::csi::driver;
 use stratus_testenv::core::https::{self, Trust};
 use stratus_testenv::AwsEnv;
@@ -55,30 +54,12 @@ async fn controller(
 }
 
 fn request(name: &str, parameters: &[(&str, &str)]) -> csi::CreateVolumeRequest {
-    csi::CreateVolumeRequest {
-        name: name.into(),
-        capacity_range: Some(csi::CapacityRange {
-            required_bytes: 1 << 30,
-            limit_bytes: 0,
-        }),
-        volume_capabilities: vec![csi::VolumeCapability {
-            access_mode: Some(AccessMode {
-                mode: Mode::SingleNodeWriter as i32,
-            }),
-            access_type: Some(AccessType::Mount(MountVolume::default())),
-        }],
-        parameters: parameters
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        accessibility_requirements: Some(csi::TopologyRequirement {
-            requisite: vec![csi::Topology {
-                segments: [(stratus_csi_ebs::TOPOLOGY_KEY.to_string(), ZONE.to_string())].into(),
-            }],
-            preferred: vec![],
-        }),
-        ..Default::default()
-    }
+    create_request(
+        name,
+        "",
+        parameters,
+        Some((stratus_csi_ebs::TOPOLOGY_KEY, ZONE)),
+    )
 }
 
 /// The tags of volume `id` in moto.
@@ -286,5 +267,86 @@ async fn values_that_cannot_be_honoured_are_refused_by_name() -> Result<()> {
     ] {
         ensure!(err.contains(want), "{want:?} not named:\n{err}");
     }
+    Ok(())
+}
+
+/// The node plugin's Node object as the identity source (`--metadata-sources`' default order,
+/// the instance metadata switched off as `AWS_EC2_METADATA_DISABLED` does): the instance from the
+/// providerID, the zone from the label, read as the chart's node ServiceAccount under the chart's
+/// RBAC (`KUBECONFIG` standing for the pod's account).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_finds_its_identity_in_its_node_object() -> Result<()> {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, PostParams};
+    use stratus_scenarios::csi::contract::node_info;
+    use stratus_scenarios::csi::harness::{chart_account, Chart};
+
+    let env = stratus_testenv::TestEnv::start().await?;
+    let tmp = tempfile::tempdir()?;
+    let chart = Chart {
+        name: "aws-ebs-csi-driver",
+        release: "ebs",
+        service_account: "ebs-csi-node-sa",
+        sets: &[],
+    };
+    let account = chart_account(env.cluster(), &chart, tmp.path()).await?;
+    let node: Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "ip-10-0-3-7.ec2.internal",
+                     "labels": {"topology.kubernetes.io/zone": "us-east-1c"}},
+        "spec": {"providerID": "aws:///us-east-1c/i-0fedcba9876543210"}}))?;
+    Api::<Node>::all(account.admin.clone())
+        .create(&PostParams::default(), &node)
+        .await?;
+    let dir = tmp.path().join("node");
+    std::fs::create_dir_all(&dir)?;
+    let (_node, socket) = driver::start(
+        Path::new(env!("CARGO_BIN_EXE_ebs-csi-driver")),
+        &dir,
+        &[
+            "node".into(),
+            format!("--endpoint=unix://{}", driver::socket(&dir).display()),
+        ],
+        &[
+            ("CSI_NODE_NAME".into(), "ip-10-0-3-7.ec2.internal".into()),
+            ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+            (
+                "KUBECONFIG".into(),
+                account.kubeconfig.display().to_string(),
+            ),
+        ],
+    )
+    .await?;
+    let (node_id, segments) = node_info(&socket).await.with_context(|| driver_log(&dir))?;
+    ensure!(
+        node_id == "i-0fedcba9876543210",
+        "NodeGetInfo answered {node_id:?}"
+    );
+    ensure!(
+        segments
+            .get(stratus_csi_ebs::TOPOLOGY_KEY)
+            .map(String::as_str)
+            == Some("us-east-1c"),
+        "{segments:?}"
+    );
+    // Only the kubernetes source, and a Node that is not there: the start fails naming it.
+    let out = Command::new(env!("CARGO_BIN_EXE_ebs-csi-driver"))
+        .args([
+            "node",
+            "--endpoint=unix:///nonexistent/csi.sock",
+            "--metadata-sources=kubernetes",
+        ])
+        .env("CSI_NODE_NAME", "ip-10-0-9-9.ec2.internal")
+        .env("KUBECONFIG", &account.kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out).await??;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success(), "started without an identity");
+    ensure!(
+        err.contains("kubernetes: reading Node ip-10-0-9-9.ec2.internal"),
+        "{err}"
+    );
     Ok(())
 }

@@ -66,19 +66,29 @@ async fn imds_scenarios() {
     );
 }
 
+/// Node `name` on the mock's instance with a web and a daemon pod, and the mock announcing a
+/// Spot interruption in two minutes.
+async fn spot_node(cluster: &NthCluster, name: &str) -> Aemm {
+    create_node(
+        &cluster.admin,
+        name,
+        "aws:///us-east-1a/i-1234567890abcdef0",
+    )
+    .await
+    .unwrap();
+    web_and_daemon_pods(cluster, name).await;
+    Aemm::start(&["spot", "-t", &in_seconds(120)])
+        .await
+        .unwrap()
+}
+
 /// Deckhouse's DaemonSet gives the handler `NODE_NAME` and nothing else (no args, ports or
 /// probes): a spot interruption still cordons and drains its node. Stand-ins: the mock's URL as
 /// `INSTANCE_METADATA_URL` (169.254.169.254 in a pod) and `KUBECONFIG` for the ServiceAccount.
 async fn under_deckhouses_container_spec(cluster: &NthCluster) {
     let admin = &cluster.admin;
     let name = "ip-10-0-0-20.ec2.internal";
-    create_node(admin, name, "aws:///us-east-1a/i-1234567890abcdef0")
-        .await
-        .unwrap();
-    web_and_daemon_pods(cluster, name).await;
-    let aemm = Aemm::start(&["spot", "-t", &in_seconds(120)])
-        .await
-        .unwrap();
+    let aemm = spot_node(cluster, name).await;
     let vars = vec![
         ("NODE_NAME", name.to_owned()),
         ("INSTANCE_METADATA_URL", aemm.url().to_owned()),
@@ -91,13 +101,7 @@ async fn under_deckhouses_container_spec(cluster: &NthCluster) {
 async fn spot_itn(cluster: &NthCluster) {
     let admin = &cluster.admin;
     let name = "ip-10-0-0-1.ec2.internal";
-    create_node(admin, name, "aws:///us-east-1a/i-1234567890abcdef0")
-        .await
-        .unwrap();
-    web_and_daemon_pods(cluster, name).await;
-    let aemm = Aemm::start(&["spot", "-t", &in_seconds(120)])
-        .await
-        .unwrap();
+    let aemm = spot_node(cluster, name).await;
     let hook = WebhookReceiver::start().await;
     let metrics_port = free_port();
     let mut vars = base_vars(name, &aemm);

@@ -280,7 +280,7 @@ pub async fn run(
             Duration::from_secs(30),
         )
         .with_topology(opts.with_topology, &opts.additional_topology);
-        services.node = Some((Arc::new(node), Arc::new(SystemMounter)));
+        services.node = Some((Arc::new(node), Arc::new(SystemMounter::default())));
     }
     let ready = Arc::new(AtomicBool::new(false));
     let registry = Arc::new(Mutex::new(registry));

@@ -233,7 +233,7 @@ pub async fn run(
             None => Arc::new(SerialDevices::default()),
         };
         let node = DvpNode::new(node, opts.max_volumes, finder, Duration::from_secs(30));
-        services.node = Some((Arc::new(node), Arc::new(SystemMounter)));
+        services.node = Some((Arc::new(node), Arc::new(SystemMounter::default())));
     }
     let ready = Arc::new(AtomicBool::new(false));
     let registry = Arc::new(Mutex::new(registry));

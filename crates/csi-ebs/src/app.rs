@@ -22,6 +22,7 @@ use stratus_runtime::startup::{Problems, StartupError};
 use crate::controller::{EbsController, EbsOptions};
 use crate::ec2::Ec2;
 use crate::node::{DeviceFinder, EbsNode, LoopDevices, NvmeDevices};
+use crate::node_identity::{Source, NODE_NAME_VAR};
 use crate::params::{usable_tags, InvalidTags};
 use crate::DRIVER_NAME;
 
@@ -140,6 +141,23 @@ pub struct Options {
     /// Upstream's deprecated metrics. Stratus has no deprecated metrics; accepted, no effect.
     #[arg(long = "deprecated-metrics", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
     pub deprecated_metrics: bool,
+    /// A kubeconfig for the `kubernetes` metadata source (else the pod's ServiceAccount, or
+    /// `KUBECONFIG`).
+    #[arg(long = "kubeconfig")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Where the node plugin learns its instance and zone when `--node-id` and
+    /// `--availability-zone` do not both give them, tried in order: `imds`, `kubernetes` (its
+    /// Node, named by `CSI_NODE_NAME`).
+    #[arg(long = "metadata-sources", default_value = "imds,kubernetes", value_parser = parse_sources)]
+    pub metadata_sources: MetadataSources,
+    /// Format XFS volumes without `bigtime`, `inobtcount` and `reflink`, so that nodes with
+    /// Linux 5.4 or older can mount them.
+    #[arg(long = "legacy-xfs", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    pub legacy_xfs: bool,
+    /// Upstream's prefix of CSI mount points for its per-volume NVMe metrics. This driver
+    /// collects no per-volume NVMe metrics: accepted, with a warning when set.
+    #[arg(long = "csi-mount-point-prefix", default_value = "")]
+    pub csi_mount_point_prefix: String,
     /// Windows HostProcess containers: `true` is refused (Linux nodes only).
     #[arg(long = "windows-host-process", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
     pub windows_host_process: bool,
@@ -225,6 +243,14 @@ impl Options {
     }
 }
 
+/// `--metadata-sources`, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataSources(pub Vec<Source>);
+
+fn parse_sources(s: &str) -> Result<MetadataSources, String> {
+    crate::node_identity::parse_sources(s).map(MetadataSources)
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     stratus_runtime::duration::parse_go_duration(s)
 }
@@ -274,22 +300,28 @@ pub fn attach_limit(limit: i64, reserved: i64) -> i64 {
 const HOW_TO_SET_REGION: &str =
     "set AWS_REGION (or AWS_DEFAULT_REGION), or run on EC2 with instance metadata reachable";
 
-/// `flag`'s value, else the instance metadata at `path` (asked quickly); the problem names the
-/// flag, its variable and why the metadata did not help.
-async fn flag_or_imds(given: &Option<String>, flag: &str, path: &str) -> Result<String, String> {
-    if let Some(value) = given.as_ref().filter(|v| !v.trim().is_empty()) {
-        return Ok(value.clone());
+/// The node's instance and zone: the flags, else the first of `--metadata-sources` that answers
+/// (a flag that is given wins over it); the problem names both flags and why each source gave
+/// nothing.
+async fn node_identity(opts: &Options) -> Result<(String, String), String> {
+    let given = |v: &Option<String>| v.clone().filter(|v| !v.trim().is_empty());
+    let (id, zone) = (given(&opts.node_id), given(&opts.availability_zone));
+    if let (Some(id), Some(zone)) = (&id, &zone) {
+        return Ok((id.clone(), zone.clone()));
     }
-    stratus_aws_api::region::imds_client()
-        .get(path)
-        .await
-        .map(|s| s.as_ref().to_string())
-        .map_err(|e| {
-            format!(
-                "{flag} is not set and the instance metadata service did not answer {path}: {}",
-                stratus_runtime::redact::scrub(&e.to_string())
-            )
-        })
+    let node_name = std::env::var(NODE_NAME_VAR).ok();
+    let found = crate::node_identity::resolve(
+        &opts.metadata_sources.0,
+        node_name.as_deref(),
+        opts.kubeconfig.as_deref(),
+    )
+    .await
+    .map_err(|e| {
+        format!(
+            "--node-id (or CSI_NODE_ID) and --availability-zone (or CSI_NODE_ZONE) are not both set, and {e}"
+        )
+    })?;
+    Ok((id.unwrap_or(found.instance_id), zone.unwrap_or(found.zone)))
 }
 
 /// Runs the driver until `shutdown` completes.
@@ -331,22 +363,16 @@ pub async fn run(
         None
     };
     let identity = if node {
-        let id = flag_or_imds(
-            &opts.node_id,
-            "--node-id (or CSI_NODE_ID)",
-            "/latest/meta-data/instance-id",
-        )
-        .await;
-        let zone = flag_or_imds(
-            &opts.availability_zone,
-            "--availability-zone (or CSI_NODE_ZONE)",
-            "/latest/meta-data/placement/availability-zone",
-        )
-        .await;
-        problems.take(id).zip(problems.take(zone))
+        problems.take(node_identity(&opts).await)
     } else {
         None
     };
+    if !opts.csi_mount_point_prefix.is_empty() {
+        tracing::warn!(
+            prefix = %opts.csi_mount_point_prefix,
+            "--csi-mount-point-prefix: this driver collects no per-volume NVMe metrics; the value has no effect"
+        );
+    }
     problems.finish()?;
     let (Some(endpoint), Some(extra_tags), Some(http)) = (endpoint, extra_tags, http) else {
         return Err(AppError::Flag(
@@ -409,7 +435,10 @@ pub async fn run(
             finder,
             Duration::from_secs(30),
         );
-        services.node = Some((Arc::new(node), Arc::new(SystemMounter)));
+        services.node = Some((
+            Arc::new(node),
+            Arc::new(SystemMounter::default().with_legacy_xfs(opts.legacy_xfs)),
+        ));
     }
     let ready = Arc::new(AtomicBool::new(false));
     let registry = Arc::new(Mutex::new(registry));

@@ -337,14 +337,19 @@ impl ControllerBackend for EbsController {
             state = created.state,
             "created volume"
         );
-        match created.state.as_str() {
-            "available" | "in-use" => Ok(to_volume(&created)),
-            "error" => Err(BackendError::Internal(format!(
-                "volume {} failed to create (state error)",
-                created.id
-            ))),
-            _ => Ok(to_volume(&self.wait_available(&created.id).await?)),
-        }
+        let mut volume = match created.state.as_str() {
+            "available" | "in-use" => to_volume(&created),
+            "error" => {
+                return Err(BackendError::Internal(format!(
+                    "volume {} failed to create (state error)",
+                    created.id
+                )))
+            }
+            _ => to_volume(&self.wait_available(&created.id).await?),
+        };
+        // The formatting parameters reach the node plugin's mkfs in the volume context.
+        volume.context.extend(spec.format_context.clone());
+        Ok(volume)
     }
 
     async fn delete_volume(&self, volume_id: &str) -> Result<(), BackendError> {

@@ -10,6 +10,7 @@ pub mod controller;
 pub mod devices;
 pub mod ec2;
 pub mod node;
+pub mod node_identity;
 pub mod params;
 pub mod plan;
 pub mod shapes;

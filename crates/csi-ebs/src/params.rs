@@ -26,6 +26,9 @@ pub struct VolumeSpec {
     pub kms_key_id: Option<String>,
     /// Tags from `tagSpecification_N`, after templating.
     pub tags: BTreeMap<String, String>,
+    /// The formatting parameters (`blockSize`, `inodeSize`, …) under their volume-context keys,
+    /// for the node plugin's `mkfs`.
+    pub format_context: BTreeMap<String, String>,
 }
 
 struct IopsLimits {
@@ -218,9 +221,15 @@ pub fn volume_spec_with(
             "kmskeyid" => spec.kms_key_id = Some(value.clone()),
             "blockexpress" => block_express = parse_bool(key, value, &mut problems),
             "allowautoiopspergbincrease" => auto_increase = parse_bool(key, value, &mut problems),
-            // Node-side (formatting) parameters: accepted, used by the node plugin.
-            "blocksize" | "inodesize" | "bytesperinode" | "numberofinodes" | "ext4bigalloc"
-            | "ext4clustersize" => {}
+            // Formatting parameters: checked here, handed to the node plugin in the context.
+            _ if stratus_csi::format::KEYS.contains(&lower.as_str()) => {
+                match stratus_csi::format::check_parameter(&lower, value) {
+                    Ok(v) => {
+                        spec.format_context.insert(lower.clone(), v);
+                    }
+                    Err(e) => problems.push(e),
+                }
+            }
             _ if lower.starts_with("tagspecification_") => match value.split_once('=') {
                 Some((k, v)) if !k.trim().is_empty() => match (
                     render_template(k.trim(), metadata),
@@ -455,6 +464,23 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn formatting_parameters_are_checked_and_handed_on() {
+        let md = params(&[]);
+        let spec = volume_spec(
+            &params(&[("blockSize", "2048"), ("ext4BigAlloc", "True")]),
+            &md,
+            1,
+        )
+        .unwrap();
+        assert_eq!(
+            spec.format_context,
+            params(&[("blocksize", "2048"), ("ext4bigalloc", "true")])
+        );
+        let problems = volume_spec(&params(&[("inodeSize", "-1")]), &md, 1).unwrap_err();
+        assert!(problems[0].contains("inodesize"), "{problems:?}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod batch;
 pub mod controller;
 pub mod devices;
 pub mod error;
+pub mod format;
 pub mod http;
 pub mod https;
 pub mod identity;

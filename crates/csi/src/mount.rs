@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use tokio::process::Command;
 
 use crate::error::BackendError;
+use crate::format::FormatOptions;
 
 /// Space and inode use of a mounted file system.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +49,12 @@ pub trait Mounter: Send + Sync + 'static {
     /// The file system on the device, `None` when it is empty.
     async fn fs_type(&self, device: &Path) -> Result<Option<String>, BackendError>;
     /// Formats the device with `fs_type`.
-    async fn format(&self, device: &Path, fs_type: &str) -> Result<(), BackendError>;
+    async fn format(
+        &self,
+        device: &Path,
+        fs_type: &str,
+        options: &FormatOptions,
+    ) -> Result<(), BackendError>;
     /// Mounts `source` at `target` with a file-system type (None for a bind) and options.
     async fn mount(
         &self,
@@ -77,8 +83,18 @@ pub trait Mounter: Send + Sync + 'static {
 }
 
 /// Runs the real commands.
-#[derive(Debug, Default, Clone)]
-pub struct SystemMounter;
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemMounter {
+    legacy_xfs: bool,
+}
+
+impl SystemMounter {
+    /// Formats XFS without `bigtime`, `inobtcount` and `reflink` (the EBS node's
+    /// `--legacy-xfs`: mountable by Linux 5.4 and older).
+    pub fn with_legacy_xfs(self, legacy_xfs: bool) -> SystemMounter {
+        SystemMounter { legacy_xfs }
+    }
+}
 
 async fn run(program: &str, args: &[&std::ffi::OsStr]) -> Result<String, BackendError> {
     let out = Command::new(program)
@@ -100,19 +116,29 @@ async fn run(program: &str, args: &[&std::ffi::OsStr]) -> Result<String, Backend
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The `mkfs` arguments for a file system (force, no reserved blocks on ext, no discard so a
-/// large cloud volume formats quickly).
-pub fn mkfs_command(fs_type: &str) -> Result<(String, Vec<&'static str>), BackendError> {
-    match fs_type {
-        "ext4" | "ext3" => Ok((
-            format!("mkfs.{fs_type}"),
-            vec!["-F", "-m0", "-E", "nodiscard"],
-        )),
-        "xfs" => Ok(("mkfs.xfs".into(), vec!["-f", "-K"])),
-        other => Err(BackendError::InvalidArgument(format!(
-            "cannot format {other:?}: ext4, ext3 or xfs"
-        ))),
-    }
+/// The `mkfs` program and arguments for a file system (force, no reserved blocks on ext, no
+/// discard so a large cloud volume formats quickly) with `options` added; an option the file
+/// system cannot take is InvalidArgument.
+pub fn mkfs_command(
+    fs_type: &str,
+    options: &FormatOptions,
+) -> Result<(String, Vec<String>), BackendError> {
+    let base: &[&str] = match fs_type {
+        "ext4" | "ext3" => &["-F", "-m0", "-E", "nodiscard"],
+        "xfs" => &["-f", "-K"],
+        other => {
+            return Err(BackendError::InvalidArgument(format!(
+                "cannot format {other:?}: ext4, ext3 or xfs"
+            )))
+        }
+    };
+    let mut args: Vec<String> = base.iter().map(|a| a.to_string()).collect();
+    args.extend(
+        options
+            .mkfs_args(fs_type)
+            .map_err(BackendError::InvalidArgument)?,
+    );
+    Ok((format!("mkfs.{fs_type}"), args))
 }
 
 /// The slack below which a device is not worth growing into (upstream's resize threshold).
@@ -203,8 +229,17 @@ impl Mounter for SystemMounter {
         }
     }
 
-    async fn format(&self, device: &Path, fs_type: &str) -> Result<(), BackendError> {
-        let (program, args) = mkfs_command(fs_type)?;
+    async fn format(
+        &self,
+        device: &Path,
+        fs_type: &str,
+        options: &FormatOptions,
+    ) -> Result<(), BackendError> {
+        let options = FormatOptions {
+            legacy_xfs: options.legacy_xfs || self.legacy_xfs,
+            ..options.clone()
+        };
+        let (program, args) = mkfs_command(fs_type, &options)?;
         let mut all: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
         all.push(device.as_os_str());
         run(&program, &all).await.map(|_| ())
@@ -411,8 +446,17 @@ mod tests {
 
     #[test]
     fn mkfs_table() {
-        assert_eq!(mkfs_command("ext4").unwrap().0, "mkfs.ext4");
-        assert_eq!(mkfs_command("xfs").unwrap().0, "mkfs.xfs");
-        assert!(mkfs_command("ntfs").is_err());
+        let none = FormatOptions::default();
+        assert_eq!(mkfs_command("ext4", &none).unwrap().0, "mkfs.ext4");
+        assert_eq!(mkfs_command("xfs", &none).unwrap().0, "mkfs.xfs");
+        assert!(mkfs_command("ntfs", &none).is_err());
+        let small_blocks = FormatOptions {
+            block_size: Some(2048),
+            ..FormatOptions::default()
+        };
+        assert_eq!(
+            mkfs_command("ext4", &small_blocks).unwrap().1,
+            ["-F", "-m0", "-E", "nodiscard", "-b", "2048"]
+        );
     }
 }

@@ -16,6 +16,7 @@ use tonic::{Request, Response, Status};
 use crate::backend::NodeBackend;
 use crate::controller::CONTEXT_FS_TYPE;
 use crate::error::BackendError;
+use crate::format::FormatOptions;
 use crate::locks::OperationLocks;
 use crate::metrics::CsiMetrics;
 use crate::mount::{needs_grow, Mounter};
@@ -89,6 +90,8 @@ impl NodeService {
             // A raw block volume is published straight from the device: nothing to stage.
             _ => return Ok(()),
         };
+        let format = FormatOptions::from_context(&req.volume_context)
+            .map_err(|e| Status::invalid_argument(format!("volume context: {e}")))?;
         let _guard = self.locks.try_lock(id)?;
         let context: BTreeMap<String, String> = req.publish_context.into_iter().collect();
         let device = self.backend.find_device(id, &context).await?;
@@ -119,7 +122,7 @@ impl NodeService {
         let fs_type = match self.mounter.fs_type(&device).await? {
             None => {
                 tracing::info!(volume = id, device = %device.display(), fs_type, "formatting");
-                self.mounter.format(&device, &fs_type).await?;
+                self.mounter.format(&device, &fs_type, &format).await?;
                 fs_type
             }
             Some(found) if found != fs_type && !mount.fs_type.is_empty() => {

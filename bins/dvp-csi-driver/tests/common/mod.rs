@@ -19,6 +19,23 @@ use stratus_testenv::DvpEnv;
 use tokio::process::Child;
 use tokio::time::Instant;
 
+/// The driver's chart, pointed at the parent's tenant namespace.
+pub const CHART: stratus_scenarios::csi::harness::Chart = stratus_scenarios::csi::harness::Chart {
+    name: "dvp-csi-driver",
+    release: "dvp",
+    service_account: "csi-dvp-controller-sa",
+    sets: &[
+        "dvp.parentKubeconfigSecret.name=dvp-parent",
+        "dvp.namespace=tenant-project",
+    ],
+};
+/// The tenant node and the VM backing it (named differently: found by its hostname label).
+pub const NODE: &str = "node-1";
+/// The VM backing [`NODE`].
+pub const VM: &str = "tenant-vm-1";
+/// The parent StorageClass tenant StorageClasses name.
+pub const PARENT_CLASS: &str = "linstor-thin-r2";
+
 /// The tenant cluster's UUID the driver runs with.
 pub const CLUSTER_UUID: &str = "5c1e7b2a-0d4f-4e59-9b1e-2f6a8c3d7e10";
 /// The shipped parent RBAC the driver runs under.

@@ -35,41 +35,58 @@ pub async fn identity_answers(socket: &Path, driver: &str) -> Result<()> {
     Ok(())
 }
 
-/// CreateVolume of 1 GiB named `name` with `parameters` in `topology` (the key and zone): the
-/// new volume's ID and its accessible topology.
+/// A single-node-writer mount capability of `fs_type` (empty: the driver's default).
+pub fn mount_capability(fs_type: &str) -> csi::VolumeCapability {
+    csi::VolumeCapability {
+        access_mode: Some(AccessMode {
+            mode: Mode::SingleNodeWriter as i32,
+        }),
+        access_type: Some(AccessType::Mount(MountVolume {
+            fs_type: fs_type.into(),
+            ..Default::default()
+        })),
+    }
+}
+
+/// A CreateVolume of 1 GiB named `name` with `parameters`, a mount capability of `fs_type` and,
+/// when given, `topology` (the key and zone) as the requisite one.
+pub fn create_request(
+    name: &str,
+    fs_type: &str,
+    parameters: &[(&str, &str)],
+    topology: Option<(&str, &str)>,
+) -> csi::CreateVolumeRequest {
+    csi::CreateVolumeRequest {
+        name: name.into(),
+        capacity_range: Some(csi::CapacityRange {
+            required_bytes: 1 << 30,
+            limit_bytes: 0,
+        }),
+        volume_capabilities: vec![mount_capability(fs_type)],
+        parameters: parameters
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        accessibility_requirements: topology.map(|(key, zone)| csi::TopologyRequirement {
+            requisite: vec![csi::Topology {
+                segments: [(key.to_string(), zone.to_string())].into(),
+            }],
+            preferred: vec![],
+        }),
+        ..Default::default()
+    }
+}
+
+/// [`create_request`] sent (the driver's default file system): the new volume's ID and its
+/// accessible topology.
 pub async fn create_volume(
     socket: &Path,
     name: &str,
     parameters: &[(&str, &str)],
     topology: Option<(&str, &str)>,
 ) -> Result<(String, Vec<BTreeMap<String, String>>)> {
-    let mut controller = ControllerClient::new(connect(socket).await?);
-    let requirement = topology.map(|(key, zone)| csi::TopologyRequirement {
-        requisite: vec![csi::Topology {
-            segments: [(key.to_string(), zone.to_string())].into(),
-        }],
-        preferred: vec![],
-    });
-    let volume = controller
-        .create_volume(csi::CreateVolumeRequest {
-            name: name.into(),
-            capacity_range: Some(csi::CapacityRange {
-                required_bytes: 1 << 30,
-                limit_bytes: 0,
-            }),
-            volume_capabilities: vec![csi::VolumeCapability {
-                access_mode: Some(AccessMode {
-                    mode: Mode::SingleNodeWriter as i32,
-                }),
-                access_type: Some(AccessType::Mount(MountVolume::default())),
-            }],
-            parameters: parameters
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            accessibility_requirements: requirement,
-            ..Default::default()
-        })
+    let volume = ControllerClient::new(connect(socket).await?)
+        .create_volume(create_request(name, "", parameters, topology))
         .await
         .context("CreateVolume")?
         .into_inner()
