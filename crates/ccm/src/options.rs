@@ -171,12 +171,16 @@ impl Options {
     }
 
     /// The secure port's settings (`None`: not served), the feature gates applied:
-    /// `RemoteRequestHeaderUID=false` stops trusting the front proxy's UID headers.
+    /// `RemoteRequestHeaderUID=false` stops trusting the front proxy's UID headers,
+    /// `AllowParsingUserUIDFromCertAuth=false` stops reading a client certificate's UID.
     pub fn serving_config(&self) -> Option<stratus_serving::ServingConfig> {
         let mut config = self.serving.serving(SECURE_PORT)?;
         if !self.feature_gates.enabled("RemoteRequestHeaderUID") {
             config.client_auth.header_names.uid.clear();
         }
+        config.client_auth.uid_from_certificates = self
+            .feature_gates
+            .enabled("AllowParsingUserUIDFromCertAuth");
         Some(config)
     }
 
@@ -423,6 +427,23 @@ mod tests {
             .header_names
             .uid
             .is_empty());
+        assert!(
+            o.serving_config()
+                .unwrap()
+                .client_auth
+                .uid_from_certificates
+        );
+        let o = parse(&[
+            "--cloud-provider=aws",
+            "--feature-gates=AllowParsingUserUIDFromCertAuth=false",
+        ])
+        .unwrap();
+        assert!(
+            !o.serving_config()
+                .unwrap()
+                .client_auth
+                .uid_from_certificates
+        );
         for (bad, flag) in [
             ("--feature-gates=NoSuchGate=true", "--feature-gates"),
             (

@@ -171,6 +171,7 @@ impl ServingArgs {
                     tolerate_failure: self.authentication_tolerate_lookup_failure,
                 }
             },
+            uid_from_certificates: true,
         }
     }
 

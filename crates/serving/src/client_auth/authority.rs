@@ -91,11 +91,36 @@ pub fn common_name(cert: &CertificateDer<'_>) -> Option<String> {
     Some(name)
 }
 
-/// The user a verified client certificate names: the common name (required) and the
-/// organisations as groups.
-pub fn user_of(cert: &CertificateDer<'_>) -> Result<User, String> {
+/// The subject attribute Kubernetes reads a user's UID from (`1.3.6.1.4.1.57683.2`).
+pub const UID_ATTRIBUTE: &[u64] = &[1, 3, 6, 1, 4, 1, 57683, 2];
+
+/// The user a verified client certificate names: the common name (required), the organisations
+/// as groups and, with `uid_attribute` (the `AllowParsingUserUIDFromCertAuth` gate, on by
+/// default as upstream), the UID from the subject's [`UID_ATTRIBUTE`] (more than one refuses the
+/// certificate, as upstream).
+pub fn user_of(cert: &CertificateDer<'_>, uid_attribute: bool) -> Result<User, String> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
         .map_err(|e| format!("the client certificate does not parse: {e}"))?;
+    let uid = if uid_attribute {
+        let oid = x509_parser::der_parser::oid::Oid::from(UID_ATTRIBUTE)
+            .map_err(|_| "the UID attribute's OID".to_string())?;
+        let uids: Vec<String> = parsed
+            .subject()
+            .iter_by_oid(&oid)
+            .map(|a| {
+                a.as_str()
+                    .map(str::to_string)
+                    .map_err(|_| "the client certificate's UID is not a string".to_string())
+            })
+            .collect::<Result<_, _>>()?;
+        match uids.as_slice() {
+            [] => String::new(),
+            [one] => one.clone(),
+            _ => return Err("the client certificate names more than one UID".into()),
+        }
+    } else {
+        String::new()
+    };
     let name = parsed
         .subject()
         .iter_common_name()
@@ -111,6 +136,7 @@ pub fn user_of(cert: &CertificateDer<'_>) -> Result<User, String> {
         .collect();
     Ok(User {
         name,
+        uid,
         groups,
         ..User::default()
     })
@@ -129,7 +155,7 @@ mod tests {
             Authority::from_pem(ca.pem().as_bytes(), "--client-ca-file ca.crt").unwrap();
         let good = client_cert(&ca, "alice", &["team-a"]);
         authority.verifies(&good).unwrap();
-        let user = user_of(&good[0]).unwrap();
+        let user = user_of(&good[0], true).unwrap();
         assert_eq!(user.name, "alice");
         assert_eq!(user.groups, vec!["team-a"]);
         let foreign = client_cert(&other, "mallory", &[]);
@@ -163,6 +189,24 @@ mod tests {
     fn a_certificate_without_common_name_names_no_user() {
         let ca = Ca::new("client-ca");
         let chain = client_cert(&ca, "", &["g"]);
-        assert!(user_of(&chain[0]).is_err());
+        assert!(user_of(&chain[0], true).is_err());
+    }
+
+    #[test]
+    fn the_uid_attribute_names_the_uid_when_the_gate_is_on() {
+        let ca = Ca::new("client-ca");
+        let cert = crate::client_auth::test_pki::client_pair_with_uid(
+            &ca,
+            "alice",
+            &[],
+            Some("6f1c2a9e-uid"),
+        )
+        .der;
+        assert_eq!(user_of(&cert, true).unwrap().uid, "6f1c2a9e-uid");
+        assert_eq!(user_of(&cert, false).unwrap().uid, "");
+        assert_eq!(
+            user_of(&client_cert(&ca, "bob", &[])[0], true).unwrap().uid,
+            ""
+        );
     }
 }

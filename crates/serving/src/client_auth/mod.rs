@@ -3,7 +3,10 @@
 //! groups); a certificate of the request-header CA with an allowed common name lets a front proxy
 //! name the user in headers. The authorities come from the flags (`--client-ca-file`,
 //! `--requestheader-*`) or, for whichever the flags leave out, from the cluster's
-//! `kube-system/extension-apiserver-authentication` ConfigMap, watched for changes.
+//! `kube-system/extension-apiserver-authentication` ConfigMap, watched for changes. The flags'
+//! CA files are read again when their contents change (looked at, at most once per
+//! [`crate::reload::CHECK_EVERY`], on a request with a certificate), as upstream's dynamic CA
+//! content; a file that cannot be used then keeps the previous authority and is logged.
 
 pub mod authority;
 pub mod front_proxy;
@@ -11,7 +14,10 @@ pub mod lookup;
 pub mod test_pki;
 
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -70,6 +76,9 @@ pub struct ClientAuthSettings {
     pub header_names: HeaderNames,
     /// The ConfigMap lookup.
     pub lookup: Lookup,
+    /// A client certificate's UID subject attribute names the user's UID (the
+    /// `AllowParsingUserUIDFromCertAuth` gate, on by default as upstream).
+    pub uid_from_certificates: bool,
 }
 
 impl ClientAuthSettings {
@@ -106,19 +115,92 @@ impl ClientAuthSettings {
     }
 }
 
+/// The flags' CA files as last read, and when they were last looked at.
+struct FlagFiles {
+    settings: ClientAuthSettings,
+    check_every: Duration,
+    /// The files' contents when last read (`None`: unreadable) and the time of the last look.
+    seen: Mutex<(Vec<Option<Vec<u8>>>, Instant)>,
+}
+
+impl FlagFiles {
+    fn contents(&self) -> Vec<Option<Vec<u8>>> {
+        [
+            &self.settings.client_ca_file,
+            &self.settings.requestheader_client_ca_file,
+        ]
+        .iter()
+        .filter_map(|p| p.as_ref())
+        .map(|p| std::fs::read(p).ok())
+        .collect()
+    }
+}
+
 /// The authenticator of a running server.
 pub struct ClientAuth {
-    flags: Sources,
+    flags: RwLock<Sources>,
+    files: Option<FlagFiles>,
     cluster: RwLock<Sources>,
+    uid_from_certificates: bool,
 }
 
 impl ClientAuth {
-    /// An authenticator with fixed authorities (no lookup).
+    /// An authenticator with fixed authorities (no lookup, no reload).
     pub fn fixed(flags: Sources) -> Arc<ClientAuth> {
         Arc::new(ClientAuth {
-            flags,
+            flags: RwLock::new(flags),
+            files: None,
             cluster: RwLock::new(Sources::default()),
+            uid_from_certificates: true,
         })
+    }
+
+    /// The authorities of `settings`' files, read now (errors name the flag and file) and again
+    /// when their contents change, looked at most every `check_every`.
+    pub fn from_files(
+        settings: &ClientAuthSettings,
+        check_every: Duration,
+    ) -> Result<ClientAuth, String> {
+        let files = FlagFiles {
+            settings: settings.clone(),
+            check_every,
+            seen: Mutex::new((Vec::new(), Instant::now())),
+        };
+        let before = files.contents();
+        let flags = settings.from_flags()?;
+        *files.seen.lock().unwrap_or_else(|e| e.into_inner()) = (before, Instant::now());
+        Ok(ClientAuth {
+            flags: RwLock::new(flags),
+            files: Some(files),
+            cluster: RwLock::new(Sources::default()),
+            uid_from_certificates: settings.uid_from_certificates,
+        })
+    }
+
+    /// Reads the flags' files again when due and changed; an unusable file keeps what was in
+    /// force.
+    fn refresh_files(&self) {
+        let Some(files) = &self.files else { return };
+        let mut seen = files.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.1.elapsed() < files.check_every {
+            return;
+        }
+        seen.1 = Instant::now();
+        let now = files.contents();
+        if now == seen.0 {
+            return;
+        }
+        seen.0 = now;
+        match files.settings.from_flags() {
+            Ok(sources) => {
+                *self.flags.write().unwrap_or_else(|e| e.into_inner()) = sources;
+                tracing::info!("client CA files changed: the new authorities are in force");
+            }
+            Err(e) => tracing::warn!(
+                error = e,
+                "client CA files changed but cannot be used: the previous authorities stay in force"
+            ),
+        }
     }
 
     /// Reads the flags' files and, when asked, the cluster's ConfigMap (then watches it in the
@@ -127,13 +209,18 @@ impl ClientAuth {
         settings: &ClientAuthSettings,
         client: &kube::Client,
     ) -> anyhow::Result<Arc<ClientAuth>> {
-        let flags = settings.from_flags().map_err(anyhow::Error::msg)?;
+        let mut auth = ClientAuth::from_files(settings, crate::reload::CHECK_EVERY)
+            .map_err(anyhow::Error::msg)?;
         let Lookup::InCluster { tolerate_failure } = settings.lookup else {
-            return Ok(ClientAuth::fixed(flags));
+            return Ok(Arc::new(auth));
         };
-        if flags.client_ca.is_some() && flags.front_proxy.is_some() {
-            // Upstream looks nothing up when the flags give both.
-            return Ok(ClientAuth::fixed(flags));
+        {
+            let flags = auth.flags.read().unwrap_or_else(|e| e.into_inner());
+            if flags.client_ca.is_some() && flags.front_proxy.is_some() {
+                // Upstream looks nothing up when the flags give both.
+                drop(flags);
+                return Ok(Arc::new(auth));
+            }
         }
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), lookup::NAMESPACE);
         let first = match api.get_opt(lookup::NAME).await {
@@ -151,10 +238,8 @@ impl ClientAuth {
                 lookup::NAMESPACE
             ),
         };
-        let auth = Arc::new(ClientAuth {
-            flags,
-            cluster: RwLock::new(first),
-        });
+        auth.cluster = RwLock::new(first);
+        let auth = Arc::new(auth);
         tokio::spawn(watch(api, Arc::downgrade(&auth)));
         Ok(auth)
     }
@@ -167,13 +252,11 @@ impl ClientAuth {
         headers: &http::HeaderMap,
     ) -> Option<User> {
         let chain = chain.map(|c| c.0.as_slice()).filter(|c| !c.is_empty())?;
+        self.refresh_files();
+        let flags = self.flags.read().unwrap_or_else(|e| e.into_inner());
         let cluster = self.cluster.read().unwrap_or_else(|e| e.into_inner());
-        let front_proxy = self
-            .flags
-            .front_proxy
-            .as_ref()
-            .or(cluster.front_proxy.as_ref());
-        let client_ca = self.flags.client_ca.as_ref().or(cluster.client_ca.as_ref());
+        let front_proxy = flags.front_proxy.as_ref().or(cluster.front_proxy.as_ref());
+        let client_ca = flags.client_ca.as_ref().or(cluster.client_ca.as_ref());
         if let Some(fp) = front_proxy {
             if fp.authority.verifies(chain).is_ok() {
                 let cn = common_name(&chain[0]);
@@ -190,7 +273,10 @@ impl ClientAuth {
             }
         }
         let ca = client_ca?;
-        match ca.verifies(chain).and_then(|()| user_of(&chain[0])) {
+        match ca
+            .verifies(chain)
+            .and_then(|()| user_of(&chain[0], self.uid_from_certificates))
+        {
             Ok(user) => Some(user),
             Err(reason) => {
                 tracing::debug!(reason, "client certificate not accepted");
@@ -283,6 +369,36 @@ mod tests {
         let foreign = chain(client_cert(&Ca::new("evil"), "alice", &[]));
         assert!(auth.authenticate(Some(&foreign), &as_user).is_none());
         assert!(auth.authenticate(None, &as_user).is_none());
+    }
+
+    #[test]
+    fn a_rotated_client_ca_file_is_read_again_and_a_broken_one_keeps_the_old() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("client-ca.crt");
+        let (old_ca, new_ca) = (Ca::new("old-ca"), Ca::new("new-ca"));
+        std::fs::write(&path, old_ca.pem()).unwrap();
+        let settings = ClientAuthSettings {
+            client_ca_file: Some(path.clone()),
+            ..ClientAuthSettings::default()
+        };
+        let auth = ClientAuth::from_files(&settings, Duration::ZERO).unwrap();
+        let none = headers(&[]);
+        let old_user = chain(client_cert(&old_ca, "alice", &[]));
+        let new_user = chain(client_cert(&new_ca, "bob", &[]));
+        assert!(auth.authenticate(Some(&old_user), &none).is_some());
+        assert!(auth.authenticate(Some(&new_user), &none).is_none());
+        std::fs::write(&path, new_ca.pem()).unwrap();
+        assert_eq!(
+            auth.authenticate(Some(&new_user), &none).unwrap().name,
+            "bob"
+        );
+        assert!(auth.authenticate(Some(&old_user), &none).is_none());
+        // A half-written file keeps the authority in force.
+        std::fs::write(&path, "-----BEGIN CERTIFICATE-----\nnot base64").unwrap();
+        assert_eq!(
+            auth.authenticate(Some(&new_user), &none).unwrap().name,
+            "bob"
+        );
     }
 
     #[test]

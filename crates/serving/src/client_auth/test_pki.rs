@@ -45,10 +45,21 @@ pub struct ClientPair {
 /// A client certificate for common name `cn` (none when empty) and organisations `groups` (rcgen
 /// keeps one organisation: the last).
 pub fn client_pair(ca: &Ca, cn: &str, groups: &[&str]) -> ClientPair {
+    client_pair_with_uid(ca, cn, groups, None)
+}
+
+/// [`client_pair`] with Kubernetes' UID subject attribute when `uid` is given.
+pub fn client_pair_with_uid(ca: &Ca, cn: &str, groups: &[&str], uid: Option<&str>) -> ClientPair {
     let mut params = CertificateParams::new(Vec::<String>::new()).expect("client parameters");
     params.distinguished_name = DistinguishedName::new();
     if !cn.is_empty() {
         params.distinguished_name.push(DnType::CommonName, cn);
+    }
+    if let Some(uid) = uid {
+        params.distinguished_name.push(
+            DnType::CustomDnType(crate::client_auth::authority::UID_ATTRIBUTE.to_vec()),
+            uid,
+        );
     }
     for g in groups {
         params.distinguished_name.push(DnType::OrganizationName, *g);
