@@ -31,6 +31,20 @@ impl EventPublisher {
         action: &str,
         note: String,
     ) {
+        let reference = object.object_ref(&());
+        self.publish_ref(&reference, warning, reason, action, note).await;
+    }
+
+    /// Publishes an Event regarding `reference` (an object of any kind, typed or not); failures
+    /// are logged, never fatal.
+    pub async fn publish_ref(
+        &self,
+        reference: &k8s_openapi::api::core::v1::ObjectReference,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let event = Event {
             type_: if warning {
                 EventType::Warning
@@ -42,9 +56,8 @@ impl EventPublisher {
             action: action.to_string(),
             secondary: None,
         };
-        let reference = object.object_ref(&());
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
-            tracing::warn!(object = object.meta().name.as_deref().unwrap_or(""), reason, error = %e, "could not publish event");
+        if let Err(e) = self.recorder.publish(&event, reference).await {
+            tracing::warn!(object = reference.name.as_deref().unwrap_or(""), reason, error = %e, "could not publish event");
         }
     }
 }
