@@ -32,7 +32,8 @@ impl EventPublisher {
         note: String,
     ) {
         let reference = object.object_ref(&());
-        self.publish_ref(&reference, warning, reason, action, note).await;
+        self.publish_ref(&reference, warning, reason, action, note)
+            .await;
     }
 
     /// Publishes an Event regarding `reference` (an object of any kind, typed or not); failures

@@ -93,8 +93,11 @@ fn kind(v: &serde_json::Value) -> &'static str {
 }
 
 /// Reads settings from a ModuleConfig's `spec.settings` or a values document; the error names
-/// the key at fault (serde's path), never a value.
+/// the key at fault (serde's path), never a value. No settings at all are the defaults.
 pub fn parse(value: serde_json::Value) -> Result<ModuleSettings, crate::PlanError> {
+    if value.is_null() {
+        return Ok(ModuleSettings::default());
+    }
     serde_json::from_value(value).map_err(|e| {
         crate::PlanError(format!(
             "module settings: {}",
@@ -118,5 +121,9 @@ mod tests {
         assert_eq!(p.iops.as_deref(), Some("4000"));
         assert_eq!(p.throughput.as_deref(), Some("250"));
         assert!(parse(json!({"storageClass": {"exclude": "x"}})).is_err());
+        assert_eq!(
+            parse(serde_json::Value::Null).unwrap(),
+            ModuleSettings::default()
+        );
     }
 }

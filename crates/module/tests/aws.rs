@@ -133,10 +133,14 @@ async fn aws_module_glue() -> Result<()> {
     // Idle: passes over an unchanged cluster write nothing (the audit log's count, not ours).
     let counted = metrics.writes_total();
     assert_eq!(counted, 6, "4 classes and 2 Secrets created");
-    let audited = wait_for("the first pass's writes in the audit log", Duration::from_secs(10), || async {
-        let n = bed.writes()?;
-        Ok((n >= counted).then_some(n))
-    })
+    let audited = wait_for(
+        "the first pass's writes in the audit log",
+        Duration::from_secs(10),
+        || async {
+            let n = bed.writes()?;
+            Ok((n >= counted).then_some(n))
+        },
+    )
     .await?;
     for _ in 0..3 {
         assert_eq!(driver.reconcile().await, vec![]);
