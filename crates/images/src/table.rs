@@ -44,6 +44,7 @@ pub const BINARIES: &[Binary] = &[
     bin("dvp-csi-driver", Kind::Image),
     bin("capdvp-controller-manager", Kind::Image),
     bin("aws-load-balancer-controller", Kind::Image),
+    bin("module-controller", Kind::Image),
     bin("ecr-credential-provider", Kind::NodeTarball),
 ];
 

@@ -276,6 +276,17 @@ const INPUTS: &[Input] = &[
         ],
         "{junk}",
     ),
+    // module-controller: kubeconfig and the chart's values file.
+    input(
+        "module-controller",
+        &["--cloud-provider=aws", "--kubeconfig={junk}"],
+        "--kubeconfig {junk}",
+    ),
+    input(
+        "module-controller",
+        &["--cloud-provider=aws", "--values={junk}"],
+        "--values {junk}",
+    ),
     // cloud-data-discoverer: kubeconfig, serving certificate and key, and its variables.
     input(
         "cloud-data-discoverer",
@@ -871,6 +882,15 @@ const MODES: &[Mode] = &[
             "DVP_NAMESPACE",
             "--node-name",
         ],
+    ),
+    // module-controller: no kubeconfig (the cloud is asked of the apiserver).
+    mode(
+        "module-controller",
+        &[
+            "--metrics-bind-address=127.0.0.1:{port}",
+            "--health-probe-bind-address=0",
+        ],
+        &[NO_KUBECONFIG],
     ),
     // cloud-data-discoverer, per cloud, and with no cloud at all (no flag, no cloud variable).
     mode(

@@ -65,6 +65,10 @@ pub async fn run(
     opts: Options,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    // Every local input is checked before anything is served or asked of the apiserver.
+    if let Some(path) = opts.values.as_deref() {
+        inputs::values_document(path)?;
+    }
     let config = opts.kube.config().await?;
     let kube = client(config)?;
     let cloud = match opts.cloud_provider {

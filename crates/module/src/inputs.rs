@@ -113,13 +113,7 @@ pub async fn read(
         &format!("secret {dns}/{dname} key {DISCOVERY_KEY}"),
     )?;
     let values_doc = match values {
-        Some(path) => {
-            let text = std::fs::read(path)
-                .map_err(|e| InputError::Parse(format!("--values {}: {e}", path.display())))?;
-            serde_yaml::from_slice::<Value>(&text).map_err(|_| {
-                InputError::Parse(format!("--values {}: not a YAML document", path.display()))
-            })?
-        }
+        Some(path) => values_document(path)?,
         None => Value::Null,
     };
     let module_configs = Api::<DynamicObject>::all_with(client.clone(), &module_config_resource());
@@ -194,4 +188,31 @@ fn json_key(bytes: &Option<Vec<u8>>, what: &str) -> Result<Value, InputError> {
         }
         _ => Ok(Value::Null),
     }
+}
+
+/// The chart's values file: a YAML mapping whose `settings` (if any) are module settings and
+/// whose `global` (if any) is a mapping. Errors name the flag, the path and the key, never a
+/// value.
+pub fn values_document(path: &Path) -> Result<Value, InputError> {
+    let what = format!("--values {}", path.display());
+    let text =
+        std::fs::read(path).map_err(|e| InputError::Parse(format!("{what}: {}", e.kind())))?;
+    let doc = serde_yaml::from_slice::<Value>(&text)
+        .map_err(|_| InputError::Parse(format!("{what}: not a YAML document")))?;
+    if !doc.is_object() && !doc.is_null() {
+        return Err(InputError::Parse(format!(
+            "{what}: not a mapping of values"
+        )));
+    }
+    if doc
+        .get("global")
+        .is_some_and(|g| !g.is_null() && !g.is_object())
+    {
+        return Err(InputError::Parse(format!("{what}: global: not a mapping")));
+    }
+    if let Some(settings) = doc.get("settings") {
+        crate::settings::parse(settings.clone())
+            .map_err(|e| InputError::Parse(format!("{what}: {e}")))?;
+    }
+    Ok(doc)
 }
