@@ -26,7 +26,7 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install tools build lint unit test docs docs-check docs-tools demo bench bench-nodes bench-tagging bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi env-up env-down clean-env images
+.PHONY: all install tools build lint unit test docs docs-check docs-tools demo bench bench-nodes bench-tagging bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi bench-module env-up env-down clean-env images
 
 all: test
 
@@ -111,7 +111,7 @@ bench-faults: install
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --outage-seconds $(OUTAGE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
 ## bench: every benchmark (nodes, load balancers, faults, ECR credential provider); JSON and SVG in bench/results/
-bench: bench-nodes bench-tagging bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-openstack-lb bench-discoverer bench-csi
+bench: bench-nodes bench-tagging bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-openstack-lb bench-discoverer bench-csi bench-module
 
 ## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
 # (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)
@@ -166,6 +166,15 @@ bench-capdvp: install
 	$(CARGO) build -q --release -p capdvp-controller-manager -p stratus-bench --bin capdvp-controller-manager --bin stratus-bench-capdvp
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-capdvp --machines $(CAPDVP_MACHINES) --binary $(CARGO_TARGET_DIR)/release/capdvp-controller-manager | tee bench/results/bench-capdvp.json
+
+## bench-module: module-controller (release) over a real apiserver with MODULE_NODES Nodes, MODULE_SPOT of them spot-tainted: seconds to every class, registration and mark, Kubernetes writes (first pass, then MODULE_IDLE idle seconds), peak RSS (JSON)
+MODULE_NODES ?= 1000
+MODULE_SPOT ?= 100
+MODULE_IDLE ?= 60
+bench-module: install
+	$(CARGO) build -q --release -p module-controller -p stratus-bench --bin module-controller --bin stratus-bench-module
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-module --nodes $(MODULE_NODES) --spot $(MODULE_SPOT) --idle-seconds $(MODULE_IDLE) --binary $(CARGO_TARGET_DIR)/release/module-controller | tee bench/results/bench-module.json
 
 ## bench-discoverer: cloud-data-discoverer's first run against moto with DISCOVERER_VOLUMES EBS volumes: cloud requests, seconds, peak RSS (JSON, the shipped release-min build);
 ## DISCOVERER_CLOUD=openstack: Keystone + the simulators with 500 more flavors, 200 more images and DISCOVERER_VOLUMES Cinder volumes
