@@ -13,11 +13,16 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::ByteString;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
-use stratus_scenarios::csi::flow::kubeconfig_with_token;
-use stratus_scenarios::kube_fixture::{apply_rbac_manifest, repo_root};
-use stratus_scenarios::nth_fixture::service_account_token;
+use stratus_scenarios::csi::harness::{chart_account, Chart, ChartAccount};
 use stratus_scenarios::wait_for;
-use stratus_testenv::{Identity, KubeCluster};
+use stratus_testenv::KubeCluster;
+
+const CHART: Chart = Chart {
+    name: "module-controller",
+    release: "module-controller",
+    service_account: "module-controller",
+    sets: &[],
+};
 
 struct Killed(Child);
 
@@ -78,15 +83,9 @@ async fn registered_tags(admin: &kube::Client) -> Result<Option<serde_json::Valu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn picks_its_cloud_serves_probes_and_follows_changes() -> Result<()> {
     let cluster = KubeCluster::start().await?;
-    let admin = cluster.kube_client(Identity::Admin).await?;
-    apply_rbac_manifest(
-        &admin,
-        &repo_root().join("deploy/module-controller/rbac.yaml"),
-    )
-    .await?;
-    let token = service_account_token(&admin, "kube-system", "module-controller").await?;
-    let kubeconfig = cluster.dir().join("module-controller.kubeconfig");
-    kubeconfig_with_token(&kubeconfig, cluster.apiserver_url(), &token)?;
+    let ChartAccount {
+        admin, kubeconfig, ..
+    } = chart_account(&cluster, &CHART, cluster.dir()).await?;
     let run = |probe: &str| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_module-controller"));
         command

@@ -85,7 +85,9 @@ pub async fn run(
     let election_metrics = ElectionMetrics::register(&mut registry);
     let registry = Arc::new(registry);
     let readiness = Readiness::default();
-    let ready = readiness.add("first-reconcile", "the first reconcile has not finished");
+    // Ready once started: a standby waiting for the lease is healthy too (a rollout of two
+    // replicas would otherwise wait forever for the standby).
+    let ready = readiness.add("started", "starting");
     let _metrics_server = match opts.metrics_bind_address.0 {
         Some(a) => {
             Some(PlainMetricsServer::start(a, "--metrics-bind-address", registry.clone()).await?)
@@ -98,6 +100,7 @@ pub async fn run(
         }
         None => None,
     };
+    ready.set();
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let lease = opts.election.lease_name("stratus-module-controller");
     let namespace = stratus_election::pod_namespace().unwrap_or_else(|| "kube-system".into());
@@ -119,7 +122,6 @@ pub async fn run(
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let failures = driver.reconcile().await;
-        ready.set();
         let mut retry = failures
             .iter()
             .any(|f| f.reason == crate::driver::Reason::Kubernetes)

@@ -13,12 +13,16 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::ByteString;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use stratus_scenarios::ccm::CcmProcess;
-use stratus_scenarios::csi::flow::kubeconfig_with_token;
-use stratus_scenarios::kube_fixture::{apply_rbac_manifest, repo_root};
-use stratus_scenarios::nth_fixture::service_account_token;
+use stratus_scenarios::csi::harness::{chart_account, Chart, ChartAccount};
 use stratus_scenarios::wait_for;
-use stratus_testenv::{Identity, KubeCluster};
+use stratus_testenv::KubeCluster;
 
+const CHART: Chart = Chart {
+    name: "module-controller",
+    release: "module-controller",
+    service_account: "module-controller",
+    sets: &[],
+};
 const USER: &str = "system:serviceaccount:kube-system:module-controller";
 const RESOURCES: [&str; 3] = ["storageclasses", "secrets", "nodes"];
 const PCC: &str = "apiVersion: deckhouse.io/v1\nkind: AWSClusterConfiguration\nprovider:\n  region: eu-central-1\ntags:\n  team: bench\n";
@@ -64,15 +68,9 @@ async fn main() -> Result<()> {
     let binary = arg("--binary", "target/release/module-controller");
 
     let cluster = KubeCluster::start().await?;
-    let admin = cluster.kube_client(Identity::Admin).await?;
-    apply_rbac_manifest(
-        &admin,
-        &repo_root().join("deploy/module-controller/rbac.yaml"),
-    )
-    .await?;
-    let token = service_account_token(&admin, "kube-system", "module-controller").await?;
-    let kubeconfig = cluster.dir().join("module-controller.kubeconfig");
-    kubeconfig_with_token(&kubeconfig, cluster.apiserver_url(), &token)?;
+    let ChartAccount {
+        admin, kubeconfig, ..
+    } = chart_account(&cluster, &CHART, cluster.dir()).await?;
     let pcc = Secret {
         metadata: ObjectMeta {
             name: Some("d8-provider-cluster-configuration".into()),

@@ -11,15 +11,21 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::ByteString;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
-use stratus_scenarios::csi::flow::kubeconfig_with_token;
-use stratus_scenarios::kube_fixture::{apply_rbac_manifest, repo_root};
-use stratus_scenarios::nth_fixture::service_account_token;
-use stratus_testenv::{Identity, KubeCluster};
+use stratus_scenarios::csi::harness::{chart_account, Chart, ChartAccount};
+use stratus_testenv::KubeCluster;
 
 /// The ServiceAccount's user name, as the audit log records it.
 pub const USER: &str = "system:serviceaccount:kube-system:module-controller";
 
-/// A cluster, its admin and the controller's client (under `deploy/module-controller/rbac.yaml`).
+/// The chart whose RBAC the controller runs under.
+pub const CHART: Chart = Chart {
+    name: "module-controller",
+    release: "module-controller",
+    service_account: "module-controller",
+    sets: &[],
+};
+
+/// A cluster, its admin and the controller's client (under the chart's RBAC).
 pub struct Bed {
     pub cluster: KubeCluster,
     pub admin: kube::Client,
@@ -30,15 +36,9 @@ pub struct Bed {
 impl Bed {
     pub async fn start() -> Result<Bed> {
         let cluster = KubeCluster::start().await?;
-        let admin = cluster.kube_client(Identity::Admin).await?;
-        apply_rbac_manifest(
-            &admin,
-            &repo_root().join("deploy/module-controller/rbac.yaml"),
-        )
-        .await?;
-        let token = service_account_token(&admin, "kube-system", "module-controller").await?;
-        let kubeconfig = cluster.dir().join("module-controller.kubeconfig");
-        kubeconfig_with_token(&kubeconfig, cluster.apiserver_url(), &token)?;
+        let ChartAccount {
+            admin, kubeconfig, ..
+        } = chart_account(&cluster, &CHART, cluster.dir()).await?;
         let config = kube::Config::from_custom_kubeconfig(
             kube::config::Kubeconfig::read_from(&kubeconfig)?,
             &kube::config::KubeConfigOptions::default(),
