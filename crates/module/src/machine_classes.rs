@@ -1,6 +1,7 @@
 //! The machine classes node-manager renders per node group and zone (pure): AWS's
 //! `AWSMachineClass` (`machine.sapcloud.io/v1alpha1`, machine-controller-manager's shape) from
-//! the instance class, the registration data and the cluster's UUID.
+//! the instance class, the registration data and the cluster's UUID; OpenStack's
+//! `OpenStackMachineClass` likewise.
 
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
@@ -133,6 +134,141 @@ pub fn aws_machine_class(m: &AwsMachine<'_>) -> Result<Value, PlanError> {
     Ok(object)
 }
 
+/// One OpenStack node group in one zone.
+#[derive(Debug, Clone)]
+pub struct OpenStackMachine<'a> {
+    /// The node group.
+    pub node_group: &'a str,
+    /// The zone.
+    pub zone: &'a str,
+    /// The cluster's UUID.
+    pub cluster_uuid: &'a str,
+    /// The `OpenStackInstanceClass` spec.
+    pub instance_class: &'a Value,
+    /// The registration's `openstack` document (`connection.region`, `instances`,
+    /// `internalNetworkNames`, `podNetworkMode`, `externalNetworkDHCP`).
+    pub provider: &'a Value,
+    /// The cluster's tags (the provider configuration's `tags`).
+    pub tags: &'a Value,
+    /// The cluster's pod subnet.
+    pub pod_subnet: &'a str,
+}
+
+/// The `OpenStackMachineClass` for `m`; a class without an image or a main network (and none in
+/// the discovery data) is an error naming the key.
+pub fn openstack_machine_class(m: &OpenStackMachine<'_>) -> Result<Value, PlanError> {
+    let class = m.instance_class;
+    let p = m.provider;
+    let s = |v: Option<&Value>, k: &str| {
+        v.and_then(|v| v.get(k))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    let instances = p.get("instances");
+    let flavor = s(Some(class), "flavorName")
+        .ok_or_else(|| PlanError::key("instanceClass.flavorName", "required"))?;
+    let image = s(Some(class), "imageName")
+        .or_else(|| s(instances, "imageName"))
+        .ok_or_else(|| {
+            PlanError::key(
+                "instanceClass.imageName",
+                "required (the discovery data has none either)",
+            )
+        })?;
+    let main = s(Some(class), "mainNetwork")
+        .or_else(|| s(instances, "mainNetwork"))
+        .ok_or_else(|| {
+            PlanError::key(
+                "instanceClass.mainNetwork",
+                "required (the discovery data has none either)",
+            )
+        })?;
+    let names = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    };
+    let additional = match class.get("additionalNetworks").filter(|v| !v.is_null()) {
+        Some(v) => names(Some(v)),
+        None => names(instances.and_then(|i| i.get("additionalNetworks"))),
+    };
+    let internal = names(p.get("internalNetworkNames"));
+    let port_security = p.get("podNetworkMode").and_then(Value::as_str)
+        == Some("DirectRoutingWithPortSecurityEnabled");
+    let mut networks: Vec<Value> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for name in std::iter::once(main).chain(additional) {
+        if seen.contains(&name) {
+            continue;
+        }
+        let mut network = json!({ "name": name });
+        if port_security && internal.contains(&name) {
+            network["podNetwork"] = json!(true);
+        }
+        networks.push(network);
+        seen.push(name);
+    }
+    let mut groups: Vec<String> = Vec::new();
+    for g in names(instances.and_then(|i| i.get("securityGroups")))
+        .into_iter()
+        .chain(names(class.get("additionalSecurityGroups")))
+    {
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    let mut tags = Map::new();
+    for source in [Some(m.tags), class.get("additionalTags")]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(o) = source.as_object() {
+            tags.extend(o.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    tags.insert(
+        format!("kubernetes.io-cluster-deckhouse-{}", m.cluster_uuid),
+        json!("1"),
+    );
+    tags.insert(
+        format!("kubernetes.io-role-deckhouse-{}-{}", m.node_group, m.zone),
+        json!("1"),
+    );
+    let name = class_name(m.node_group, m.cluster_uuid, m.zone);
+    let dhcp = p
+        .get("externalNetworkDHCP")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let mut spec = json!({
+        "region": p.pointer("/connection/region").and_then(Value::as_str).unwrap_or_default(),
+        "availabilityZone": m.zone,
+        "useConfigDrive": !dhcp,
+        "flavorName": flavor,
+        "imageName": image,
+        "networks": networks,
+        "podNetworkCidr": m.pod_subnet,
+        "keyName": s(instances, "sshKeyPairName").unwrap_or_default(),
+        "tags": tags,
+        "secretRef": {"name": name, "namespace": NAMESPACE},
+    });
+    if !groups.is_empty() {
+        spec["securityGroups"] = json!(groups);
+    }
+    if let Some(size) = class.get("rootDiskSize").filter(|v| !v.is_null()) {
+        spec["rootDiskSize"] = size.clone();
+    }
+    Ok(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1",
+        "kind": "OpenStackMachineClass",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +329,54 @@ mod tests {
         assert_eq!(
             m(&class, "eu-central-1b").unwrap_err().0,
             "internal.zoneToSubnetIdMap.eu-central-1b: no subnet for the zone"
+        );
+    }
+
+    #[test]
+    fn openstack_fields_mapped_from_class_and_registration() {
+        let provider = json!({"connection": {"region": "RegionOne"}, "internalNetworkNames": ["int"],
+            "podNetworkMode": "DirectRoutingWithPortSecurityEnabled", "externalNetworkDHCP": false,
+            "instances": {"imageName": "ubuntu", "mainNetwork": "int", "sshKeyPairName": "kp", "securityGroups": ["sg-a"], "additionalNetworks": ["ext"]}});
+        let class = json!({"flavorName": "m1.large", "additionalSecurityGroups": ["sg-a", "sg-b"], "rootDiskSize": 30, "additionalTags": {"role": "w"}});
+        let tags = json!({"team": "a"});
+        let mc = openstack_machine_class(&OpenStackMachine {
+            node_group: "worker",
+            zone: "nova",
+            cluster_uuid: "u1",
+            instance_class: &class,
+            provider: &provider,
+            tags: &tags,
+            pod_subnet: "10.111.0.0/16",
+        })
+        .unwrap();
+        let spec = &mc["spec"];
+        assert_eq!(spec["imageName"], "ubuntu");
+        assert_eq!(spec["useConfigDrive"], true);
+        assert_eq!(
+            spec["networks"],
+            json!([{"name": "int", "podNetwork": true}, {"name": "ext"}])
+        );
+        assert_eq!(spec["securityGroups"], json!(["sg-a", "sg-b"]));
+        assert_eq!(spec["rootDiskSize"], 30);
+        assert_eq!(
+            spec["tags"],
+            json!({"team": "a", "role": "w", "kubernetes.io-cluster-deckhouse-u1": "1", "kubernetes.io-role-deckhouse-worker-nova": "1"})
+        );
+        let no_image = json!({"flavorName": "f"});
+        let bare = json!({"connection": {"region": "r"}});
+        let err = openstack_machine_class(&OpenStackMachine {
+            node_group: "w",
+            zone: "z",
+            cluster_uuid: "u",
+            instance_class: &no_image,
+            provider: &bare,
+            tags: &Value::Null,
+            pod_subnet: "",
+        })
+        .unwrap_err();
+        assert_eq!(
+            err.0,
+            "instanceClass.imageName: required (the discovery data has none either)"
         );
     }
 }

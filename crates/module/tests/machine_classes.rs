@@ -1,0 +1,110 @@
+//! The rendered `AWSMachineClass` against its consumer's CRD: machine-controller-manager v0.45.0's
+//! `machine.sapcloud.io` schema on a real apiserver. A strict apply names exactly the two fields
+//! Deckhouse's machine-controller-manager fork adds (`sourceDestCheck`,
+//! `useMachineNameAsNodeName`) as unknown; everything else — types included — is the release's
+//! shape, and the stored object (unknown fields pruned) equals what was rendered.
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::json;
+use stratus_module::machine_classes::{
+    aws_machine_class, openstack_machine_class, AwsMachine, OpenStackMachine, NAMESPACE,
+};
+use stratus_testenv::tools::machine_controller_manager::install_crds;
+use stratus_testenv::{Identity, KubeCluster};
+
+#[tokio::test]
+async fn aws_machine_class_fits_machine_controller_managers_crd() -> Result<()> {
+    let cluster = KubeCluster::start().await?;
+    let admin = cluster.kube_client(Identity::Admin).await?;
+    install_crds(&admin, &["awsmachineclasses", "openstackmachineclasses"]).await?;
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+
+    let provider = json!({"region": "eu-central-1", "keyName": "k", "tags": {"team": "a"},
+        "instances": {"ami": "ami-1", "iamProfileName": "node", "associatePublicIPAddress": true, "additionalSecurityGroups": ["sg-1"]},
+        "internal": {"zoneToSubnetIdMap": {"eu-central-1a": "subnet-a"}}});
+    let class = json!({"instanceType": "m5.large", "spot": true, "additionalSecurityGroups": ["sg-2"],
+        "additionalTags": {"role": "worker"}, "diskType": "gp3", "diskSizeGb": 50, "iops": 4000});
+    let rendered = aws_machine_class(&AwsMachine {
+        node_group: "worker",
+        zone: "eu-central-1a",
+        cluster_uuid: "3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b",
+        instance_class: &class,
+        provider: &provider,
+    })?;
+    let object: DynamicObject = serde_json::from_value(rendered.clone())?;
+    let name = object.metadata.name.clone().context("a name")?;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("machine.sapcloud.io", "v1alpha1", "AWSMachineClass"),
+        "awsmachineclasses",
+    );
+    let api = Api::<DynamicObject>::namespaced_with(admin.clone(), NAMESPACE, &resource);
+
+    // A strict create (POST ?fieldValidation=Strict) lists every unknown field at once.
+    let request = http::Request::post(format!(
+        "/apis/machine.sapcloud.io/v1alpha1/namespaces/{NAMESPACE}/awsmachineclasses?fieldValidation=Strict"
+    ))
+    .header("content-type", "application/json")
+    .body(serde_json::to_vec(&rendered)?)?;
+    let refused = admin
+        .request_text(request)
+        .await
+        .expect_err("the fork's two fields are unknown to v0.45.0");
+    let message = match refused {
+        kube::Error::Api(status) => status.message,
+        other => anyhow::bail!("not the apiserver's refusal: {other}"),
+    };
+    for field in ["spec.sourceDestCheck", "spec.useMachineNameAsNodeName"] {
+        assert!(message.contains(field), "{message}");
+    }
+    let unknown = message.matches("unknown field").count();
+    assert_eq!(unknown, 2, "only the fork's fields are unknown: {message}");
+
+    // Created as the apiserver does by default: the unknown fields pruned, the rest kept.
+    api.create(&PostParams::default(), &object).await?;
+    let stored = api.get(&name).await?;
+    let mut expected = rendered["spec"].clone();
+    let spec = expected.as_object_mut().context("spec")?;
+    spec.remove("sourceDestCheck");
+    spec.remove("useMachineNameAsNodeName");
+    assert_eq!(stored.data["spec"], expected);
+
+    // OpenStack: v0.45.0's schema knows every field rendered; it requires two Deckhouse's fork
+    // does not (`imageID`, `networkID`: the fork looks both up by name), and nothing else is
+    // missing or unknown.
+    let tags = json!({"team": "a"});
+    let os_provider = json!({"connection": {"region": "RegionOne"}, "internalNetworkNames": ["int"],
+        "podNetworkMode": "DirectRoutingWithPortSecurityEnabled",
+        "instances": {"imageName": "ubuntu", "mainNetwork": "int", "sshKeyPairName": "kp", "securityGroups": ["default"]}});
+    let os_class =
+        json!({"flavorName": "m1.large", "rootDiskSize": 30, "additionalNetworks": ["ext"]});
+    let os = openstack_machine_class(&OpenStackMachine {
+        node_group: "worker",
+        zone: "nova",
+        cluster_uuid: "3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b",
+        instance_class: &os_class,
+        provider: &os_provider,
+        tags: &tags,
+        pod_subnet: "10.111.0.0/16",
+    })?;
+    let request = http::Request::post(format!(
+        "/apis/machine.sapcloud.io/v1alpha1/namespaces/{NAMESPACE}/openstackmachineclasses?fieldValidation=Strict"
+    ))
+    .header("content-type", "application/json")
+    .body(serde_json::to_vec(&os)?)?;
+    let message = match admin.request_text(request).await {
+        Err(kube::Error::Api(status)) => status.message,
+        other => anyhow::bail!("expected the required-field refusal, got {other:?}"),
+    };
+    assert!(!message.contains("unknown field"), "{message}");
+    let required: Vec<&str> = message.matches("Required value").collect();
+    assert_eq!(required.len(), 2, "{message}");
+    for field in ["spec.imageID", "spec.networkID"] {
+        assert!(message.contains(field), "{message}");
+    }
+    Ok(())
+}
