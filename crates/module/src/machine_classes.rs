@@ -269,6 +269,88 @@ pub fn openstack_machine_class(m: &OpenStackMachine<'_>) -> Result<Value, PlanEr
     }))
 }
 
+/// The `DeckhouseMachineTemplate` (`infrastructure.cluster.x-k8s.io/v1alpha1`) node-manager
+/// names `template_name` for `node_group`, from a `DVPInstanceClass` spec; its
+/// `checksum/instance-class` annotation is the sha256 of that spec, so a changed class gives a
+/// new template and Cluster API rolls the machines.
+pub fn dvp_machine_template(
+    template_name: &str,
+    node_group: &str,
+    instance_class: &Value,
+) -> Result<Value, PlanError> {
+    let vm = instance_class
+        .get("virtualMachine")
+        .filter(|v| v.is_object())
+        .ok_or_else(|| PlanError::key("instanceClass.virtualMachine", "required"))?;
+    let root = instance_class
+        .get("rootDisk")
+        .filter(|v| v.is_object())
+        .ok_or_else(|| PlanError::key("instanceClass.rootDisk", "required"))?;
+    let text = |v: &Value, path: &str| {
+        v.pointer(path)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    let image = text(root, "/image/name")
+        .ok_or_else(|| PlanError::key("instanceClass.rootDisk.image.name", "required"))?;
+    let mut spec = json!({
+        "vmClassName": text(vm, "/virtualMachineClassName").unwrap_or_else(|| "generic".into()),
+        "bootDiskImageRef": {"kind": text(root, "/image/kind").unwrap_or_else(|| "ClusterVirtualImage".into()), "name": image},
+    });
+    let mut cpu = Map::new();
+    if let Some(cores) = vm.pointer("/cpu/cores").filter(|v| !v.is_null()) {
+        cpu.insert("cores".into(), cores.clone());
+    }
+    if let Some(fraction) = text(vm, "/cpu/coreFraction") {
+        cpu.insert("cpuFraction".into(), json!(fraction));
+    }
+    if !cpu.is_empty() {
+        spec["cpu"] = Value::Object(cpu);
+    }
+    for (field, value) in [
+        ("memory", text(vm, "/memory/size")),
+        ("bootloader", text(vm, "/bootloader")),
+        ("rootDiskSize", text(root, "/size")),
+        ("rootDiskStorageClass", text(root, "/storageClass")),
+    ] {
+        if let Some(v) = value {
+            spec[field] = json!(v);
+        }
+    }
+    let disks: Vec<Value> = instance_class
+        .get("additionalDisks")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|d| {
+            let mut disk = json!({"size": text(d, "/size").unwrap_or_default()});
+            if let Some(class) = text(d, "/storageClass") {
+                disk["storageClass"] = json!(class);
+            }
+            disk
+        })
+        .collect();
+    if !disks.is_empty() {
+        spec["additionalDisks"] = json!(disks);
+    }
+    let checksum: String = Sha256::digest(instance_class.to_string().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "DeckhouseMachineTemplate",
+        "metadata": {
+            "name": template_name,
+            "namespace": NAMESPACE,
+            "labels": {"node-group": node_group},
+            "annotations": {"checksum/instance-class": checksum, "helm.sh/resource-policy": "keep"},
+        },
+        "spec": {"template": {"spec": spec}},
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,6 +459,36 @@ mod tests {
         assert_eq!(
             err.0,
             "instanceClass.imageName: required (the discovery data has none either)"
+        );
+    }
+
+    #[test]
+    fn dvp_template_mapping_and_checksum() {
+        let class = json!({"virtualMachine": {"cpu": {"cores": 4, "coreFraction": "50%"}, "memory": {"size": "8Gi"}, "bootloader": "EFI"},
+            "rootDisk": {"size": "30Gi", "storageClass": "ceph", "image": {"kind": "VirtualImage", "name": "ubuntu"}},
+            "additionalDisks": [{"size": "10Gi", "storageClass": "fast"}, {"size": "5Gi"}]});
+        let t = dvp_machine_template("worker-abc", "worker", &class).unwrap();
+        assert_eq!(
+            t["spec"]["template"]["spec"],
+            json!({
+            "vmClassName": "generic", "cpu": {"cores": 4, "cpuFraction": "50%"}, "memory": "8Gi", "bootloader": "EFI",
+            "rootDiskSize": "30Gi", "rootDiskStorageClass": "ceph",
+            "bootDiskImageRef": {"kind": "VirtualImage", "name": "ubuntu"},
+            "additionalDisks": [{"size": "10Gi", "storageClass": "fast"}, {"size": "5Gi"}]})
+        );
+        assert_eq!(t["metadata"]["labels"]["node-group"], "worker");
+        let mut bigger = class.clone();
+        bigger["virtualMachine"]["memory"]["size"] = json!("16Gi");
+        let t2 = dvp_machine_template("worker-abc", "worker", &bigger).unwrap();
+        assert_ne!(
+            t["metadata"]["annotations"]["checksum/instance-class"],
+            t2["metadata"]["annotations"]["checksum/instance-class"]
+        );
+        assert_eq!(
+            dvp_machine_template("w", "w", &json!({"virtualMachine": {}, "rootDisk": {}}))
+                .unwrap_err()
+                .0,
+            "instanceClass.rootDisk.image.name: required"
         );
     }
 }

@@ -6,11 +6,14 @@
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 use stratus_module::machine_classes::{
-    aws_machine_class, openstack_machine_class, AwsMachine, OpenStackMachine, NAMESPACE,
+    aws_machine_class, dvp_machine_template, openstack_machine_class, AwsMachine, OpenStackMachine,
+    NAMESPACE,
 };
+use stratus_testenv::core::cluster::wait_established;
 use stratus_testenv::tools::machine_controller_manager::install_crds;
 use stratus_testenv::{Identity, KubeCluster};
 
@@ -105,6 +108,47 @@ async fn aws_machine_class_fits_machine_controller_managers_crd() -> Result<()> 
     assert_eq!(required.len(), 2, "{message}");
     for field in ["spec.imageID", "spec.networkID"] {
         assert!(message.contains(field), "{message}");
+    }
+
+    // DVP: a DVPInstanceClass as the apiserver stores it (its CRD's defaults applied) becomes a
+    // DeckhouseMachineTemplate capdvp's CRD accepts strictly, every field as rendered.
+    for file in [
+        "charts/node-manager-dvp/crds/dvpinstanceclasses.yaml",
+        "charts/capdvp-controller-manager/crds/infrastructure.cluster.x-k8s.io_deckhousemachinetemplates.yaml",
+    ] {
+        let crd: CustomResourceDefinition =
+            serde_yaml::from_str(&std::fs::read_to_string(stratus_testenv::repo_root().join(file))?)?;
+        let name = crd.metadata.name.clone().context("crd name")?;
+        Api::<CustomResourceDefinition>::all(admin.clone())
+            .create(&PostParams::default(), &crd)
+            .await?;
+        wait_established(&admin, &name).await?;
+    }
+    let class_resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("deckhouse.io", "v1alpha1", "DVPInstanceClass"),
+        "dvpinstanceclasses",
+    );
+    let classes = Api::<DynamicObject>::all_with(admin.clone(), &class_resource);
+    let class: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "deckhouse.io/v1alpha1", "kind": "DVPInstanceClass", "metadata": {"name": "worker"},
+        "spec": {"virtualMachine": {"cpu": {"cores": 4, "coreFraction": "50%"}, "memory": {"size": "8Gi"}, "virtualMachineClassName": "generic"},
+                 "rootDisk": {"size": "30Gi", "storageClass": "ceph", "image": {"kind": "ClusterVirtualImage", "name": "ubuntu-24"}},
+                 "additionalDisks": [{"size": "10Gi", "storageClass": "fast"}]}
+    }))?;
+    let stored_class = classes.create(&PostParams::default(), &class).await?;
+    let template = dvp_machine_template("worker-0f3a1b2c", "worker", &stored_class.data["spec"])?;
+    let request = http::Request::post(format!(
+        "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/{NAMESPACE}/deckhousemachinetemplates?fieldValidation=Strict"
+    ))
+    .header("content-type", "application/json")
+    .body(serde_json::to_vec(&template)?)?;
+    let created: serde_json::Value = serde_json::from_str(&admin.request_text(request).await?)?;
+    let stored_spec = &created["spec"]["template"]["spec"];
+    for (field, value) in template["spec"]["template"]["spec"]
+        .as_object()
+        .context("spec")?
+    {
+        assert_eq!(&stored_spec[field], value, "{field}");
     }
     Ok(())
 }
