@@ -62,6 +62,15 @@ const REQUIRED: &[(&str, &[&str])] = &[
             "dvp.namespace=tenant",
         ],
     ),
+    (
+        "cloud-provider-dvp",
+        &[
+            "dvp-csi-driver.dvp.parentKubeconfigSecret.name=dvp-parent",
+            "dvp-csi-driver.dvp.namespace=tenant",
+            "capdvp-controller-manager.dvp.parentKubeconfigSecret.name=dvp-parent",
+            "capdvp-controller-manager.dvp.namespace=tenant",
+        ],
+    ),
     ("node-manager-aws", &["region=eu-central-1"]),
     (
         "node-manager-openstack",
@@ -283,6 +292,12 @@ const SIZING: &[Sizing] = &[
         workload: "aws-cloud-controller-manager",
         container: "cloud-controller-manager",
         peaks: CCM_PEAKS,
+    },
+    Sizing {
+        chart: "module-controller",
+        workload: "module-controller",
+        container: "module-controller",
+        peaks: &[("bench-module.json", "/peak_rss_mib")],
     },
     Sizing {
         chart: "cloud-data-discoverer",
@@ -608,7 +623,26 @@ fn check_image(image: &str, built: &[String]) -> Option<String> {
 fn exception(chart: &str, workload: &str, container: &str) -> Option<&'static Exception> {
     EXCEPTIONS
         .iter()
-        .find(|e| e.chart == chart && e.workload == workload && e.container == container)
+        .find(|e| judged_as(chart, e.chart) && e.workload == workload && e.container == container)
+}
+
+/// Whether a list entry of `entry_chart` speaks for a container rendered by `chart`: its own, or
+/// a module chart's (`charts/cloud-provider-*`) whose `charts/` links that component chart — a
+/// component's containers are judged alike alone and inside its module.
+fn judged_as(chart: &str, entry_chart: &str) -> bool {
+    entry_chart == chart || subcharts(chart).iter().any(|s| s == entry_chart)
+}
+
+/// The component charts a module chart links under its `charts/` (their directories' names).
+fn subcharts(chart: &str) -> Vec<String> {
+    let dir = repo_root().join("charts").join(chart).join("charts");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|target| Some(target.file_name()?.to_string_lossy().into_owned()))
+        .collect()
 }
 
 /// The security rules; `used` collects which exception allowances were needed.
@@ -750,7 +784,7 @@ fn check_resources(chart: &str, w: &Workload, c: &Container, ours: bool) -> Vec<
     }
     let sizing = SIZING
         .iter()
-        .find(|s| s.chart == chart && s.workload == w.name && s.container == c.name);
+        .find(|s| judged_as(chart, s.chart) && s.workload == w.name && s.container == c.name);
     match sizing {
         None if ours => out
             .push("resources: no benchmark behind its memory (add the container to SIZING)".into()),
@@ -800,7 +834,7 @@ fn check_probes(chart: &str, w: &Workload, c: &Container, init: bool) -> Vec<Str
     let long_running = w.long_running && (!init || sidecar);
     let excused = NO_PROBES
         .iter()
-        .any(|(ch, wl, co, _)| *ch == chart && *wl == w.name && *co == c.name);
+        .any(|(ch, wl, co, _)| judged_as(chart, ch) && *wl == w.name && *co == c.name);
     if long_running && !excused {
         if c.liveness_probe.is_none() {
             out.push("probes: no livenessProbe".into());
