@@ -14,14 +14,22 @@ use stratus_module::machine_classes::{
     NAMESPACE,
 };
 use stratus_testenv::core::cluster::wait_established;
-use stratus_testenv::tools::machine_controller_manager::install_crds;
+use stratus_testenv::tools::module_crds::{install, MACHINE_CONTROLLER_MANAGER};
 use stratus_testenv::{Identity, KubeCluster};
 
 #[tokio::test]
 async fn aws_machine_class_fits_machine_controller_managers_crd() -> Result<()> {
     let cluster = KubeCluster::start().await?;
     let admin = cluster.kube_client(Identity::Admin).await?;
-    install_crds(&admin, &["awsmachineclasses", "openstackmachineclasses"]).await?;
+    install(
+        &admin,
+        MACHINE_CONTROLLER_MANAGER,
+        &[
+            "machine.sapcloud.io_awsmachineclasses.yaml",
+            "machine.sapcloud.io_openstackmachineclasses.yaml",
+        ],
+    )
+    .await?;
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
     Api::<Namespace>::all(admin.clone())
         .create(&PostParams::default(), &ns)
