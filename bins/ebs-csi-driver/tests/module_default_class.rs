@@ -12,8 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use common::flow::{node_instance, CHART, DRIVER, NODE};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
-use k8s_openapi::ByteString;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use prometheus_client::registry::Registry;
 use serde_json::json;
 use stratus_module::driver::Driver;
@@ -55,20 +54,10 @@ async fn flow(env: &TestEnv, dir: &Path, tools: &Tools) -> Result<()> {
     let _pod = side.start_pod(driver, &socket)?;
 
     // The module's glue: its classes from the (empty) settings.
-    let pcc = Secret {
-        metadata: ObjectMeta {
-            name: Some("d8-provider-cluster-configuration".into()),
-            ..ObjectMeta::default()
-        },
-        data: Some(
-            [(
-                "cloud-provider-cluster-configuration.yaml".to_string(),
-                ByteString(PCC.into()),
-            )]
-            .into(),
-        ),
-        ..Secret::default()
-    };
+    let pcc = stratus_scenarios::kube_fixture::opaque_secret(
+        "d8-provider-cluster-configuration",
+        &[("cloud-provider-cluster-configuration.yaml", PCC)],
+    );
     Api::<Secret>::namespaced(admin.clone(), "kube-system")
         .create(&PostParams::default(), &pcc)
         .await?;

@@ -11,8 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::ByteString;
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use stratus_scenarios::csi::harness::{chart_account, Chart, ChartAccount};
 use stratus_scenarios::wait_for;
 use stratus_testenv::KubeCluster;
@@ -40,20 +39,11 @@ fn pcc(team: &str) -> String {
 }
 
 async fn write_pcc(admin: &kube::Client, team: &str) -> Result<()> {
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some("d8-provider-cluster-configuration".into()),
-            ..ObjectMeta::default()
-        },
-        data: Some(
-            [(
-                "cloud-provider-cluster-configuration.yaml".to_string(),
-                ByteString(pcc(team).into_bytes()),
-            )]
-            .into(),
-        ),
-        ..Secret::default()
-    };
+    let text = pcc(team);
+    let secret = stratus_scenarios::kube_fixture::opaque_secret(
+        "d8-provider-cluster-configuration",
+        &[("cloud-provider-cluster-configuration.yaml", &text)],
+    );
     Api::<Secret>::namespaced(admin.clone(), "kube-system")
         .patch(
             "d8-provider-cluster-configuration",

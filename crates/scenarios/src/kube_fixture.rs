@@ -244,3 +244,26 @@ pub async fn apply_rbac_manifest(admin: &Client, path: &Path) -> anyhow::Result<
     }
     Ok(applied)
 }
+
+/// An Opaque Secret `name` holding `data` (keys and their text), in no namespace yet (the API
+/// it is created through gives it one).
+pub fn opaque_secret(name: &str, data: &[(&str, &str)]) -> k8s_openapi::api::core::v1::Secret {
+    k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        type_: Some("Opaque".into()),
+        data: Some(
+            data.iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        k8s_openapi::ByteString(v.as_bytes().to_vec()),
+                    )
+                })
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}

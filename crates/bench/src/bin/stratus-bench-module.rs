@@ -10,7 +10,6 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::ByteString;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::csi::harness::{chart_account, Chart, ChartAccount};
@@ -71,20 +70,10 @@ async fn main() -> Result<()> {
     let ChartAccount {
         admin, kubeconfig, ..
     } = chart_account(&cluster, &CHART, cluster.dir()).await?;
-    let pcc = Secret {
-        metadata: ObjectMeta {
-            name: Some("d8-provider-cluster-configuration".into()),
-            ..ObjectMeta::default()
-        },
-        data: Some(
-            [(
-                "cloud-provider-cluster-configuration.yaml".to_string(),
-                ByteString(PCC.as_bytes().to_vec()),
-            )]
-            .into(),
-        ),
-        ..Secret::default()
-    };
+    let pcc = stratus_scenarios::kube_fixture::opaque_secret(
+        "d8-provider-cluster-configuration",
+        &[("cloud-provider-cluster-configuration.yaml", PCC)],
+    );
     Api::<Secret>::namespaced(admin.clone(), "kube-system")
         .create(&PostParams::default(), &pcc)
         .await?;

@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::ByteString;
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use stratus_scenarios::csi::harness::{chart_account, Chart, ChartAccount};
 use stratus_testenv::KubeCluster;
 
@@ -55,18 +54,7 @@ impl Bed {
 
     /// Writes (creates or replaces) `kube-system/<name>` with `data`.
     pub async fn secret(&self, name: &str, data: &[(&str, &str)]) -> Result<()> {
-        let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            data: Some(
-                data.iter()
-                    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-                    .collect(),
-            ),
-            ..Secret::default()
-        };
+        let secret = stratus_scenarios::kube_fixture::opaque_secret(name, data);
         Api::<Secret>::namespaced(self.admin.clone(), "kube-system")
             .patch(
                 name,
