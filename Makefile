@@ -70,10 +70,11 @@ test: install
 	trap - EXIT; exit $$status
 
 ## demo: local control plane + emulated AWS, nodes initialised and retired by the CCM;
-## CLOUD=openstack: real Keystone + the OpenStack simulators instead
+## CLOUD=openstack: real Keystone + the OpenStack simulators instead;
+## MODULE=aws: the AWS module chart installed, the module controller's StorageClasses and registration
 demo: install
-	$(CARGO) build -q -p cloud-controller-manager -p stratus-scenarios
-	$(CARGO_TARGET_DIR)/debug/$(if $(filter openstack,$(CLOUD)),stratus-demo-openstack,stratus-demo)
+	$(CARGO) build -q -p cloud-controller-manager -p module-controller -p stratus-scenarios
+	$(CARGO_TARGET_DIR)/debug/$(if $(MODULE),stratus-demo-module $(MODULE),$(if $(filter openstack,$(CLOUD)),stratus-demo-openstack,stratus-demo))
 
 ## bench-nodes: NODES uninitialised nodes (default 1000) kept Ready, IDLE idle seconds after init, JSON report (release build)
 bench-nodes: install

@@ -8,20 +8,17 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, DynamicObject};
 use prometheus_client::registry::Registry;
-use serde::Deserialize;
 use serde_json::Value;
 use stratus_module::driver::Driver;
 use stratus_module::metrics::Metrics;
 use stratus_module::Cloud;
 use stratus_scenarios::csi::flow::kubeconfig_with_token;
-use stratus_scenarios::kube_fixture::repo_root;
+use stratus_scenarios::kube_fixture::{self, repo_root};
 use stratus_scenarios::nth_fixture::service_account_token;
 use stratus_testenv::core::cluster::wait_established;
 use stratus_testenv::{Identity, KubeCluster};
@@ -37,28 +34,7 @@ const RBAC_KINDS: [&str; 5] = [
 ];
 
 fn helm_template(chart: &Path, values: &[&Path]) -> Result<Vec<Value>> {
-    let helm = stratus_testenv::ensure_installed()?.helm;
-    let out = Command::new(helm)
-        .args(["template", "module", "--namespace", "kube-system"])
-        .arg(chart)
-        .args(values.iter().flat_map(|v| [Path::new("-f"), v]))
-        .output()?;
-    if !out.status.success() {
-        bail!(
-            "helm template {}: {}",
-            chart.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let text = String::from_utf8(out.stdout)?;
-    let mut docs = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value = Value::deserialize(doc)?;
-        if !value.is_null() {
-            docs.push(value);
-        }
-    }
-    Ok(docs)
+    kube_fixture::helm_template(chart, "module", "kube-system", values)
 }
 
 /// RBAC objects without their labels (the chart labels name the chart that rendered them).
@@ -153,12 +129,12 @@ async fn the_aws_module_installed_works_as_a_whole() -> Result<()> {
         "charts/cloud-data-discoverer/crds/instancetypescatalogs.crd.yaml",
     ] {
         let crd: DynamicObject = serde_yaml::from_str(&std::fs::read_to_string(root.join(file))?)?;
-        apply(&admin, &crd).await?;
+        kube_fixture::apply_object(&admin, &crd, "kube-system").await?;
         wait_established(&admin, crd.metadata.name.as_deref().context("crd name")?).await?;
     }
     for doc in &docs {
         let object: DynamicObject = serde_json::from_value(doc.clone())?;
-        apply(&admin, &object)
+        kube_fixture::apply_object(&admin, &object, "kube-system")
             .await
             .with_context(|| format!("applying {} {:?}", doc["kind"], object.metadata.name))?;
     }
@@ -225,31 +201,5 @@ async fn the_aws_module_installed_works_as_a_whole() -> Result<()> {
         "subnet-0123456789abcdef1"
     );
     assert_eq!(aws["tags"]["team"], "platform");
-    Ok(())
-}
-
-async fn apply(client: &kube::Client, object: &DynamicObject) -> Result<()> {
-    let types = object
-        .types
-        .as_ref()
-        .context("an object without apiVersion/kind")?;
-    let gvk = GroupVersionKind::try_from(types)?;
-    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await?;
-    let api: Api<DynamicObject> = match (&object.metadata.namespace, capabilities.scope) {
-        (_, kube::discovery::Scope::Cluster) => Api::all_with(client.clone(), &resource),
-        (Some(ns), _) => Api::namespaced_with(client.clone(), ns, &resource),
-        (None, _) => Api::namespaced_with(client.clone(), "kube-system", &resource),
-    };
-    let name = object
-        .metadata
-        .name
-        .as_deref()
-        .context("an object without a name")?;
-    api.patch(
-        name,
-        &PatchParams::apply("helm-in-test").force(),
-        &Patch::Apply(object),
-    )
-    .await?;
     Ok(())
 }

@@ -267,3 +267,74 @@ pub fn opaque_secret(name: &str, data: &[(&str, &str)]) -> k8s_openapi::api::cor
         ..Default::default()
     }
 }
+
+/// `helm template <release> <chart> -n <namespace> -f <values>…`: the rendered documents.
+pub fn helm_template(
+    chart: &Path,
+    release: &str,
+    namespace: &str,
+    values: &[&Path],
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let helm = stratus_testenv::ensure_installed()?.helm;
+    let out = std::process::Command::new(helm)
+        .args(["template", release, "--namespace", namespace])
+        .arg(chart)
+        .args(values.iter().flat_map(|v| [Path::new("-f"), v]))
+        .output()
+        .context("running helm template")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "helm template {}: {}",
+        chart.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout)?;
+    let mut docs = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value = serde_json::Value::deserialize(doc)?;
+        if !value.is_null() {
+            docs.push(value);
+        }
+    }
+    Ok(docs)
+}
+
+/// Server-side applies one object of any kind (its API found by discovery; namespaced objects
+/// without a namespace go to `default_namespace`), as `helm install` would create it.
+pub async fn apply_object(
+    client: &Client,
+    object: &kube::api::DynamicObject,
+    default_namespace: &str,
+) -> anyhow::Result<()> {
+    let types = object
+        .types
+        .as_ref()
+        .context("an object without apiVersion/kind")?;
+    let gvk = kube::core::GroupVersionKind::try_from(types)?;
+    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await?;
+    let api: Api<kube::api::DynamicObject> = match capabilities.scope {
+        kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &resource),
+        kube::discovery::Scope::Namespaced => Api::namespaced_with(
+            client.clone(),
+            object
+                .metadata
+                .namespace
+                .as_deref()
+                .unwrap_or(default_namespace),
+            &resource,
+        ),
+    };
+    let name = object
+        .metadata
+        .name
+        .as_deref()
+        .context("an object without a name")?;
+    api.patch(
+        name,
+        &PatchParams::apply("stratus-tests").force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .with_context(|| format!("applying {} {name}", types.kind))?;
+    Ok(())
+}
