@@ -363,6 +363,22 @@ pub const BENCHES: &[Bench] = &[
         ],
     },
     Bench {
+        file: "bench-module.json",
+        title: "module-controller on AWS: classes, registration and spot marks over 1000 nodes.",
+        command: "make bench-module",
+        what: "The release module-controller on a real apiserver under its chart's RBAC: 1000 Nodes, 100 of them with the termination handler's spot taint; start-up included; writes from the audit log (the Lease's renewals apart).",
+        rows: &[
+            row("nodes", "/nodes", ""),
+            row("spot-tainted nodes", "/spot_nodes", ""),
+            row("seconds until every class, registration Secret and spot mark is in place", "/ready_seconds_incl_startup", ""),
+            row("Kubernetes writes, first pass", "/kubernetes_writes_first_pass_total", ""),
+            row("… by resource", "/kubernetes_writes_first_pass", ""),
+            row("idle seconds", "/idle_seconds", ""),
+            row("Kubernetes writes while idle", "/kubernetes_writes_idle", "0"),
+            row("peak RSS (MiB)", "/peak_rss_mib", ""),
+        ],
+    },
+    Bench {
         file: "bench-discoverer.json",
         title: "cloud-data-discoverer on AWS: the first run.",
         command: "make bench-discoverer",
