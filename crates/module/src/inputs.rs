@@ -204,6 +204,15 @@ pub fn values_document(path: &Path) -> Result<Value, InputError> {
             "{what}: not a mapping of values"
         )));
     }
+    // Only the two keys the module charts write; anything else is not this file.
+    if doc
+        .as_object()
+        .is_some_and(|o| o.keys().any(|k| k != "settings" && k != "global"))
+    {
+        return Err(InputError::Parse(format!(
+            "{what}: keys other than settings and global"
+        )));
+    }
     if doc
         .get("global")
         .is_some_and(|g| !g.is_null() && !g.is_object())
@@ -215,4 +224,35 @@ pub fn values_document(path: &Path) -> Result<Value, InputError> {
             .map_err(|e| InputError::Parse(format!("{what}: {e}")))?;
     }
     Ok(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_files_hold_settings_and_global_only() {
+        let dir = std::env::temp_dir().join(format!("stratus-values-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let good = file(
+            "good.yaml",
+            "settings:\n  storageClass:\n    exclude: [a]\nglobal: {}\n",
+        );
+        assert!(values_document(&good).is_ok());
+        let other = file("other.yaml", "kind: [hidden]\n");
+        let err = values_document(&other).unwrap_err().to_string();
+        assert!(
+            err.ends_with("keys other than settings and global"),
+            "{err}"
+        );
+        assert!(!err.contains("hidden"));
+        let typed = file("typed.yaml", "settings:\n  storageClass: 3\n");
+        assert!(values_document(&typed).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
