@@ -65,35 +65,18 @@ pub fn aws_machine_class(m: &AwsMachine<'_>) -> Result<Value, PlanError> {
                 "no subnet for the zone",
             )
         })?;
-    let mut groups: Vec<String> = Vec::new();
-    for g in [
-        p.pointer("/instances/additionalSecurityGroups"),
-        class.get("additionalSecurityGroups"),
-    ]
-    .into_iter()
-    .flatten()
-    .filter_map(Value::as_array)
-    .flatten()
-    .filter_map(Value::as_str)
-    {
-        if !groups.iter().any(|x| x == g) {
-            groups.push(g.to_string());
-        }
-    }
+    let groups = unique(
+        strings(p.pointer("/instances/additionalSecurityGroups"))
+            .into_iter()
+            .chain(strings(class.get("additionalSecurityGroups"))),
+    );
     let mut tags = Map::new();
     tags.insert(
         format!("kubernetes.io/cluster/{}", m.cluster_uuid),
         json!("1"),
     );
     tags.insert(format!("kubernetes.io/role/{}", m.cluster_uuid), json!("1"));
-    for source in [p.get("tags"), class.get("additionalTags")]
-        .into_iter()
-        .flatten()
-    {
-        if let Some(o) = source.as_object() {
-            tags.extend(o.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-    }
+    overlay(&mut tags, &[p.get("tags"), class.get("additionalTags")]);
     let mut ebs = json!({
         "volumeSize": class.get("diskSizeGb").cloned().unwrap_or(json!(20)),
         "volumeType": s(class, "diskType").unwrap_or_else(|| "gp2".into()),
@@ -184,52 +167,31 @@ pub fn openstack_machine_class(m: &OpenStackMachine<'_>) -> Result<Value, PlanEr
                 "required (the discovery data has none either)",
             )
         })?;
-    let names = |v: Option<&Value>| -> Vec<String> {
-        v.and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect()
-    };
     let additional = match class.get("additionalNetworks").filter(|v| !v.is_null()) {
-        Some(v) => names(Some(v)),
-        None => names(instances.and_then(|i| i.get("additionalNetworks"))),
+        Some(v) => strings(Some(v)),
+        None => strings(instances.and_then(|i| i.get("additionalNetworks"))),
     };
-    let internal = names(p.get("internalNetworkNames"));
+    let internal = strings(p.get("internalNetworkNames"));
     let port_security = p.get("podNetworkMode").and_then(Value::as_str)
         == Some("DirectRoutingWithPortSecurityEnabled");
-    let mut networks: Vec<Value> = Vec::new();
-    let mut seen: Vec<String> = Vec::new();
-    for name in std::iter::once(main).chain(additional) {
-        if seen.contains(&name) {
-            continue;
-        }
-        let mut network = json!({ "name": name });
-        if port_security && internal.contains(&name) {
-            network["podNetwork"] = json!(true);
-        }
-        networks.push(network);
-        seen.push(name);
-    }
-    let mut groups: Vec<String> = Vec::new();
-    for g in names(instances.and_then(|i| i.get("securityGroups")))
+    let networks: Vec<Value> = unique(std::iter::once(main).chain(additional))
         .into_iter()
-        .chain(names(class.get("additionalSecurityGroups")))
-    {
-        if !groups.contains(&g) {
-            groups.push(g);
-        }
-    }
+        .map(|name| {
+            let pod_network = port_security && internal.contains(&name);
+            let mut network = json!({ "name": name });
+            if pod_network {
+                network["podNetwork"] = json!(true);
+            }
+            network
+        })
+        .collect();
+    let groups = unique(
+        strings(instances.and_then(|i| i.get("securityGroups")))
+            .into_iter()
+            .chain(strings(class.get("additionalSecurityGroups"))),
+    );
     let mut tags = Map::new();
-    for source in [Some(m.tags), class.get("additionalTags")]
-        .into_iter()
-        .flatten()
-    {
-        if let Some(o) = source.as_object() {
-            tags.extend(o.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-    }
+    overlay(&mut tags, &[Some(m.tags), class.get("additionalTags")]);
     tags.insert(
         format!("kubernetes.io-cluster-deckhouse-{}", m.cluster_uuid),
         json!("1"),
@@ -349,6 +311,34 @@ pub fn dvp_machine_template(
         },
         "spec": {"template": {"spec": spec}},
     }))
+}
+
+/// The strings of a JSON list (none when absent or not a list).
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `items` without repeats, first occurrence kept.
+fn unique(items: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
+
+/// Lays the keys of each map in `sources` over `tags`, later ones winning.
+fn overlay(tags: &mut Map<String, Value>, sources: &[Option<&Value>]) {
+    for o in sources.iter().flatten().filter_map(|v| v.as_object()) {
+        tags.extend(o.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
 }
 
 #[cfg(test)]
