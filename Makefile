@@ -5,6 +5,8 @@ export CARGO_TARGET_DIR ?= $(STRATUS_CACHE)/target
 # No incremental caches: a clean clone (CI) gains nothing from them and they cost gigabytes.
 export CARGO_INCREMENTAL ?= 0
 CARGO ?= cargo
+# Tests running at once in `make test` (each test its own process, across all test binaries).
+TEST_JOBS ?= 4
 NODES ?= 1000
 # Idle window of bench-nodes in seconds (also STRATUS_BENCH_IDLE_SECONDS); ≥ 6 minutes covers a
 # full re-list period.
@@ -54,7 +56,8 @@ lint:
 	@CARGO="$(CARGO)" scripts/check-api-layers.sh
 	@scripts/check-layout.sh
 
-## test: everything on a fresh machine — tools, lint, the docs' checks, unit, integration (real apiserver + moto)
+## test: everything on a fresh machine — tools, lint, the docs' checks, unit, integration (real apiserver + moto),
+## TEST_JOBS tests at once, the slowest of the last run first (testenv test)
 ## (the tools only some suites use build in the background, at low priority, while Rust compiles;
 ## a suite that needs one before it is ready waits for its lock; their log is tools.log in the cache)
 test: install
@@ -64,7 +67,7 @@ test: install
 	echo "test: on-demand tools building in the background (pid $$tools, log $(STRATUS_CACHE)/tools.log)"; \
 	$(MAKE) --no-print-directory lint docs-check; \
 	$(CARGO) build --workspace --bins; \
-	status=0; $(CARGO) test --workspace --no-fail-fast || status=$$?; \
+	status=0; $(CARGO_TARGET_DIR)/debug/testenv test --jobs $(TEST_JOBS) || status=$$?; \
 	if wait $$tools; then echo "test: on-demand tools: $$(grep -c 'ready after' $(STRATUS_CACHE)/tools.log) ready"; \
 	else echo "test: some on-demand tool failed to build:"; tail -20 $(STRATUS_CACHE)/tools.log; status=1; fi; \
 	trap - EXIT; exit $$status

@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 use crate::aws::TestEnv;
 use crate::core::cluster::Identity;
 use crate::core::process::Launch;
+use crate::tools::install::Paths;
 use crate::core::process::{alive, stop_detached};
 
 #[derive(Parser)]
@@ -39,6 +40,22 @@ enum Command {
         /// printed; `make test` runs this in the background while Rust compiles.
         #[arg(long)]
         all: bool,
+    },
+    /// Build the workspace's tests and run them, each in its own process, JOBS at once across
+    /// all test binaries, the slowest of the last run first; then the doc tests.
+    Test {
+        /// Tests running at once.
+        #[arg(long, env = "STRATUS_TEST_JOBS", default_value_t = 4)]
+        jobs: usize,
+        /// A test still running after this many seconds is killed and fails.
+        #[arg(long, default_value_t = 1200)]
+        timeout_seconds: u64,
+        /// A passing test taking at least this many seconds gets its own line.
+        #[arg(long, default_value_t = 30)]
+        report_slower_than: u64,
+        /// Only this package's tests (repeatable); without it, the whole workspace.
+        #[arg(short = 'p', long = "package")]
+        packages: Vec<String>,
     },
     /// Start a detached environment with its files in DIR; prints the env file to source.
     Up {
@@ -82,6 +99,24 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Install { all } => install(all),
+        Command::Test {
+            jobs,
+            timeout_seconds,
+            report_slower_than,
+            packages,
+        } => Paths::from_env().and_then(|paths| {
+            let options = crate::runner::Options {
+                jobs,
+                timeout: Duration::from_secs(timeout_seconds),
+                timings: paths.cache.join("test-timings.json"),
+                report_slower_than: Duration::from_secs(report_slower_than),
+                packages,
+            };
+            match runtime()?.block_on(crate::runner::run(&options))? {
+                true => Ok(()),
+                false => bail!("some tests failed (see above)"),
+            }
+        }),
         Command::Up { dir, cloud } if cloud == "openstack" => runtime().and_then(|rt| {
             rt.block_on(async {
                 refuse_running(&dir)?;

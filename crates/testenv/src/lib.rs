@@ -13,6 +13,7 @@
 //!   namespace-bound identity and the platform simulator of `stratus-dvp-sim` ([`DvpEnv`]).
 //! - [`tools`]: the installers, one module per tool, each from an exact pin into the cache.
 //! - [`cli`]: the `testenv` command line.
+//! - [`runner`]: `testenv test`, the workspace's tests several at once, each in its own process.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -29,6 +30,7 @@ pub mod cli;
 pub mod core;
 pub mod dvp;
 pub mod openstack;
+pub mod runner;
 pub mod tools;
 
 pub use crate::aws::{AwsEnv, TestEnv};

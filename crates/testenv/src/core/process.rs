@@ -272,7 +272,8 @@ pub(crate) fn alive(pid: u32) -> bool {
     }
 }
 
-fn signal_group(pgid: u32, signal: i32) {
+/// Sends `signal` to the process group `pgid` (never to group 0 or 1).
+pub(crate) fn signal_group(pgid: u32, signal: i32) {
     if let Ok(pgid) = i32::try_from(pgid) {
         if pgid > 1 {
             // SAFETY: plain syscall; a negative pid addresses the process group.
