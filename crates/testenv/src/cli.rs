@@ -16,8 +16,8 @@ use clap::{Parser, Subcommand};
 use crate::aws::TestEnv;
 use crate::core::cluster::Identity;
 use crate::core::process::Launch;
-use crate::tools::install::Paths;
 use crate::core::process::{alive, stop_detached};
+use crate::tools::install::Paths;
 
 #[derive(Parser)]
 #[command(

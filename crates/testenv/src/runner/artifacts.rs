@@ -105,7 +105,9 @@ fn package_name(package_id: &str, manifest: &Path) -> String {
     };
     if from_id.is_empty() {
         let dir = manifest.parent().and_then(Path::file_name);
-        return dir.map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+        return dir
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_default();
     }
     from_id
 }

@@ -65,7 +65,10 @@ pub async fn run(options: &Options) -> Result<bool> {
     let (ran, failures) = execute(&binaries, ordered, options).await;
     let merged = plan::merged(&old, &ran, &jobs);
     if let Err(err) = write_timings(&options.timings, &merged) {
-        eprintln!("test: cannot keep the timings in {}: {err:#}", options.timings.display());
+        eprintln!(
+            "test: cannot keep the timings in {}: {err:#}",
+            options.timings.display()
+        );
     }
     let docs_passed = doc_tests(&options.selection()).await?;
     report(&ran, &failures, started);

@@ -28,11 +28,14 @@ const UNKNOWN_UNIT_SECONDS: f64 = 0.5;
 /// The jobs in the order they should start: longest expected first, ties by key.
 pub fn order(mut jobs: Vec<Job>, timings: &Timings) -> Vec<Job> {
     let expected = |job: &Job| {
-        timings.get(&job.key).copied().unwrap_or(if job.integration {
-            UNKNOWN_INTEGRATION_SECONDS
-        } else {
-            UNKNOWN_UNIT_SECONDS
-        })
+        timings
+            .get(&job.key)
+            .copied()
+            .unwrap_or(if job.integration {
+                UNKNOWN_INTEGRATION_SECONDS
+            } else {
+                UNKNOWN_UNIT_SECONDS
+            })
     };
     jobs.sort_by(|a, b| {
         expected(b)
