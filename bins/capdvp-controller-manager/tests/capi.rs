@@ -115,8 +115,10 @@ async fn capi_scales_a_machine_deployment_0_10_3_0_and_leaves_nothing_behind() {
         scale_up.as_secs_f64(),
         lag.as_secs_f64()
     );
+    // Event-driven, not polled: capdvp's requeue is far longer than this bound, which leaves
+    // room for a loaded 2-core machine running other suites beside this one.
     assert!(
-        lag < Duration::from_millis(1500),
+        lag < Duration::from_secs(5),
         "a machine was ready {lag:?} after its VM ran"
     );
     let counts = wait_counts(

@@ -9,6 +9,7 @@ pub mod driver;
 pub mod inputs;
 pub mod machine_classes;
 pub mod metrics;
+pub mod online_resize;
 pub mod registration;
 pub mod settings;
 pub mod spot_marks;

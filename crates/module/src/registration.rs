@@ -126,33 +126,17 @@ fn aws(s: &Sources<'_>) -> Result<BTreeMap<String, String>, PlanError> {
     Ok(data)
 }
 
-/// OpenStack: PCC `provider` patched by the settings' `connection`; discovery data patched by the
-/// settings' network keys, `instances` and `zones`.
-fn openstack(s: &Sources<'_>) -> Result<BTreeMap<String, String>, PlanError> {
-    let mut connection = at(s.cluster_configuration, &["provider"])
+/// OpenStack's `connection` (the registration's, and what the module authenticates with): PCC
+/// `provider` patched by the settings' `connection`, every required key checked, one of
+/// `tenantName` and `tenantID`, `caCert` when given.
+pub fn openstack_connection(
+    cluster_configuration: &Value,
+    settings: &Value,
+) -> Result<Value, PlanError> {
+    let mut connection = at(cluster_configuration, &["provider"])
         .cloned()
         .unwrap_or(json!({}));
-    merge(&mut connection, at(s.settings, &["connection"]));
-    let mut discovery = s.discovery.clone();
-    if !discovery.is_object() {
-        discovery = json!({});
-    }
-    for key in [
-        "internalNetworkNames",
-        "externalNetworkNames",
-        "podNetworkMode",
-        "zones",
-        "externalNetworkDHCP",
-    ] {
-        if let Some(v) = at(s.settings, &[key]) {
-            discovery[key] = v.clone();
-        }
-    }
-    if let Some(instances) = at(s.settings, &["instances"]) {
-        let mut merged = discovery.get("instances").cloned().unwrap_or(json!({}));
-        merge(&mut merged, Some(instances));
-        discovery["instances"] = merged;
-    }
+    merge(&mut connection, at(settings, &["connection"]));
     let source = "provider (with settings.connection)";
     let mut conn = Map::new();
     for key in ["authURL", "username", "password", "domainName", "region"] {
@@ -179,6 +163,33 @@ fn openstack(s: &Sources<'_>) -> Result<BTreeMap<String, String>, PlanError> {
     };
     if let Some(ca) = text(&connection, &["caCert"]) {
         conn.insert("caCert".into(), json!(ca));
+    }
+    Ok(Value::Object(conn))
+}
+
+/// OpenStack: the connection, and the discovery data patched by the settings' network keys,
+/// `instances` and `zones`.
+fn openstack(s: &Sources<'_>) -> Result<BTreeMap<String, String>, PlanError> {
+    let conn = openstack_connection(s.cluster_configuration, s.settings)?;
+    let mut discovery = s.discovery.clone();
+    if !discovery.is_object() {
+        discovery = json!({});
+    }
+    for key in [
+        "internalNetworkNames",
+        "externalNetworkNames",
+        "podNetworkMode",
+        "zones",
+        "externalNetworkDHCP",
+    ] {
+        if let Some(v) = at(s.settings, &[key]) {
+            discovery[key] = v.clone();
+        }
+    }
+    if let Some(instances) = at(s.settings, &["instances"]) {
+        let mut merged = discovery.get("instances").cloned().unwrap_or(json!({}));
+        merge(&mut merged, Some(instances));
+        discovery["instances"] = merged;
     }
     let internal = at(&discovery, &["internalNetworkNames"])
         .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))

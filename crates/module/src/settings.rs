@@ -12,8 +12,9 @@ pub struct ModuleSettings {
     pub storage_class: StorageClassSettings,
     /// DVP: `storage`.
     pub storage: DvpStorage,
-    /// OpenStack: whether Cinder resizes attached volumes (Deckhouse probes it once and keeps the
-    /// answer in `internal.supportsOnlineDiskResize`); `allowVolumeExpansion` of every class.
+    /// OpenStack: whether Cinder resizes attached volumes; `allowVolumeExpansion` of every class.
+    /// Unset, the controller probes Cinder once (as Deckhouse's hook fills
+    /// `internal.supportsOnlineDiskResize`); set, it wins without a probe.
     pub supports_online_disk_resize: Option<bool>,
 }
 

@@ -2,7 +2,9 @@
 //! the discovery data (OpenStack volume types sanitised with an anchored exclude; DVP parent
 //! classes with their reclaim policy and default), the registration Secrets, and what happens
 //! when a source goes: OpenStack keeps its classes without discovery data, DVP keeps a class the
-//! parent stops reporting; a missing required key fails the registration and changes nothing.
+//! parent stops reporting; a missing required key fails the registration and changes nothing;
+//! OpenStack's `allowVolumeExpansion` from one probe of Cinder's microversions (Keystone and the
+//! simulators), retried after a refusal and never repeated once answered.
 
 mod common;
 
@@ -162,5 +164,60 @@ async fn dvp_module_glue() -> Result<()> {
         ["ceph-rbd", "linstor-thin-r1"]
     );
     assert_eq!(after["linstor-thin-r1"].metadata.uid, thin.metadata.uid);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openstack_expansion_follows_a_one_time_cinder_probe() -> Result<()> {
+    let bed = Bed::start().await?;
+    let cloud = stratus_testenv::OpenStackEnv::start().await?;
+    let creds = cloud.credentials();
+    let pcc = |password: &str| {
+        format!(
+            "apiVersion: deckhouse.io/v1\nkind: OpenStackClusterConfiguration\nprovider:\n  authURL: {}\n  domainName: {}\n  tenantName: {}\n  username: {}\n  password: {password}\n  region: {}\n",
+            creds.auth_url, creds.user_domain_name, creds.project_name, creds.username, creds.region
+        )
+    };
+    let pcc_key = "cloud-provider-cluster-configuration.yaml";
+    bed.secret(
+        "d8-provider-cluster-configuration",
+        &[(pcc_key, &pcc("wrong-password-x"))],
+    )
+    .await?;
+    let discovery = json!({"internalNetworkNames": ["int"], "volumeTypes": [{"name": "ssd"}]});
+    bed.secret(
+        "d8-cloud-provider-discovery-data",
+        &[("discovery-data.json", &discovery.to_string())],
+    )
+    .await?;
+    let file = values(bed.cluster.dir(), json!({}))?;
+    let driver = driver(&bed, Cloud::OpenStack, file);
+
+    // Keystone refuses: the classes wait, the failure names the probe and no credential.
+    let failures = driver.reconcile().await;
+    let probe = failures
+        .iter()
+        .find(|f| f.part == "storage_classes")
+        .expect("the probe fails the classes");
+    assert_eq!(probe.reason, Reason::Cloud, "{probe:?}");
+    assert!(probe.message.starts_with("probing Cinder for online resize: "), "{probe:?}");
+    assert!(!probe.message.contains("wrong-password-x"), "{probe:?}");
+    assert!(bed.classes("cloud-provider-openstack").await?.is_empty());
+
+    // With the right credentials the simulators' Cinder (microversions up to 3.70) answers:
+    // every class allows expansion.
+    bed.secret(
+        "d8-provider-cluster-configuration",
+        &[(pcc_key, &pcc(&creds.password))],
+    )
+    .await?;
+    assert_eq!(driver.reconcile().await, vec![]);
+    let classes = bed.classes("cloud-provider-openstack").await?;
+    assert_eq!(classes["ssd"].allow_volume_expansion, Some(true));
+
+    // Probed once: a later pass asks OpenStack nothing.
+    let before = cloud.request_counts().await?;
+    assert_eq!(driver.reconcile().await, vec![]);
+    assert_eq!(cloud.request_counts().await?, before);
     Ok(())
 }

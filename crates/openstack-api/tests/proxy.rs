@@ -67,6 +67,7 @@ async fn target(host: &str, tls: bool) -> u16 {
 fn insecure() -> TlsOptions {
     TlsOptions {
         ca_file: None,
+        ca_pem: None,
         client_cert: None,
         insecure: true,
     }

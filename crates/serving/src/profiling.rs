@@ -145,11 +145,15 @@ mod tests {
     #[tokio::test]
     async fn a_cpu_profile_is_a_pprof_protobuf() {
         use pprof::protos::Message;
-        let busy = std::thread::spawn(|| {
-            // Arithmetic, the clock read rarely: samples land in this code, not in the vDSO.
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        // Busy for the whole profile, however the machine's other work delays either side.
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = done.clone();
+        let busy = std::thread::spawn(move || {
+            // Arithmetic, the flag read rarely: samples land in this code, not in the vDSO.
             let mut x = 0u64;
-            let until = std::time::SystemTime::now() + Duration::from_millis(1200);
-            while std::time::SystemTime::now() < until {
+            while !stop.load(Ordering::Relaxed) {
                 for _ in 0..1_000_000 {
                     x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
                 }
@@ -157,6 +161,7 @@ mod tests {
             x
         });
         let bytes = cpu_profile(Duration::from_secs(1)).await.unwrap();
+        done.store(true, Ordering::Relaxed);
         busy.join().unwrap();
         let profile = pprof::protos::Profile::decode(bytes.as_slice()).unwrap();
         assert!(!profile.sample.is_empty(), "a busy second leaves samples");

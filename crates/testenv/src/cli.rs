@@ -36,7 +36,7 @@ enum Command {
     Install {
         /// Also every tool a suite builds on first use (Cluster API, csi-sanity, the CSI
         /// sidecars, Keystone, the virtualization CRDs, amazon-ec2-metadata-mock, crane,
-        /// OpenTofu with its provider), in the order the suites need them, each one's time
+        /// OpenTofu with its provider, machine-controller-manager), in the order the suites need them, each one's time
         /// printed; `make test` runs this in the background while Rust compiles.
         #[arg(long)]
         all: bool,
@@ -109,6 +109,7 @@ pub fn main() -> ExitCode {
                 jobs,
                 timeout: Duration::from_secs(timeout_seconds),
                 timings: paths.cache.join("test-timings.json"),
+                failures_dir: paths.cache.join("test-failures"),
                 report_slower_than: Duration::from_secs(report_slower_than),
                 packages,
             };
@@ -178,7 +179,7 @@ fn install(all: bool) -> Result<()> {
 fn install_on_demand_tools() -> Result<()> {
     use crate::tools;
     type Step = (&'static str, fn() -> Result<()>);
-    let steps: [Step; 8] = [
+    let steps: [Step; 9] = [
         ("cluster-api", || {
             tools::cluster_api::ensure_installed().map(drop)
         }),
@@ -197,6 +198,9 @@ fn install_on_demand_tools() -> Result<()> {
         }),
         ("crane", || tools::crane::ensure_installed().map(drop)),
         ("opentofu", || tools::opentofu::ensure_opentofu().map(drop)),
+        ("machine-controller-manager", || {
+            tools::machine_controller_manager::ensure_installed().map(drop)
+        }),
     ];
     let mut failed = Vec::new();
     for (name, step) in steps {

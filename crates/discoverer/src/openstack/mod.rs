@@ -59,6 +59,7 @@ impl OpenStackDiscoverer {
     pub fn new(settings: OpenStackSettings, metrics: &Arc<ApiMetrics>) -> Result<Self, String> {
         let tls = TlsOptions {
             ca_file: settings.ca_file.clone(),
+            ca_pem: None,
             client_cert: None,
             insecure: false,
         };

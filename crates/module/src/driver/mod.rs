@@ -16,7 +16,7 @@ use crate::inputs::{self, Inputs};
 use crate::metrics::Metrics;
 use crate::settings;
 use crate::storage_classes::{self, dvp::ParentClass};
-use crate::{registration, Cloud, PlanError};
+use crate::{online_resize, registration, Cloud, PlanError};
 
 /// What a part's failure was about (the metric's `reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +27,8 @@ pub enum Reason {
     Inputs,
     /// A write or read failed.
     Kubernetes,
+    /// The cloud could not be asked (OpenStack's online-resize probe).
+    Cloud,
 }
 
 impl Reason {
@@ -35,6 +37,7 @@ impl Reason {
             Reason::Settings => "settings",
             Reason::Inputs => "inputs",
             Reason::Kubernetes => "kubernetes",
+            Reason::Cloud => "cloud",
         }
     }
 }
@@ -58,6 +61,8 @@ pub struct Driver {
     metrics: Metrics,
     events: EventPublisher,
     reported: Mutex<BTreeMap<&'static str, String>>,
+    /// OpenStack: Cinder's answer to the online-resize probe, once it gave one.
+    online_resize: Mutex<Option<bool>>,
 }
 
 impl Driver {
@@ -75,6 +80,7 @@ impl Driver {
             values,
             metrics,
             reported: Mutex::new(BTreeMap::new()),
+            online_resize: Mutex::new(None),
         }
     }
 
@@ -181,7 +187,7 @@ impl Driver {
     async fn storage_classes(&self, inputs: &Inputs) -> Result<(), (Reason, String)> {
         let settings_error =
             |e: PlanError| (Reason::Settings, format!("{}: {e}", inputs.settings_source));
-        let settings = settings::parse(inputs.settings.clone()).map_err(settings_error)?;
+        let mut settings = settings::parse(inputs.settings.clone()).map_err(settings_error)?;
         let actual = objects::storage_classes(&self.client)
             .await
             .map_err(kube_error)?;
@@ -191,6 +197,9 @@ impl Driver {
                 None,
             ),
             Cloud::OpenStack => {
+                if inputs.discovered && settings.supports_online_disk_resize.is_none() {
+                    settings.supports_online_disk_resize = Some(self.online_resize(inputs).await?);
+                }
                 let types: Option<Vec<String>> = inputs.discovered.then(|| {
                     inputs.discovery["volumeTypes"]
                         .as_array()
@@ -241,6 +250,27 @@ impl Driver {
         objects::ensure_snapshot_class(&self.client, &self.metrics, self.cloud)
             .await
             .map_err(kube_error)
+    }
+
+    /// Whether Cinder extends attached volumes: probed once (with the registration's
+    /// connection), then remembered; a failed probe fails the part and is tried again next pass.
+    async fn online_resize(&self, inputs: &Inputs) -> Result<bool, (Reason, String)> {
+        let mut known = self.online_resize.lock().await;
+        if let Some(answer) = *known {
+            return Ok(answer);
+        }
+        let connection =
+            registration::openstack_connection(&inputs.cluster_configuration, &inputs.settings)
+                .map_err(|e| (Reason::Settings, e.to_string()))?;
+        let answer = online_resize::probe(&connection)
+            .await
+            .map_err(|e| (Reason::Cloud, format!("probing Cinder for online resize: {e}")))?;
+        tracing::info!(
+            supports_online_resize = answer,
+            "Cinder probed: allowVolumeExpansion follows"
+        );
+        *known = Some(answer);
+        Ok(answer)
     }
 
     async fn registration(&self, inputs: &Inputs) -> Result<(), (Reason, String)> {

@@ -197,6 +197,23 @@ fn describe(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// The certificates of PEM text (an inline CA such as Deckhouse's `caCert`).
+fn parse_pem_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::File {
+            path: "the inline CA".into(),
+            message: stratus_runtime::redact::pem(&e),
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::File {
+            path: "the inline CA".into(),
+            message: "holds no PEM certificate".into(),
+        });
+    }
+    Ok(certs)
+}
+
 fn read_pem_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let shown = path.display().to_string();
     let certs = CertificateDer::pem_file_iter(path)
@@ -233,6 +250,11 @@ fn tls_config(tls: &TlsOptions) -> Result<rustls::ClientConfig, TlsError> {
         }
         if let Some(ca) = &tls.ca_file {
             for cert in read_pem_certs(ca)? {
+                roots.add(cert)?;
+            }
+        }
+        if let Some(pem) = &tls.ca_pem {
+            for cert in parse_pem_certs(pem)? {
                 roots.add(cert)?;
             }
         }

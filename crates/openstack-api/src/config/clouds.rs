@@ -367,6 +367,7 @@ fn resolve_global(g: &RawGlobal, problems: &mut Vec<ConfigProblem>) -> Option<Gl
         interface: g.interface.unwrap_or_default(),
         tls: TlsOptions {
             ca_file: g.ca_file.as_ref().map(|(p, _)| p.clone()),
+            ca_pem: None,
             client_cert,
             insecure: g.tls_insecure,
         },

@@ -117,6 +117,8 @@ pub enum Credentials {
 pub struct TlsOptions {
     /// `ca-file`: extra trusted CAs (PEM).
     pub ca_file: Option<PathBuf>,
+    /// Extra trusted CAs as PEM text (Deckhouse's `connection.caCert`), besides `ca_file`.
+    pub ca_pem: Option<String>,
     /// `cert-file` / `key-file`: a client certificate.
     pub client_cert: Option<(PathBuf, PathBuf)>,
     /// `tls-insecure`: accept any server certificate.

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod capi;
 pub mod cluster;
 pub mod https;
+pub mod intercept;
 pub(crate) mod process;
 pub mod proxy;
 pub mod rbac_check;

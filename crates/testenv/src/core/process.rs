@@ -54,6 +54,7 @@ pub(crate) struct Proc {
     name: &'static str,
     program: PathBuf,
     args: Vec<OsString>,
+    envs: Vec<(OsString, OsString)>,
     log: PathBuf,
     lifetime: Lifetime,
     child: Option<Child>,
@@ -68,10 +69,23 @@ impl Proc {
         log: PathBuf,
         lifetime: Lifetime,
     ) -> Result<Proc> {
+        Proc::spawn_with_env(name, program, args, Vec::new(), log, lifetime)
+    }
+
+    /// [`Proc::spawn`] with these environment variables set on top of this process's.
+    pub(crate) fn spawn_with_env(
+        name: &'static str,
+        program: &Path,
+        args: Vec<OsString>,
+        envs: Vec<(OsString, OsString)>,
+        log: PathBuf,
+        lifetime: Lifetime,
+    ) -> Result<Proc> {
         let mut proc = Proc {
             name,
             program: program.to_path_buf(),
             args,
+            envs,
             log,
             lifetime,
             child: None,
@@ -89,6 +103,7 @@ impl Proc {
             .with_context(|| format!("opening {}", self.log.display()))?;
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);

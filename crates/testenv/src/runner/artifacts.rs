@@ -35,6 +35,21 @@ struct Message {
     profile: Option<Profile>,
     #[serde(default)]
     executable: Option<PathBuf>,
+    #[serde(default)]
+    fresh: bool,
+}
+
+/// The key of the test binary a message reports as freshly built (not one cargo found up to
+/// date), if it is one.
+pub fn built_test_binary(line: &str) -> Option<String> {
+    let message: Message = serde_json::from_str(line).ok()?;
+    if message.reason != "compiler-artifact" || message.fresh || message.executable.is_none() {
+        return None;
+    }
+    let target = message.target?;
+    message.profile.filter(|p| p.test)?;
+    let package = package_name(&message.package_id, message.manifest_path.as_deref()?);
+    Some(format!("{package}/{}/{}", target.kind.join(","), target.name))
 }
 
 #[derive(Deserialize)]
@@ -146,6 +161,18 @@ mod tests {
         );
         assert_eq!(binaries[1].key, "stratus-kube-kit/lib/stratus_kube_kit");
         assert!(!binaries[1].integration);
+    }
+
+    #[test]
+    fn names_freshly_built_test_binaries_only() {
+        let built = r#"{"reason":"compiler-artifact","package_id":"path+file:///w/bins/module-controller#0.1.0","manifest_path":"/w/bins/module-controller/Cargo.toml","target":{"name":"process","kind":["test"]},"profile":{"test":true},"executable":"/t/process-2","fresh":false}"#;
+        assert_eq!(
+            built_test_binary(built).as_deref(),
+            Some("module-controller/test/process")
+        );
+        let fresh = built.replace(r#""fresh":false"#, r#""fresh":true"#);
+        assert_eq!(built_test_binary(&fresh), None);
+        assert_eq!(built_test_binary("not json"), None);
     }
 
     #[test]

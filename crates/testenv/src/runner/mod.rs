@@ -31,6 +31,8 @@ pub struct Options {
     pub timings: PathBuf,
     /// A test taking at least this long gets its own line when it ends.
     pub report_slower_than: Duration,
+    /// Where each failure's output is written as soon as it fails (emptied at the start).
+    pub failures_dir: PathBuf,
     /// Only these packages (`-p`); empty: the whole workspace.
     pub packages: Vec<String>,
 }
@@ -54,6 +56,7 @@ pub async fn run(options: &Options) -> Result<bool> {
     let binaries = compile(&options.selection()).await?;
     let jobs = list(&binaries).await?;
     let old = read_timings(&options.timings);
+    let _ = std::fs::remove_dir_all(&options.failures_dir);
     let ordered = plan::order(jobs.clone(), &old);
     println!(
         "test: {} tests in {} binaries, {} at a time (listed after {} s)",
@@ -77,21 +80,33 @@ pub async fn run(options: &Options) -> Result<bool> {
 
 /// `cargo test --no-run` over the selection, its progress shown, its JSON messages read.
 async fn compile(selection: &[String]) -> Result<Vec<TestBinary>> {
+    use tokio::io::AsyncBufReadExt;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = tokio::process::Command::new(cargo)
+    let mut child = tokio::process::Command::new(cargo)
         .arg("test")
         .args(selection)
         .args(["--no-run", "--message-format=json-render-diagnostics"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .output()
-        .await
+        .kill_on_drop(true)
+        .spawn()
         .context("running cargo test --no-run")?;
-    if !out.status.success() {
+    let stdout = child.stdout.take().context("cargo's stdout")?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let mut messages = String::new();
+    // With JSON messages cargo prints no `Compiling` lines: one line per test binary built.
+    while let Some(line) = lines.next_line().await? {
+        if let Some(key) = artifacts::built_test_binary(&line) {
+            println!("test: built {key}");
+        }
+        messages.push_str(&line);
+        messages.push('\n');
+    }
+    if !child.wait().await?.success() {
         bail!("the tests do not compile (cargo test --no-run failed, see above)");
     }
-    artifacts::test_binaries(&String::from_utf8_lossy(&out.stdout))
+    artifacts::test_binaries(&messages)
 }
 
 /// Every test of every binary, ignored ones left out.
@@ -177,7 +192,8 @@ async fn execute(
             ended = done_rx.recv() => {
                 let Some((key, outcome)) = ended else { break };
                 if !outcome.passed {
-                    println!("  FAILED {:>7.1} s  {key}", outcome.seconds);
+                    let saved = save_failure(&options.failures_dir, &key, &outcome.output);
+                    println!("  FAILED {:>7.1} s  {key}  (output: {saved})", outcome.seconds);
                     failures.push((key.clone(), outcome.output));
                 } else if outcome.seconds >= options.report_slower_than.as_secs_f64() {
                     println!("  ok     {:>7.1} s  {key}", outcome.seconds);
@@ -196,6 +212,16 @@ async fn execute(
         let _ = std::io::stdout().flush();
     }
     (ran, failures)
+}
+
+/// Writes a failed test's output to `dir/<key>.log` (path separators replaced); the path, or why
+/// it could not be written.
+fn save_failure(dir: &Path, key: &str, output: &str) -> String {
+    let file = dir.join(format!("{}.log", key.replace(['/', ':'], "_")));
+    match std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&file, output)) {
+        Ok(()) => file.display().to_string(),
+        Err(err) => format!("not saved: {err}"),
+    }
 }
 
 /// `cargo test --doc` over the selection, its output shown.

@@ -16,6 +16,7 @@ pub mod install;
 pub mod keystone;
 pub mod kube_controller_manager;
 pub mod kubernetes;
+pub mod machine_controller_manager;
 pub mod module_crds;
 pub mod moto;
 pub mod opentofu;
