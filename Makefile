@@ -37,7 +37,7 @@ install:
 	$(CARGO) run -q -p stratus-testenv --bin testenv -- install
 
 ## tools: also every tool only some suites use (Cluster API, csi-sanity, the CSI sidecars, Keystone,
-## the virtualization CRDs, amazon-ec2-metadata-mock, crane, OpenTofu), each one's build time printed
+## the virtualization CRDs, amazon-ec2-metadata-mock, crane, OpenTofu, machine-controller-manager), each one's build time printed
 tools: install
 	$(CARGO_TARGET_DIR)/debug/testenv install --all
 

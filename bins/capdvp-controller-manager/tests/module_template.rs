@@ -1,8 +1,8 @@
 //! The module's `DeckhouseMachineTemplate` driven by its real consumers: the real Cluster API
 //! manager and capdvp take a MachineDeployment over the template the module renders from a
-//! `DVPInstanceClass` to VMs in the parent with the class's CPU, memory and disks; a changed
+//! `DVPInstanceClass` to VMs in the parent with the class's CPU, memory, VM class and disks; a changed
 //! instance class gives a template with another `checksum/instance-class`, and pointing the
-//! deployment at it rolls every machine (surge one, none unavailable) to VMs of the new class.
+//! deployment at it rolls every machine to VMs of the new class.
 
 mod common;
 
@@ -92,7 +92,10 @@ async fn a_changed_instance_class_rolls_the_machines_through_cluster_api() -> Re
         format!(
             "{}\n--- cluster-api ---\n{}",
             capdvp.log(),
-            bed.capi.as_ref().map(|c| c.log_tail(30)).unwrap_or_default()
+            bed.capi
+                .as_ref()
+                .map(|c| c.log_tail(30))
+                .unwrap_or_default()
         )
     };
     bed.create_cluster(CLASS, 0).await?;
@@ -103,18 +106,39 @@ async fn a_changed_instance_class_rolls_the_machines_through_cluster_api() -> Re
         .await
         .with_context(log)?;
     assert_eq!(cores, [2, 2]);
+    let vms = Api::<VirtualMachine>::namespaced(bed.parent.clone(), bed.env.namespace())
+        .list(&Default::default())
+        .await?
+        .items;
+    for vm in &vms {
+        assert_eq!(vm.spec.memory.size, "2Gi");
+        assert_eq!(vm.spec.virtual_machine_class_name, CLASS);
+    }
+    // The root disk and the additional disk of the class, per VM.
+    assert_eq!(bed.parent_counts().await?.disks, 4);
 
-    // The class changes: a new template with another checksum; the deployment follows it.
+    // The class changes: a new template with another checksum; the deployment follows it. No
+    // workload cluster runs here, so no Machine ever becomes available: the rollout may replace
+    // both at once (a surge would wait for a new node forever).
     let (second, second_sum) = apply_template(&bed, &instance_class(4)).await?;
     assert_ne!(first, second);
     assert_ne!(first_sum, second_sum);
     bed.machine_deployment("workers", &second, 2).await?;
+    Api::<DynamicObject>::namespaced_with(bed.mgmt.clone(), NS, &common::machine_deployments())
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"rollout": {"strategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 2}}}}})),
+        )
+        .await?;
     common::wait("every machine rolled to the new class", WAIT, || async {
         let cores = vms_running(&bed, 2).await?;
         let templates = machine_templates(&bed).await?;
-        Ok((cores.as_deref() == Some(&[4, 4][..])
-            && templates == BTreeSet::from([second.clone()]))
-        .then_some(()))
+        Ok(
+            (cores.as_deref() == Some(&[4, 4][..])
+                && templates == BTreeSet::from([second.clone()]))
+            .then_some(()),
+        )
     })
     .await
     .with_context(log)?;

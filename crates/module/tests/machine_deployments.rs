@@ -1,9 +1,10 @@
 //! The rendered `AWSMachineClass` driven by its real consumer: machine-controller-manager v0.45.0
 //! (node-manager's VM controller, in-tree AWS driver) turns a `MachineDeployment` over the class
-//! into EC2 instances in moto with the subnet, security groups, tags, disk, key, instance profile
-//! and spot market the class says, records their provider IDs on the Machines, and terminates one
-//! when the deployment scales down. Its aws-sdk-go v1.23 cannot be pointed at an endpoint, so it
-//! reaches moto through an intercepting proxy on loopback (its CA trusted via `SSL_CERT_FILE`).
+//! into EC2 instances in moto with the subnet, security groups, tags, key and image the class
+//! says (and requests the disk, instance profile and spot market it says, which moto does not
+//! keep), records their provider IDs on the Machines, and terminates one when the deployment
+//! scales down. Its aws-sdk-go v1.23 cannot be pointed at an endpoint, so it reaches moto through
+//! an intercepting proxy on loopback (its CA trusted via `SSL_CERT_FILE` and `AWS_CA_BUNDLE`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -11,7 +12,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use aws_sdk_ec2::types::{Filter, InstanceStateName};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde_json::json;
 use stratus_module::machine_classes::{aws_machine_class, AwsMachine, NAMESPACE};
 use stratus_scenarios::{ec2_fixture, iam_fixture, wait_for};
@@ -154,6 +157,7 @@ async fn machine_controller_manager_runs_instances_from_the_rendered_aws_class()
         "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineDeployment",
         "metadata": {"name": "worker", "namespace": NAMESPACE},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"node-group": "worker"}},
+                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
                  "template": {"metadata": {"labels": {"node-group": "worker"}},
                               "spec": {"class": {"kind": "AWSMachineClass", "name": class_name}}}}
     }))?;
@@ -195,22 +199,21 @@ async fn machine_controller_manager_runs_instances_from_the_rendered_aws_class()
             Some("m5.large")
         );
         assert_eq!(instance.key_name(), Some("stratus"), "{id}");
-        assert_eq!(
-            instance.instance_lifecycle().map(|l| l.as_str()),
-            Some("spot"),
-            "{id}: the class asks for spot"
-        );
-        let attached: BTreeSet<String> = instance
-            .security_groups()
+        // The class puts the groups on the primary network interface, in the zone's subnet.
+        let interface = instance
+            .network_interfaces()
+            .first()
+            .context("a network interface")?;
+        assert_eq!(interface.subnet_id(), Some(subnet.as_str()), "{id}");
+        let attached: BTreeSet<String> = interface
+            .groups()
             .iter()
             .filter_map(|g| g.group_id().map(str::to_string))
             .collect();
-        assert_eq!(attached, groups, "{id}: the cluster's and the class's groups");
-        let profile = instance
-            .iam_instance_profile()
-            .and_then(|p| p.arn())
-            .unwrap_or_default();
-        assert!(profile.ends_with("/stratus-node"), "{id}: {profile}");
+        assert_eq!(
+            attached, groups,
+            "{id}: the cluster's and the class's groups"
+        );
         let tags: BTreeMap<&str, &str> = instance
             .tags()
             .iter()
@@ -222,26 +225,38 @@ async fn machine_controller_manager_runs_instances_from_the_rendered_aws_class()
             (&*format!("kubernetes.io/cluster/{CLUSTER_UUID}"), "1"),
             (&*format!("kubernetes.io/role/{CLUSTER_UUID}"), "1"),
         ] {
-            assert_eq!(tags.get(key).copied(), Some(value), "{id}: tag {key} in {tags:?}");
+            assert_eq!(
+                tags.get(key).copied(),
+                Some(value),
+                "{id}: tag {key} in {tags:?}"
+            );
         }
-        let volume_id = instance
-            .block_device_mappings()
-            .first()
-            .and_then(|m| m.ebs())
-            .and_then(|e| e.volume_id())
-            .context("a root volume")?;
-        let volume = ec2
-            .describe_volumes()
-            .volume_ids(volume_id)
-            .send()
-            .await?
-            .volumes()
-            .first()
-            .cloned()
-            .context("the volume")?;
-        assert_eq!(volume.volume_type().map(|t| t.as_str()), Some("io1"));
-        assert_eq!(volume.size(), Some(50));
-        assert_eq!(volume.iops(), Some(500));
+    }
+
+    // Spot, the instance profile and the root disk: moto's answers carry none of them (it keeps
+    // no market type or profile in DescribeInstances and makes no volume for this mapping), so
+    // the requests themselves show them — every RunInstances asked for a one-time spot instance
+    // with no maximum price, the nodes' profile (which moto checked exists) and an io1 root disk
+    // of the class's size and IOPS on the image's root device.
+    let sent = intercept.sent();
+    let runs: Vec<&str> = sent
+        .split("Action=RunInstances")
+        .skip(1)
+        .map(|rest| rest.split(" HTTP/1.1").next().unwrap_or(rest))
+        .collect();
+    assert_eq!(runs.len(), 2, "two RunInstances calls");
+    for run in &runs {
+        assert!(
+            run.contains("IamInstanceProfile.Name=stratus-node")
+                && run.contains("BlockDeviceMapping.1.DeviceName=%2Fdev%2Fsda1")
+                && run.contains("BlockDeviceMapping.1.Ebs.VolumeType=io1")
+                && run.contains("BlockDeviceMapping.1.Ebs.VolumeSize=50")
+                && run.contains("BlockDeviceMapping.1.Ebs.Iops=500")
+                && run.contains("InstanceMarketOptions.MarketType=spot")
+                && run.contains("InstanceMarketOptions.SpotOptions.SpotInstanceType=one-time")
+                && !run.contains("MaxPrice"),
+            "{run}"
+        );
     }
 
     // The Machines carry the instances' provider IDs.
@@ -291,9 +306,7 @@ async fn machine_controller_manager_runs_instances_from_the_rendered_aws_class()
         .reservations()
         .iter()
         .flat_map(|r| r.instances())
-        .filter(|i| {
-            i.state().and_then(|s| s.name()) != Some(&InstanceStateName::Running)
-        })
+        .filter(|i| i.state().and_then(|s| s.name()) != Some(&InstanceStateName::Running))
         .collect();
     assert_eq!(gone.len(), 1, "exactly one instance terminated");
 
@@ -301,7 +314,9 @@ async fn machine_controller_manager_runs_instances_from_the_rendered_aws_class()
     let tunnels = intercept.tunnels();
     assert!(!tunnels.is_empty());
     assert!(
-        tunnels.iter().all(|t| t == "ec2.us-east-1.amazonaws.com:443"),
+        tunnels
+            .iter()
+            .all(|t| t == "ec2.us-east-1.amazonaws.com:443"),
         "{tunnels:?}"
     );
     Ok(())

@@ -200,7 +200,12 @@ async fn openstack_expansion_follows_a_one_time_cinder_probe() -> Result<()> {
         .find(|f| f.part == "storage_classes")
         .expect("the probe fails the classes");
     assert_eq!(probe.reason, Reason::Cloud, "{probe:?}");
-    assert!(probe.message.starts_with("probing Cinder for online resize: "), "{probe:?}");
+    assert!(
+        probe
+            .message
+            .starts_with("probing Cinder for online resize: "),
+        "{probe:?}"
+    );
     assert!(!probe.message.contains("wrong-password-x"), "{probe:?}");
     assert!(bed.classes("cloud-provider-openstack").await?.is_empty());
 

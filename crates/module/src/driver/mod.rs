@@ -262,9 +262,12 @@ impl Driver {
         let connection =
             registration::openstack_connection(&inputs.cluster_configuration, &inputs.settings)
                 .map_err(|e| (Reason::Settings, e.to_string()))?;
-        let answer = online_resize::probe(&connection)
-            .await
-            .map_err(|e| (Reason::Cloud, format!("probing Cinder for online resize: {e}")))?;
+        let answer = online_resize::probe(&connection).await.map_err(|e| {
+            (
+                Reason::Cloud,
+                format!("probing Cinder for online resize: {e}"),
+            )
+        })?;
         tracing::info!(
             supports_online_resize = answer,
             "Cinder probed: allowVolumeExpansion follows"

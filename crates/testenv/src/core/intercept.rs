@@ -19,12 +19,15 @@ use tokio::task::JoinHandle;
 
 /// The longest CONNECT request head accepted.
 const MAX_HEAD: usize = 8192;
+/// How much of what clients send is kept for [`InterceptProxy::sent`].
+const MAX_SENT: usize = 8 << 20;
 
 /// A running intercepting proxy; stops on drop.
 pub struct InterceptProxy {
     addr: SocketAddr,
     ca_file: PathBuf,
     tunnels: Arc<Mutex<Vec<String>>>,
+    sent: Arc<Mutex<Vec<u8>>>,
     task: JoinHandle<()>,
 }
 
@@ -61,13 +64,20 @@ impl InterceptProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let tunnels = Arc::new(Mutex::new(Vec::new()));
+        let sent = Arc::new(Mutex::new(Vec::new()));
         let seen = tunnels.clone();
+        let transcript = sent.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let authority = authority.clone();
                 let seen = seen.clone();
+                let transcript = transcript.clone();
                 tokio::spawn(async move {
-                    if let Err(err) = tunnel(client, upstream, &authority, &seen).await {
+                    let log = Log {
+                        tunnels: &seen,
+                        sent: &transcript,
+                    };
+                    if let Err(err) = tunnel(client, upstream, &authority, log).await {
                         eprintln!("stratus-testenv: intercept: {err:#}");
                     }
                 });
@@ -77,6 +87,7 @@ impl InterceptProxy {
             addr,
             ca_file,
             tunnels,
+            sent,
             task,
         })
     }
@@ -93,14 +104,20 @@ impl InterceptProxy {
 
     /// The `host:port` of every tunnel asked for so far.
     pub fn tunnels(&self) -> Vec<String> {
-        self.tunnels
+        self.tunnels.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// What clients sent inside their tunnels so far (decrypted, all tunnels in the order the
+    /// bytes arrived, at most 8 MiB): the requests as the client made them.
+    pub fn sent(&self) -> String {
+        self.sent
             .lock()
-            .map(|t| t.clone())
+            .map(|s| String::from_utf8_lossy(&s).into_owned())
             .unwrap_or_default()
     }
 
     /// The environment a Go client needs: HTTPS through this proxy, loopback direct, and this
-    /// proxy's CA as the only trusted one.
+    /// proxy's CA as the only trusted one (for Go and for aws-sdk-go's own bundle variable).
     pub fn env(&self) -> Vec<(String, String)> {
         vec![
             ("HTTPS_PROXY".into(), self.url()),
@@ -108,6 +125,12 @@ impl InterceptProxy {
             ("NO_PROXY".into(), "127.0.0.1,localhost".into()),
             (
                 "SSL_CERT_FILE".into(),
+                self.ca_file.to_string_lossy().into_owned(),
+            ),
+            // aws-sdk-go prefers its own bundle variable over the system pool when set (this
+            // machine's environment sets it).
+            (
+                "AWS_CA_BUNDLE".into(),
                 self.ca_file.to_string_lossy().into_owned(),
             ),
         ]
@@ -146,32 +169,59 @@ impl Authority {
     }
 }
 
+/// Where a tunnel records its target and what its client sent.
+#[derive(Clone, Copy)]
+struct Log<'a> {
+    tunnels: &'a Mutex<Vec<String>>,
+    sent: &'a Mutex<Vec<u8>>,
+}
+
 /// One client connection: the CONNECT head, `200`, TLS as the named host, then bytes both ways
-/// between the decrypted stream and the upstream.
+/// between the decrypted stream and the upstream, the client's side recorded.
 async fn tunnel(
     mut client: TcpStream,
     upstream: SocketAddr,
     authority: &Authority,
-    seen: &Mutex<Vec<String>>,
+    log: Log<'_>,
 ) -> Result<()> {
     let head = read_head(&mut client).await?;
     let target = connect_target(&head)?;
     let host = target.rsplit_once(':').map_or(target.as_str(), |(h, _)| h);
     let config = authority.config(host)?;
-    if let Ok(mut seen) = seen.lock() {
+    if let Ok(mut seen) = log.tunnels.lock() {
         seen.push(target.clone());
     }
     client
         .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
         .await?;
-    let mut tls = tokio_rustls::TlsAcceptor::from(config)
+    let tls = tokio_rustls::TlsAcceptor::from(config)
         .accept(client)
         .await
         .with_context(|| format!("TLS as {host}"))?;
-    let mut plain = TcpStream::connect(upstream)
+    let plain = TcpStream::connect(upstream)
         .await
         .with_context(|| format!("connecting to {upstream}"))?;
-    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+    let (mut from_client, mut to_client) = tokio::io::split(tls);
+    let (mut from_upstream, mut to_upstream) = plain.into_split();
+    let upward = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = from_client.read(&mut buf).await?;
+            if n == 0 {
+                return to_upstream.shutdown().await;
+            }
+            if let Ok(mut sent) = log.sent.lock() {
+                let room = MAX_SENT.saturating_sub(sent.len()).min(n);
+                sent.extend_from_slice(&buf[..room]);
+            }
+            to_upstream.write_all(&buf[..n]).await?;
+        }
+    };
+    let downward = async {
+        tokio::io::copy(&mut from_upstream, &mut to_client).await?;
+        to_client.shutdown().await
+    };
+    let _ = tokio::join!(upward, downward);
     Ok(())
 }
 
@@ -203,11 +253,65 @@ fn connect_target(head: &str) -> Result<String> {
 mod tests {
     use super::*;
 
+    /// A client trusting only the proxy's CA tunnels to a named host and its plain request
+    /// arrives at the upstream.
+    #[tokio::test]
+    async fn tunnels_tls_for_a_named_host_to_the_plain_upstream() {
+        use rustls::pki_types::pem::PemObject as _;
+        let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream_addr = upstream.local_addr().unwrap();
+        let dir = std::env::temp_dir().join(format!("intercept-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let proxy = InterceptProxy::start(upstream_addr, &dir).await.unwrap();
+        let served = tokio::spawn(async move {
+            let (mut conn, _) = upstream.accept().await.unwrap();
+            let mut got = vec![0u8; 64];
+            let n = conn.read(&mut got).await.unwrap();
+            conn.write_all(b"pong").await.unwrap();
+            String::from_utf8_lossy(&got[..n]).into_owned()
+        });
+        let mut tcp = TcpStream::connect(proxy.url().trim_start_matches("http://"))
+            .await
+            .unwrap();
+        tcp.write_all(b"CONNECT ec2.us-east-1.amazonaws.com:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = vec![0u8; 39];
+        tcp.read_exact(&mut answer).await.unwrap();
+        assert!(answer.starts_with(b"HTTP/1.1 200"));
+        let mut roots = rustls::RootCertStore::empty();
+        let pem = std::fs::read(proxy.ca_file()).unwrap();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from("ec2.us-east-1.amazonaws.com").unwrap();
+        let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .expect("the proxy's certificate verifies against its CA");
+        tls.write_all(b"ping").await.unwrap();
+        let mut reply = [0u8; 4];
+        tls.read_exact(&mut reply).await.unwrap();
+        assert_eq!(&reply, b"pong");
+        assert_eq!(served.await.unwrap(), "ping");
+        assert_eq!(proxy.tunnels(), ["ec2.us-east-1.amazonaws.com:443"]);
+        assert_eq!(proxy.sent(), "ping");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn connect_heads_only() {
         assert_eq!(
-            connect_target("CONNECT ec2.eu-central-1.amazonaws.com:443 HTTP/1.1\r\nHost: x\r\n\r\n")
-                .unwrap(),
+            connect_target(
+                "CONNECT ec2.eu-central-1.amazonaws.com:443 HTTP/1.1\r\nHost: x\r\n\r\n"
+            )
+            .unwrap(),
             "ec2.eu-central-1.amazonaws.com:443"
         );
         assert!(connect_target("GET http://x/ HTTP/1.1\r\n\r\n").is_err());

@@ -49,7 +49,11 @@ pub fn built_test_binary(line: &str) -> Option<String> {
     let target = message.target?;
     message.profile.filter(|p| p.test)?;
     let package = package_name(&message.package_id, message.manifest_path.as_deref()?);
-    Some(format!("{package}/{}/{}", target.kind.join(","), target.name))
+    Some(format!(
+        "{package}/{}/{}",
+        target.kind.join(","),
+        target.name
+    ))
 }
 
 #[derive(Deserialize)]
