@@ -5,6 +5,10 @@
 //! keep), records their provider IDs on the Machines, and terminates one when the deployment
 //! scales down. Its aws-sdk-go v1.23 cannot be pointed at an endpoint, so it reaches moto through
 //! an intercepting proxy on loopback (its CA trusted via `SSL_CERT_FILE` and `AWS_CA_BUNDLE`).
+//! Likewise its in-tree OpenStack driver boots servers in the simulators (through real Keystone)
+//! from the rendered `OpenStackMachineClass`: flavor, zone, key, security groups, the cluster's
+//! and the class's metadata, the internal network as the pod network (its port admits the pod
+//! subnet), from a volume for the class's root disk; and deletes one on scale-down.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -16,12 +20,14 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::json;
-use stratus_module::machine_classes::{aws_machine_class, AwsMachine, NAMESPACE};
+use stratus_module::machine_classes::{
+    aws_machine_class, openstack_machine_class, AwsMachine, OpenStackMachine, NAMESPACE,
+};
 use stratus_scenarios::{ec2_fixture, iam_fixture, wait_for};
 use stratus_testenv::core::intercept::InterceptProxy;
 use stratus_testenv::tools::machine_controller_manager::MachineControllerManager;
 use stratus_testenv::tools::module_crds::{install, MACHINE_CONTROLLER_MANAGER};
-use stratus_testenv::{Identity, TestEnv};
+use stratus_testenv::{Identity, KubeCluster, OpenStackEnv, TestEnv};
 
 const CLUSTER_UUID: &str = "3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b";
 const ZONE: &str = "us-east-1a";
@@ -48,6 +54,19 @@ fn machine_api(client: &kube::Client, kind: &str, plural: &str) -> Api<DynamicOb
         plural,
     );
     Api::namespaced_with(client.clone(), NAMESPACE, &resource)
+}
+
+/// The MachineDeployment `worker` of two over the class `kind`/`name`.
+fn deployment(kind: &str, name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineDeployment",
+        "metadata": {"name": "worker", "namespace": NAMESPACE},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"node-group": "worker"}},
+                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                 "template": {"metadata": {"labels": {"node-group": "worker"}},
+                              "spec": {"class": {"kind": kind, "name": name}}}}
+    }))
+    .expect("a MachineDeployment")
 }
 
 async fn security_group(ec2: &aws_sdk_ec2::Client, vpc: &str, name: &str) -> Result<String> {
@@ -153,17 +172,12 @@ async fn machine_controller_manager_runs_instances_from_the_rendered_aws_class()
     Api::<Secret>::namespaced(admin.clone(), NAMESPACE)
         .create(&PostParams::default(), &secret)
         .await?;
-    let deployment: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineDeployment",
-        "metadata": {"name": "worker", "namespace": NAMESPACE},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"node-group": "worker"}},
-                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                 "template": {"metadata": {"labels": {"node-group": "worker"}},
-                              "spec": {"class": {"kind": "AWSMachineClass", "name": class_name}}}}
-    }))?;
     let deployments = machine_api(&admin, "MachineDeployment", "machinedeployments");
     deployments
-        .create(&PostParams::default(), &deployment)
+        .create(
+            &PostParams::default(),
+            &deployment("AWSMachineClass", &class_name),
+        )
         .await?;
 
     let intercept = InterceptProxy::start(
@@ -319,5 +333,152 @@ async fn machine_controller_manager_runs_instances_from_the_rendered_aws_class()
             .all(|t| t == "ec2.us-east-1.amazonaws.com:443"),
         "{tunnels:?}"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn machine_controller_manager_boots_servers_from_the_rendered_openstack_class() -> Result<()> {
+    let cluster = KubeCluster::start().await?;
+    let admin = cluster.kube_client(Identity::Admin).await?;
+    let cloud = OpenStackEnv::start().await?;
+    let sim = cloud.sim().context("the simulators run in-process")?;
+    let (internal, _) = sim.create_network("int", "10.0.0.0/24", false)?;
+    sim.add_images("ubuntu", 1);
+    install(&admin, MACHINE_CONTROLLER_MANAGER, &CRDS).await?;
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+
+    let creds = cloud.credentials();
+    let provider = json!({"connection": {"region": creds.region},
+        "internalNetworkNames": ["int"], "podNetworkMode": "DirectRoutingWithPortSecurityEnabled",
+        "instances": {"imageName": "ubuntu-0", "mainNetwork": "int", "sshKeyPairName": "stratus",
+                      "securityGroups": ["default"]}});
+    let instance_class = json!({"flavorName": "m1.small", "rootDiskSize": 30,
+        "additionalTags": {"role": "worker"}});
+    let tags = json!({"team": "platform"});
+    let mut rendered = openstack_machine_class(&OpenStackMachine {
+        node_group: "worker",
+        zone: "nova",
+        cluster_uuid: CLUSTER_UUID,
+        instance_class: &instance_class,
+        provider: &provider,
+        tags: &tags,
+        pod_subnet: "10.111.0.0/16",
+    })?;
+    // v0.45.0's CRD requires `imageID` and `networkID` (Deckhouse's fork dropped both): empty,
+    // the release's driver resolves the class's image and networks by name, as the fork does.
+    rendered["spec"]["imageID"] = json!("");
+    rendered["spec"]["networkID"] = json!("");
+    let class: DynamicObject = serde_json::from_value(rendered)?;
+    let class_name = class.metadata.name.clone().context("class name")?;
+    machine_api(&admin, "OpenStackMachineClass", "openstackmachineclasses")
+        .create(&PostParams::default(), &class)
+        .await?;
+    // The class's secretRef: the registration's connection keys, which are the driver's.
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": class_name, "namespace": NAMESPACE},
+        "stringData": {"userData": "#cloud-config\n", "authURL": creds.auth_url,
+            "username": creds.username, "password": creds.password,
+            "domainName": creds.user_domain_name, "tenantName": creds.project_name}
+    }))?;
+    Api::<Secret>::namespaced(admin.clone(), NAMESPACE)
+        .create(&PostParams::default(), &secret)
+        .await?;
+    let deployments = machine_api(&admin, "MachineDeployment", "machinedeployments");
+    deployments
+        .create(
+            &PostParams::default(),
+            &deployment("OpenStackMachineClass", &class_name),
+        )
+        .await?;
+    cloud.reset_request_counts().await?;
+    let mcm = MachineControllerManager::start(
+        &cluster.kubeconfig(Identity::Admin),
+        NAMESPACE,
+        Vec::new(),
+        cluster.dir(),
+    )
+    .await?;
+
+    let cluster_tag = format!("kubernetes.io-cluster-deckhouse-{CLUSTER_UUID}");
+    let servers = wait_for("two active servers from the deployment", WAIT, || async {
+        let servers: Vec<_> = sim
+            .servers()
+            .into_iter()
+            .filter(|s| s.metadata.contains_key(&cluster_tag))
+            .collect();
+        Ok((servers.len() == 2
+            && servers
+                .iter()
+                .all(|s| s.status == stratus_openstack_sim::model::ServerStatus::Active))
+        .then_some(servers))
+    })
+    .await
+    .with_context(|| format!("machine-controller-manager log:\n{}", mcm.log_tail()))?;
+    for server in &servers {
+        let id = &server.id;
+        assert_eq!(server.flavor_id, "2", "{id}: m1.small");
+        assert_eq!(server.az, "nova");
+        assert_eq!(server.key_name.as_deref(), Some("stratus"));
+        assert_eq!(server.security_groups, ["default"]);
+        for (key, value) in [
+            ("team", "platform"),
+            ("role", "worker"),
+            (cluster_tag.as_str(), "1"),
+            ("kubernetes.io-role-deckhouse-worker-nova", "1"),
+        ] {
+            assert_eq!(server.metadata.get(key), Some(&json!(value)), "{id}: {key}");
+        }
+        // The main network is the internal one, marked the pod network: its port lets the pod
+        // subnet through.
+        let ports = sim.ports_of(id);
+        assert_eq!(ports.len(), 1, "{id}: {ports:?}");
+        assert_eq!(ports[0]["network_id"], internal.as_str());
+        let pairs = ports[0]["allowed_address_pairs"].as_array().cloned().unwrap_or_default();
+        assert!(
+            pairs.iter().any(|p| p["ip_address"] == "10.111.0.0/16"),
+            "{id}: {pairs:?}"
+        );
+    }
+    // A root disk of the class's size means booting from a volume.
+    let counts = cloud.request_counts().await?;
+    assert_eq!(counts.get("compute:POST /os-volumes_boot"), Some(&2), "{counts:?}");
+
+    let machines = machine_api(&admin, "Machine", "machines");
+    let expected: BTreeSet<String> = servers
+        .iter()
+        .map(|s| format!("openstack:///{}/{}", creds.region, s.id))
+        .collect();
+    wait_for("the Machines' provider IDs", WAIT, || async {
+        let ids: BTreeSet<String> = machines
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .filter_map(|m| m.data["spec"]["providerID"].as_str().map(str::to_string))
+            .collect();
+        Ok((ids == expected).then_some(()))
+    })
+    .await?;
+
+    deployments
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await?;
+    wait_for("one server left", WAIT, || async {
+        let left = sim
+            .servers()
+            .into_iter()
+            .filter(|s| s.metadata.contains_key(&cluster_tag))
+            .count();
+        Ok((left == 1).then_some(()))
+    })
+    .await
+    .with_context(|| format!("machine-controller-manager log:\n{}", mcm.log_tail()))?;
     Ok(())
 }

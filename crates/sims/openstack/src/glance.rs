@@ -39,7 +39,8 @@ pub(crate) fn routes() -> Router<Arc<Sim>> {
         .route("/image/v2/images/{id}", get(show_image))
 }
 
-fn visible(image: &Value, caller: &Caller) -> bool {
+/// Whether `caller` sees `image` (Nova's image proxy uses the same rule).
+pub(crate) fn visible(image: &Value, caller: &Caller) -> bool {
     caller.is_admin
         || image["owner"] == caller.project_id.as_str()
         || matches!(

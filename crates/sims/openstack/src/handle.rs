@@ -231,6 +231,23 @@ impl SimHandle {
         self.update_knobs(|k| k.fail = fail);
     }
 
+    /// Every server as the model holds it (for assertions on what a client created).
+    pub fn servers(&self) -> Vec<model::Server> {
+        self.sim.state().servers.values().cloned().collect()
+    }
+
+    /// The Neutron ports whose `device_id` is `server_id`.
+    pub fn ports_of(&self, server_id: &str) -> Vec<serde_json::Value> {
+        self.sim
+            .state()
+            .neutron
+            .ports
+            .values()
+            .filter(|p| p["device_id"] == server_id)
+            .cloned()
+            .collect()
+    }
+
     /// The id of the network named `name` (or with that id).
     pub fn network_id(&self, name: &str) -> Option<String> {
         self.sim.state().network_id(name)

@@ -82,6 +82,14 @@ pub(crate) fn routes() -> Router<Arc<Sim>> {
             get(list_servers).post(create_server),
         )
         .route(&format!("{BASE}/servers/detail"), get(list_servers_detail))
+        // Boot from volume: the same request (with `block_device_mapping_v2`) under the older
+        // `os-volumes_boot` path gophercloud's bootfromvolume posts to.
+        .route(
+            &format!("{BASE}/os-volumes_boot"),
+            axum::routing::post(create_server),
+        )
+        // The deprecated image proxy (gone from 2.36 on): Glance's images in Nova's shape.
+        .route(&format!("{BASE}/images/detail"), get(list_images_detail))
         .route(
             &format!("{BASE}/servers/{{id}}"),
             get(show_server).put(update_server).delete(delete_server),
@@ -953,6 +961,48 @@ async fn flavors(
             "{origin}{BASE}/{path}?{}", paging::next_query(query, page.end - page.start, &marker))}]);
     }
     Ok(json_answer(StatusCode::OK, body))
+}
+
+/// `GET /images/detail`: the images the caller sees, newest first, optionally one `name`; 404
+/// from microversion 2.36, as Nova answers since its image proxy was removed.
+async fn list_images_detail(
+    State(sim): State<Arc<Sim>>,
+    Extension(caller): Extension<Caller>,
+    Extension(version): Extension<Version>,
+    Origin(origin): Origin,
+    Query(query): Query,
+) -> Result<Response, ApiError> {
+    if version.at_least(2, 36) {
+        return Err(err(StatusCode::NOT_FOUND, "The resource could not be found."));
+    }
+    let state = sim.state();
+    let name = first(&query, "name");
+    let mut images: Vec<&Value> = state
+        .images
+        .values()
+        .filter(|i| crate::glance::visible(i, &caller))
+        .filter(|i| name.is_none_or(|n| i["name"].as_str() == Some(n)))
+        .collect();
+    images.sort_by(|a, b| {
+        b["created_at"]
+            .as_str()
+            .cmp(&a["created_at"].as_str())
+            .then_with(|| a["id"].as_str().cmp(&b["id"].as_str()))
+    });
+    let images: Vec<Value> = images
+        .into_iter()
+        .map(|i| {
+            let id = i["id"].as_str().unwrap_or_default();
+            json!({
+                "id": id, "name": i["name"],
+                "status": i["status"].as_str().unwrap_or_default().to_ascii_uppercase(),
+                "created": i["created_at"], "updated": i["updated_at"],
+                "minDisk": i["min_disk"], "minRam": i["min_ram"], "progress": 100,
+                "metadata": {}, "links": links(&origin, "images", id),
+            })
+        })
+        .collect();
+    Ok(json_answer(StatusCode::OK, json!({"images": images})))
 }
 
 async fn list_flavors(
