@@ -337,7 +337,8 @@ async fn machine_controller_manager_runs_instances_from_the_rendered_aws_class()
 }
 
 #[tokio::test]
-async fn machine_controller_manager_boots_servers_from_the_rendered_openstack_class() -> Result<()> {
+async fn machine_controller_manager_boots_servers_from_the_rendered_openstack_class() -> Result<()>
+{
     let cluster = KubeCluster::start().await?;
     let admin = cluster.kube_client(Identity::Admin).await?;
     let cloud = OpenStackEnv::start().await?;
@@ -409,10 +410,18 @@ async fn machine_controller_manager_boots_servers_from_the_rendered_openstack_cl
             .into_iter()
             .filter(|s| s.metadata.contains_key(&cluster_tag))
             .collect();
+        // Done once both run and their ports admit the pod subnet (the driver's last step).
+        let admitted = |id: &str| {
+            sim.ports_of(id).iter().any(|p| {
+                p["allowed_address_pairs"]
+                    .as_array()
+                    .is_some_and(|pairs| pairs.iter().any(|a| a["ip_address"] == "10.111.0.0/16"))
+            })
+        };
         Ok((servers.len() == 2
-            && servers
-                .iter()
-                .all(|s| s.status == stratus_openstack_sim::model::ServerStatus::Active))
+            && servers.iter().all(|s| {
+                s.status == stratus_openstack_sim::model::ServerStatus::Active && admitted(&s.id)
+            }))
         .then_some(servers))
     })
     .await
@@ -431,20 +440,19 @@ async fn machine_controller_manager_boots_servers_from_the_rendered_openstack_cl
         ] {
             assert_eq!(server.metadata.get(key), Some(&json!(value)), "{id}: {key}");
         }
-        // The main network is the internal one, marked the pod network: its port lets the pod
-        // subnet through.
+        // The main network is the internal one, marked the pod network (its port admits the pod
+        // subnet, waited for above).
         let ports = sim.ports_of(id);
         assert_eq!(ports.len(), 1, "{id}: {ports:?}");
         assert_eq!(ports[0]["network_id"], internal.as_str());
-        let pairs = ports[0]["allowed_address_pairs"].as_array().cloned().unwrap_or_default();
-        assert!(
-            pairs.iter().any(|p| p["ip_address"] == "10.111.0.0/16"),
-            "{id}: {pairs:?}"
-        );
     }
     // A root disk of the class's size means booting from a volume.
     let counts = cloud.request_counts().await?;
-    assert_eq!(counts.get("compute:POST /os-volumes_boot"), Some(&2), "{counts:?}");
+    assert_eq!(
+        counts.get("compute:POST /os-volumes_boot"),
+        Some(&2),
+        "{counts:?}"
+    );
 
     let machines = machine_api(&admin, "Machine", "machines");
     let expected: BTreeSet<String> = servers

@@ -973,7 +973,10 @@ async fn list_images_detail(
     Query(query): Query,
 ) -> Result<Response, ApiError> {
     if version.at_least(2, 36) {
-        return Err(err(StatusCode::NOT_FOUND, "The resource could not be found."));
+        return Err(err(
+            StatusCode::NOT_FOUND,
+            "The resource could not be found.",
+        ));
     }
     let state = sim.state();
     let name = first(&query, "name");

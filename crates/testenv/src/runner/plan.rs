@@ -46,15 +46,27 @@ pub fn order(mut jobs: Vec<Job>, timings: &Timings) -> Vec<Job> {
 }
 
 /// The timings to keep after a run: this run's for the tests it ran, the old ones for tests it
-/// did not run, none for tests that no longer exist in any binary it listed.
+/// did not run; a test that no longer exists in a binary this run listed is forgotten, while the
+/// binaries it did not list (a `-p` run) keep theirs.
 pub fn merged(old: &Timings, ran: &Timings, listed: &[Job]) -> Timings {
-    listed
+    let binaries: std::collections::BTreeSet<&str> =
+        listed.iter().map(|job| binary_of(&job.key)).collect();
+    let mut kept: Timings = old
         .iter()
-        .filter_map(|job| {
-            let seconds = ran.get(&job.key).or_else(|| old.get(&job.key))?;
-            Some((job.key.clone(), *seconds))
-        })
-        .collect()
+        .filter(|(key, _)| !binaries.contains(binary_of(key)))
+        .map(|(key, seconds)| (key.clone(), *seconds))
+        .collect();
+    for job in listed {
+        if let Some(seconds) = ran.get(&job.key).or_else(|| old.get(&job.key)) {
+            kept.insert(job.key.clone(), *seconds);
+        }
+    }
+    kept
+}
+
+/// The binary part of a `binary key::test name` key.
+fn binary_of(key: &str) -> &str {
+    key.split_once("::").map_or(key, |(binary, _)| binary)
 }
 
 #[cfg(test)]
@@ -92,13 +104,25 @@ mod tests {
     }
 
     #[test]
-    fn merged_keeps_listed_tests_only() {
-        let old = Timings::from([("a".to_string(), 1.0), ("gone".to_string(), 5.0)]);
-        let ran = Timings::from([("b".to_string(), 2.0)]);
-        let listed = [job("a", true), job("b", true), job("c", true)];
+    fn merged_forgets_vanished_tests_of_listed_binaries_only() {
+        let old = Timings::from([
+            ("a/test/x::kept".to_string(), 1.0),
+            ("a/test/x::gone".to_string(), 5.0),
+            ("b/test/y::other".to_string(), 7.0),
+        ]);
+        let ran = Timings::from([("a/test/x::new".to_string(), 2.0)]);
+        let listed = [
+            job("a/test/x::kept", true),
+            job("a/test/x::new", true),
+            job("a/test/x::never-timed", true),
+        ];
         assert_eq!(
             merged(&old, &ran, &listed),
-            Timings::from([("a".to_string(), 1.0), ("b".to_string(), 2.0)])
+            Timings::from([
+                ("a/test/x::kept".to_string(), 1.0),
+                ("a/test/x::new".to_string(), 2.0),
+                ("b/test/y::other".to_string(), 7.0),
+            ])
         );
     }
 }
