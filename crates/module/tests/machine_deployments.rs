@@ -446,13 +446,16 @@ async fn machine_controller_manager_boots_servers_from_the_rendered_openstack_cl
         assert_eq!(ports.len(), 1, "{id}: {ports:?}");
         assert_eq!(ports[0]["network_id"], internal.as_str());
     }
-    // A root disk of the class's size means booting from a volume.
+    // A root disk of the class's size means booting from a volume, never from the image alone.
+    // Under load MCM may replace a machine whose boot outlived its health timeout, so more than
+    // two boots can happen; every one of them goes through os-volumes_boot.
     let counts = cloud.request_counts().await?;
-    assert_eq!(
-        counts.get("compute:POST /os-volumes_boot"),
-        Some(&2),
-        "{counts:?}"
-    );
+    let volume_boots = counts
+        .get("compute:POST /os-volumes_boot")
+        .copied()
+        .unwrap_or(0);
+    assert!(volume_boots >= 2, "{counts:?}");
+    assert!(!counts.contains_key("compute:POST /servers"), "{counts:?}");
 
     let machines = machine_api(&admin, "Machine", "machines");
     let expected: BTreeSet<String> = servers
