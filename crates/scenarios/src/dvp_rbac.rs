@@ -88,3 +88,50 @@ pub async fn bind_parent_cluster_role(
         .await?;
     Ok(())
 }
+
+/// The DVP cloud-data-discoverer's shipped parent-cluster RBAC.
+pub const DISCOVERER_MANIFEST: &str = "deploy/dvp/parent-discoverer-rbac.yaml";
+
+/// The parent-cluster account the DVP discoverer acts as.
+pub const DISCOVERER_ACCOUNT: &str = "stratus-dvp-cloud-data-discoverer";
+
+/// Applies the discoverer's shipped parent RBAC as an administrator of the project would (its
+/// ClusterRole and the binding to the project's account, its Role bound to a new account) and
+/// returns the variables (`DVP_KUBERNETES_CONFIG_BASE64`, `DVP_NAMESPACE`) that hand that
+/// identity to the discoverer.
+pub async fn discoverer_parent_identity(
+    env: &stratus_testenv::dvp::DvpEnv,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let admin = env.parent_admin().await?;
+    let path = crate::kube_fixture::repo_root().join(DISCOVERER_MANIFEST);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut role_rules = None;
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value = serde_yaml::Value::deserialize(doc)?;
+        match value["kind"].as_str() {
+            Some("Role") => role_rules = serde_yaml::from_value::<Role>(value)?.rules,
+            Some("ClusterRole") => {
+                let role: ClusterRole = serde_yaml::from_value(value)?;
+                Api::<ClusterRole>::all(admin.clone())
+                    .create(&PostParams::default(), &role)
+                    .await?;
+            }
+            Some("ClusterRoleBinding") => {
+                let mut binding: ClusterRoleBinding = serde_yaml::from_value(value)?;
+                for s in binding.subjects.iter_mut().flatten() {
+                    s.namespace = Some(env.namespace().to_owned());
+                }
+                Api::<ClusterRoleBinding>::all(admin.clone())
+                    .create(&PostParams::default(), &binding)
+                    .await?;
+            }
+            _ => {}
+        }
+    }
+    env.bound_account_env(
+        DISCOVERER_ACCOUNT,
+        role_rules.context("the manifest has a Role")?,
+    )
+    .await
+}

@@ -1,6 +1,6 @@
 //! Shared set-up of the discoverer's integration tests: the catalog CRD and the shipped RBAC
 //! bound to the test's identity, PersistentVolumes, waiting for conditions, reading metrics.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)] // each test binary uses a part of it
 
 use std::time::Duration;
 
@@ -14,7 +14,6 @@ use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, PostParams};
 use kube::core::GroupVersionKind;
 use prometheus_client::registry::Registry;
 use serde::Deserialize as _;
-use stratus_testenv::dvp::DvpEnv;
 use stratus_testenv::{Identity, KubeCluster};
 
 /// The identity the discoverer runs as (bound to the shipped roles by [`install`]).
@@ -160,37 +159,8 @@ pub fn metrics_text(registry: &Registry) -> String {
 }
 
 /// The parent-cluster account the DVP discoverer acts as.
-pub const ACCOUNT: &str = "stratus-dvp-cloud-data-discoverer";
+pub use stratus_scenarios::dvp_rbac::DISCOVERER_ACCOUNT as ACCOUNT;
 
 /// Applies the shipped parent RBAC for the discoverer; returns the variables that hand its
 /// identity to the discoverer.
-pub async fn parent_identity(env: &DvpEnv) -> Result<Vec<(String, String)>> {
-    let admin = env.parent_admin().await?;
-    let mut role_rules = None;
-    for doc in
-        serde_yaml::Deserializer::from_str(&repo_file("deploy/dvp/parent-discoverer-rbac.yaml"))
-    {
-        let value = serde_yaml::Value::deserialize(doc)?;
-        match value["kind"].as_str() {
-            Some("Role") => role_rules = serde_yaml::from_value::<Role>(value)?.rules,
-            Some("ClusterRole") => {
-                let role: ClusterRole = serde_yaml::from_value(value)?;
-                Api::<ClusterRole>::all(admin.clone())
-                    .create(&PostParams::default(), &role)
-                    .await?;
-            }
-            Some("ClusterRoleBinding") => {
-                let mut binding: ClusterRoleBinding = serde_yaml::from_value(value)?;
-                for s in binding.subjects.iter_mut().flatten() {
-                    s.namespace = Some(env.namespace().to_owned());
-                }
-                Api::<ClusterRoleBinding>::all(admin.clone())
-                    .create(&PostParams::default(), &binding)
-                    .await?;
-            }
-            _ => {}
-        }
-    }
-    env.bound_account_env(ACCOUNT, role_rules.context("the manifest has a Role")?)
-        .await
-}
+pub use stratus_scenarios::dvp_rbac::discoverer_parent_identity as parent_identity;

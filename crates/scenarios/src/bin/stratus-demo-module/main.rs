@@ -1,0 +1,329 @@
+//! `make demo MODULE=aws|openstack|dvp`: a module as one install on a local control plane — the
+//! module chart rendered with `examples/cloud-provider-<cloud>.values.yaml` and applied (CRDs
+//! first, as `helm install` does), the module controller started as the module's ServiceAccount
+//! with the module's settings, StorageClasses appearing, the registration Secret derived from the
+//! provider cluster configuration and the discovery data. AWS: classes from the settings and a
+//! claim with no class given the module's default. OpenStack (real Keystone and the simulators):
+//! the cloud-data-discoverer writes the discovery data as its ServiceAccount, classes follow
+//! Cinder's volume types, and `allowVolumeExpansion` Cinder's answer to the module's probe. DVP:
+//! see `dvp.rs`.
+
+mod dvp;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use stratus_scenarios::ccm::{sibling_binary, CcmProcess};
+use stratus_scenarios::csi::flow::kubeconfig_with_token;
+use stratus_scenarios::kube_fixture::{self, repo_root};
+use stratus_scenarios::nth_fixture::service_account_token;
+use stratus_scenarios::wait_for;
+use stratus_testenv::core::cluster::wait_established;
+use stratus_testenv::{Identity, KubeCluster, OpenStackEnv};
+use tokio::time::Instant;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let module = std::env::args().nth(1).unwrap_or_else(|| "aws".into());
+    match module.as_str() {
+        "aws" => aws().await,
+        "openstack" => openstack().await,
+        "dvp" => dvp::run().await,
+        other => anyhow::bail!("MODULE={other}: the module demos are aws, openstack and dvp"),
+    }
+}
+
+async fn aws() -> anyhow::Result<()> {
+    println!("==> starting etcd and kube-apiserver (RBAC on) on loopback ports");
+    let cluster = KubeCluster::start().await?;
+    let admin = cluster.kube_client(Identity::Admin).await?;
+    install_chart(
+        &admin,
+        "aws",
+        &[],
+        &["charts/cloud-provider-aws/crds/awsinstanceclasses.yaml"],
+    )
+    .await?;
+    let controller = run_module_controller(&cluster, &admin).await?;
+    let t0 = Instant::now();
+    let made = wait_classes(&admin, "cloud-provider-aws", 3, &controller).await?;
+    println!(
+        "    StorageClasses in {:.2}s (gp3 replaced by the provision entry; sc1, st1 excluded):",
+        t0.elapsed().as_secs_f64()
+    );
+    print_classes(&made)?;
+    print_registration(&admin, "aws", "providerSecretAccessKey").await?;
+
+    println!("\n==> a PersistentVolumeClaim that names no class");
+    let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))?;
+    let created = Api::<PersistentVolumeClaim>::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &claim)
+        .await?;
+    println!(
+        "    storageClassName: {} (the module's default; the EBS driver provisions it once a pod is scheduled — see `cargo test -p ebs-csi-driver --test module_default_class`)",
+        created.spec.and_then(|s| s.storage_class_name).unwrap_or_default()
+    );
+    done(&cluster);
+    Ok(())
+}
+
+async fn openstack() -> anyhow::Result<()> {
+    println!("==> starting etcd, kube-apiserver (RBAC on), Keystone (uWSGI) and the OpenStack simulators");
+    let (cluster, cloud) = tokio::join!(KubeCluster::start(), OpenStackEnv::start());
+    let (cluster, cloud) = (cluster?, cloud?);
+    let admin = cluster.kube_client(Identity::Admin).await?;
+    let sim = cloud.sim().context("in-process simulators")?;
+    sim.create_network("prod-internal", "10.0.0.0/24", false)?;
+    sim.create_network("public", "203.0.113.0/24", true)?;
+    let creds = cloud.credentials();
+    // The example's provider configuration, pointed at this Keystone; no
+    // supportsOnlineDiskResize, so the module controller asks Cinder.
+    let local = cluster.dir().join("local-cloud.values.yaml");
+    std::fs::write(
+        &local,
+        format!(
+            "supportsOnlineDiskResize: null\nproviderClusterConfiguration:\n  provider:\n    authURL: {}\n    domainName: {}\n    tenantName: {}\n    username: {}\n    password: {}\n    region: {}\n",
+            creds.auth_url, creds.user_domain_name, creds.project_name, creds.username,
+            creds.password, creds.region
+        ),
+    )?;
+    install_chart(
+        &admin,
+        "openstack",
+        &[&local],
+        &["charts/cloud-provider-openstack/crds/openstackinstanceclasses.yaml"],
+    )
+    .await?;
+
+    println!("==> running cloud-data-discoverer as system:serviceaccount:kube-system:cloud-data-discoverer against Keystone");
+    let (discovery, _discoverer) =
+        run_discoverer(&cluster, &admin, "openstack", creds.env_vars()).await?;
+    for (key, value) in discovery.data.unwrap_or_default() {
+        let doc: serde_json::Value = serde_json::from_slice(&value.0).unwrap_or_default();
+        let types: Vec<&str> = doc["volumeTypes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        println!("    {key}: zones {} · volumeTypes {types:?}", doc["zones"]);
+    }
+
+    let controller = run_module_controller(&cluster, &admin).await?;
+    let t0 = Instant::now();
+    let made = wait_classes(&admin, "cloud-provider-openstack", 3, &controller).await?;
+    println!(
+        "    StorageClasses in {:.2}s, one per Cinder volume type (`__DEFAULT__` → `default`); expansion from Cinder's microversions (probed once):",
+        t0.elapsed().as_secs_f64()
+    );
+    print_classes(&made)?;
+    print_registration(&admin, "openstack", "password").await?;
+    done(&cluster);
+    Ok(())
+}
+
+/// `helm template charts/cloud-provider-<cloud>` with the example values (and `more`), applied
+/// as `helm install` would: `crds` first.
+async fn install_chart(
+    admin: &kube::Client,
+    cloud: &str,
+    more: &[&Path],
+    crds: &[&str],
+) -> anyhow::Result<()> {
+    let root = repo_root();
+    println!("==> helm template charts/cloud-provider-{cloud} -f examples/cloud-provider-{cloud}.values.yaml, applied as helm install would");
+    let example = root.join(format!("examples/cloud-provider-{cloud}.values.yaml"));
+    let mut values: Vec<&Path> = vec![&example];
+    values.extend(more);
+    let docs = kube_fixture::helm_template(
+        &root.join(format!("charts/cloud-provider-{cloud}")),
+        &format!("cloud-provider-{cloud}"),
+        "kube-system",
+        &values,
+    )?;
+    for file in crds
+        .iter()
+        .chain(&["charts/cloud-data-discoverer/crds/instancetypescatalogs.crd.yaml"])
+    {
+        let crd: DynamicObject = serde_yaml::from_str(&std::fs::read_to_string(root.join(file))?)?;
+        kube_fixture::apply_object(admin, &crd, "kube-system").await?;
+        wait_established(admin, crd.metadata.name.as_deref().unwrap_or_default()).await?;
+    }
+    // Namespaces other than the release's exist before an install (Deckhouse has them).
+    let namespaces: std::collections::BTreeSet<&str> = docs
+        .iter()
+        .filter_map(|d| d["metadata"]["namespace"].as_str())
+        .filter(|ns| *ns != "kube-system")
+        .collect();
+    for ns in namespaces {
+        println!("    kubectl create namespace {ns}");
+        let namespace: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": ns}}))?;
+        Api::<Namespace>::all(admin.clone())
+            .create(&PostParams::default(), &namespace)
+            .await?;
+    }
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    for doc in &docs {
+        let object: DynamicObject = serde_json::from_value(doc.clone())?;
+        kube_fixture::apply_object(admin, &object, "kube-system").await?;
+        *kinds
+            .entry(doc["kind"].as_str().unwrap_or("?").to_string())
+            .or_default() += 1;
+    }
+    println!("    {} objects: {kinds:?}", docs.len());
+    println!("    (no kubelet here: the workloads exist, their pods do not run; the controllers below run as processes)");
+    Ok(())
+}
+
+/// The cloud-data-discoverer for `cloud` as its ServiceAccount with `envs`; the discovery Secret
+/// once it is written, and the running process.
+async fn run_discoverer(
+    cluster: &KubeCluster,
+    admin: &kube::Client,
+    cloud: &str,
+    envs: Vec<(String, String)>,
+) -> anyhow::Result<(Secret, CcmProcess)> {
+    let token = service_account_token(admin, "kube-system", "cloud-data-discoverer").await?;
+    let kubeconfig = cluster.dir().join("cloud-data-discoverer.kubeconfig");
+    kubeconfig_with_token(&kubeconfig, cluster.apiserver_url(), &token)?;
+    let mut command = std::process::Command::new(sibling_binary("cloud-data-discoverer")?);
+    command
+        .arg(format!("--cloud-provider={cloud}"))
+        .arg("--listen-address=127.0.0.1:0")
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .envs(envs)
+        .env("POD_NAMESPACE", "kube-system");
+    let discoverer = CcmProcess::spawn(command, cluster)?;
+    let secrets = Api::<Secret>::namespaced(admin.clone(), "kube-system");
+    let discovery = wait_for("the discovery data", WAIT, || async {
+        Ok(secrets.get_opt("d8-cloud-provider-discovery-data").await?)
+    })
+    .await
+    .with_context(|| discoverer.log())?;
+    Ok((discovery, discoverer))
+}
+
+/// The module controller as the module's ServiceAccount with the `module-settings` values.
+async fn run_module_controller(
+    cluster: &KubeCluster,
+    admin: &kube::Client,
+) -> anyhow::Result<CcmProcess> {
+    println!("==> running module-controller as system:serviceaccount:kube-system:module-controller with the module-settings ConfigMap");
+    let token = service_account_token(admin, "kube-system", "module-controller").await?;
+    let kubeconfig = cluster.dir().join("module-controller.kubeconfig");
+    kubeconfig_with_token(&kubeconfig, cluster.apiserver_url(), &token)?;
+    let settings = Api::<ConfigMap>::namespaced(admin.clone(), "kube-system")
+        .get("module-settings")
+        .await?;
+    let values: PathBuf = cluster.dir().join("values.yaml");
+    let text = settings
+        .data
+        .unwrap_or_default()
+        .remove("values.yaml")
+        .context("values.yaml")?;
+    std::fs::write(&values, &text)?;
+    println!("{}", indent(&text));
+    let mut command = std::process::Command::new(sibling_binary("module-controller")?);
+    command
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--values={}", values.display()))
+        .args(["--metrics-bind-address=0", "--health-probe-bind-address=0"])
+        .env("POD_NAMESPACE", "kube-system");
+    CcmProcess::spawn(command, cluster)
+}
+
+/// The module's `count` StorageClasses, once they exist.
+async fn wait_classes(
+    admin: &kube::Client,
+    module: &str,
+    count: usize,
+    controller: &CcmProcess,
+) -> anyhow::Result<Vec<StorageClass>> {
+    let classes = Api::<StorageClass>::all(admin.clone());
+    wait_for("the module's StorageClasses", WAIT, || async {
+        let list = classes
+            .list(&ListParams::default().labels(&format!("module={module}")))
+            .await?
+            .items;
+        Ok((list.len() == count).then_some(list))
+    })
+    .await
+    .with_context(|| controller.log())
+}
+
+fn print_classes(made: &[StorageClass]) -> anyhow::Result<()> {
+    println!(
+        "    {:<16} {:<22} {:<40} {:<9} DEFAULT",
+        "NAME", "BINDING", "PARAMETERS", "EXPANSION"
+    );
+    for sc in made {
+        let default = sc
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("storageclass.kubernetes.io/is-default-class"))
+            .is_some_and(|v| v == "true");
+        println!(
+            "    {:<16} {:<22} {:<40} {:<9} {}",
+            sc.metadata.name.as_deref().unwrap_or(""),
+            sc.volume_binding_mode.as_deref().unwrap_or(""),
+            serde_json::to_string(&sc.parameters)?,
+            sc.allow_volume_expansion.unwrap_or(false),
+            if default { "yes" } else { "" }
+        );
+    }
+    Ok(())
+}
+
+/// The registration Secret, `secret_key` of the `cloud` document hidden.
+async fn print_registration(
+    admin: &kube::Client,
+    cloud: &str,
+    secret_key: &str,
+) -> anyhow::Result<()> {
+    let secret = Api::<Secret>::namespaced(admin.clone(), "kube-system")
+        .get("d8-node-manager-cloud-provider")
+        .await?;
+    println!("\n==> kube-system/d8-node-manager-cloud-provider, derived from the provider cluster configuration and discovery data:");
+    for (key, value) in secret.data.unwrap_or_default() {
+        let text = String::from_utf8_lossy(&value.0).into_owned();
+        let shown = if key == cloud {
+            let mut doc: serde_json::Value = serde_json::from_str(&text)?;
+            if doc.get(secret_key).is_some() {
+                doc[secret_key] = "(hidden)".into();
+            }
+            if doc["connection"].get(secret_key).is_some() {
+                doc["connection"][secret_key] = "(hidden)".into();
+            }
+            doc.to_string()
+        } else {
+            text
+        };
+        println!("    {key:<24} {shown}");
+    }
+    Ok(())
+}
+
+fn done(cluster: &KubeCluster) {
+    println!(
+        "\n==> done; state in {} (kept with STRATUS_KEEP_ENV=1)",
+        cluster.dir().display()
+    );
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
