@@ -284,10 +284,8 @@ async fn the_node_finds_its_identity_in_its_node_object() -> Result<()> {
     let env = stratus_testenv::TestEnv::start().await?;
     let tmp = tempfile::tempdir()?;
     let chart = Chart {
-        name: "aws-ebs-csi-driver",
-        release: "ebs",
         service_account: "ebs-csi-node-sa",
-        sets: &[],
+        ..stratus_scenarios::csi::harness::EBS_CHART
     };
     let account = chart_account(env.cluster(), &chart, tmp.path()).await?;
     let node: Node = serde_json::from_value(serde_json::json!({

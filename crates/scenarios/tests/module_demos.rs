@@ -27,7 +27,7 @@ fn class_row<'a>(stdout: &'a str, name: &str) -> &'a str {
 }
 
 #[test]
-fn the_aws_module_demo_shows_classes_registration_and_a_defaulted_claim() {
+fn the_aws_module_demo_shows_classes_a_bound_and_attached_claim_and_a_load_balancer() {
     let out = run_demo("aws");
     assert!(class_row(&out, "gp3").ends_with("yes"), "{out}");
     assert!(class_row(&out, "io2-fast").contains(r#""iopsPerGB":"50""#));
@@ -37,6 +37,18 @@ fn the_aws_module_demo_shows_classes_registration_and_a_defaulted_claim() {
         "{out}"
     );
     assert!(out.contains("storageClassName: gp3"), "{out}");
+    assert!(out.contains("aws:///us-east-1a/i-"), "the Node initialised:\n{out}");
+    assert!(
+        out.contains("10 GiB gp3 in us-east-1a, iops 4000 throughput 250"),
+        "the claim bound to a volume of the default class:\n{out}"
+    );
+    let attached = out
+        .lines()
+        .find(|l| l.contains("attached in"))
+        .unwrap_or_else(|| panic!("no attachment:\n{out}"));
+    assert!(attached.ends_with("(attached)"), "{out}");
+    assert!(out.contains(".elb.amazonaws.com"), "the Service's ingress:\n{out}");
+    assert!(out.contains("TCP:80->"), "{out}");
 }
 
 #[test]

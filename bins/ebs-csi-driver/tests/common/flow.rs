@@ -23,12 +23,7 @@ use super::ZONE;
 /// The driver's name.
 pub const DRIVER: &str = "ebs.csi.aws.com";
 /// The driver's chart.
-pub const CHART: Chart = Chart {
-    name: "aws-ebs-csi-driver",
-    release: "ebs",
-    service_account: "ebs-csi-controller-sa",
-    sets: &[],
-};
+pub const CHART: Chart = harness::EBS_CHART;
 /// The node of the flow.
 pub const NODE: &str = "ip-10-0-1-10.ec2.internal";
 /// The StorageClass the flow's claims use.

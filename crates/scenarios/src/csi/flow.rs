@@ -244,6 +244,18 @@ pub async fn node_objects(
             },
         )
         .await?;
+    csi_node(admin, node, driver, node_id, keys).await
+}
+
+/// Writes the CSINode the node-driver-registrar would for `node`: `driver` with `node_id` and
+/// `keys` as its topology keys.
+pub async fn csi_node(
+    admin: &Client,
+    node: &str,
+    driver: &str,
+    node_id: &str,
+    keys: Vec<String>,
+) -> Result<()> {
     Api::<CSINode>::all(admin.clone())
         .create(
             &PostParams::default(),

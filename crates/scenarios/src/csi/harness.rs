@@ -71,6 +71,14 @@ pub struct Chart {
     pub sets: &'static [&'static str],
 }
 
+/// The EBS driver's chart (`charts/aws-ebs-csi-driver`, release `ebs`), its controller's account.
+pub const EBS_CHART: Chart = Chart {
+    name: "aws-ebs-csi-driver",
+    release: "ebs",
+    service_account: "ebs-csi-controller-sa",
+    sets: &[],
+};
+
 /// A sidecar container of the chart's controller Deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sidecar {

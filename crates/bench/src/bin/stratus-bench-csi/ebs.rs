@@ -17,7 +17,7 @@ use stratus_testenv::aws::EbsKnobs;
 use stratus_testenv::{Identity, TestEnv};
 use tokio::time::Instant;
 
-use stratus_scenarios::csi::harness::{Chart, Tools};
+use stratus_scenarios::csi::harness::{Tools, EBS_CHART};
 
 use crate::pod;
 use crate::Args;
@@ -97,12 +97,7 @@ pub async fn run(args: &Args, tools: &Tools) -> Result<Value> {
         .args((!args.ebs_driver_args.iter().any(|a| a.starts_with("--v="))).then_some("--v=2"))
         .args(&args.ebs_driver_args)
         .envs(env.aws().env_vars());
-    let chart = Chart {
-        name: "aws-ebs-csi-driver",
-        release: "ebs",
-        service_account: "ebs-csi-controller-sa",
-        sets: &[],
-    };
+    let chart = EBS_CHART;
     let pod = pod::start(
         cluster,
         tools,

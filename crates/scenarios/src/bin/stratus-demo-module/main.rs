@@ -2,19 +2,19 @@
 //! module chart rendered with `examples/cloud-provider-<cloud>.values.yaml` and applied (CRDs
 //! first, as `helm install` does), the module controller started as the module's ServiceAccount
 //! with the module's settings, StorageClasses appearing, the registration Secret derived from the
-//! provider cluster configuration and the discovery data. AWS: classes from the settings and a
-//! claim with no class given the module's default. OpenStack (real Keystone and the simulators):
+//! provider cluster configuration and the discovery data. AWS: see `aws.rs`. OpenStack (real Keystone and the simulators):
 //! the cloud-data-discoverer writes the discovery data as its ServiceAccount, classes follow
 //! Cinder's volume types, and `allowVolumeExpansion` Cinder's answer to the module's probe. DVP:
 //! see `dvp.rs`.
 
+mod aws;
 mod dvp;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use stratus_scenarios::ccm::{sibling_binary, CcmProcess};
@@ -26,54 +26,17 @@ use stratus_testenv::core::cluster::wait_established;
 use stratus_testenv::{Identity, KubeCluster, OpenStackEnv};
 use tokio::time::Instant;
 
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let module = std::env::args().nth(1).unwrap_or_else(|| "aws".into());
     match module.as_str() {
-        "aws" => aws().await,
+        "aws" => aws::run().await,
         "openstack" => openstack().await,
         "dvp" => dvp::run().await,
         other => anyhow::bail!("MODULE={other}: the module demos are aws, openstack and dvp"),
     }
-}
-
-async fn aws() -> anyhow::Result<()> {
-    println!("==> starting etcd and kube-apiserver (RBAC on) on loopback ports");
-    let cluster = KubeCluster::start().await?;
-    let admin = cluster.kube_client(Identity::Admin).await?;
-    install_chart(
-        &admin,
-        "aws",
-        &[],
-        &["charts/cloud-provider-aws/crds/awsinstanceclasses.yaml"],
-    )
-    .await?;
-    let controller = run_module_controller(&cluster, &admin).await?;
-    let t0 = Instant::now();
-    let made = wait_classes(&admin, "cloud-provider-aws", 3, &controller).await?;
-    println!(
-        "    StorageClasses in {:.2}s (gp3 replaced by the provision entry; sc1, st1 excluded):",
-        t0.elapsed().as_secs_f64()
-    );
-    print_classes(&made)?;
-    print_registration(&admin, "aws", "providerSecretAccessKey").await?;
-
-    println!("\n==> a PersistentVolumeClaim that names no class");
-    let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "data"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    }))?;
-    let created = Api::<PersistentVolumeClaim>::namespaced(admin.clone(), "default")
-        .create(&PostParams::default(), &claim)
-        .await?;
-    println!(
-        "    storageClassName: {} (the module's default; the EBS driver provisions it once a pod is scheduled — see `cargo test -p ebs-csi-driver --test module_default_class`)",
-        created.spec.and_then(|s| s.storage_class_name).unwrap_or_default()
-    );
-    done(&cluster);
-    Ok(())
 }
 
 async fn openstack() -> anyhow::Result<()> {
