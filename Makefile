@@ -77,7 +77,7 @@ test: install
 ## MODULE=aws|openstack|dvp: the module chart installed, the module controller's StorageClasses and registration
 ## (OpenStack: Keystone and the simulators, expansion probed from Cinder; DVP: a parent cluster, a node group scaled to VMs through Cluster API)
 demo: install
-	$(CARGO) build -q -p cloud-controller-manager -p module-controller -p cloud-data-discoverer -p capdvp-controller-manager -p ebs-csi-driver -p stratus-scenarios
+	$(CARGO) build -q -p cloud-controller-manager -p module-controller -p cloud-data-discoverer -p capdvp-controller-manager -p ebs-csi-driver -p cinder-csi-plugin -p dvp-csi-driver -p stratus-scenarios
 	$(CARGO_TARGET_DIR)/debug/$(if $(MODULE),stratus-demo-module $(MODULE),$(if $(filter openstack,$(CLOUD)),stratus-demo-openstack,stratus-demo))
 
 ## bench-nodes: NODES uninitialised nodes (default 1000) kept Ready, IDLE idle seconds after init, JSON report (release build)

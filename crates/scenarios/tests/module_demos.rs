@@ -37,7 +37,10 @@ fn the_aws_module_demo_shows_classes_a_bound_and_attached_claim_and_a_load_balan
         "{out}"
     );
     assert!(out.contains("storageClassName: gp3"), "{out}");
-    assert!(out.contains("aws:///us-east-1a/i-"), "the Node initialised:\n{out}");
+    assert!(
+        out.contains("aws:///us-east-1a/i-"),
+        "the Node initialised:\n{out}"
+    );
     assert!(
         out.contains("10 GiB gp3 in us-east-1a, iops 4000 throughput 250"),
         "the claim bound to a volume of the default class:\n{out}"
@@ -47,12 +50,16 @@ fn the_aws_module_demo_shows_classes_a_bound_and_attached_claim_and_a_load_balan
         .find(|l| l.contains("attached in"))
         .unwrap_or_else(|| panic!("no attachment:\n{out}"));
     assert!(attached.ends_with("(attached)"), "{out}");
-    assert!(out.contains(".elb.amazonaws.com"), "the Service's ingress:\n{out}");
+    assert!(
+        out.contains(".elb.amazonaws.com"),
+        "the Service's ingress:\n{out}"
+    );
     assert!(out.contains("TCP:80->"), "{out}");
 }
 
 #[test]
-fn the_openstack_module_demo_shows_discovery_classes_and_registration() {
+fn the_openstack_module_demo_shows_discovery_classes_a_bound_and_attached_claim_and_a_load_balancer(
+) {
     let out = run_demo("openstack");
     assert!(
         out.contains(r#"volumeTypes ["__DEFAULT__", "multiattach", "ssd"]"#),
@@ -68,10 +75,29 @@ fn the_openstack_module_demo_shows_discovery_classes_and_registration() {
     }
     assert!(out.contains(r#""password":"(hidden)""#), "{out}");
     assert!(out.contains("OpenStackMachineClass"), "{out}");
+    assert!(
+        out.contains("worker-0  openstack:///"),
+        "the Node initialised:\n{out}"
+    );
+    assert!(
+        out.contains("2 GiB of type __DEFAULT__ in nova"),
+        "the claim bound through the default class:\n{out}"
+    );
+    let attached = out
+        .lines()
+        .find(|l| l.contains("attached in"))
+        .unwrap_or_else(|| panic!("no attachment:\n{out}"));
+    assert!(attached.ends_with("(in-use)"), "{out}");
+    assert!(
+        out.contains("\"kube_service_demo_default_web\", ACTIVE"),
+        "{out}"
+    );
+    assert!(out.contains("    member 10.0.0."), "{out}");
 }
 
 #[test]
-fn the_dvp_module_demo_shows_parent_classes_and_a_node_group_scaled_to_vms() {
+fn the_dvp_module_demo_shows_parent_classes_a_node_group_a_bound_and_attached_claim_and_a_load_balancer(
+) {
     let out = run_demo("dvp");
     assert!(
         out.contains(r#"storageClasses ["ceph-rbd", "linstor-thin-r1 (default)", "local-path"]"#),
@@ -98,4 +124,22 @@ fn the_dvp_module_demo_shows_parent_classes_and_a_node_group_scaled_to_vms() {
         "one VM listed after the first step, three after the second:\n{out}"
     );
     assert!(out.contains("disks in the parent: 6"), "{out}");
+    assert!(
+        out.contains("  dvp://workers-"),
+        "a VM's Node initialised:\n{out}"
+    );
+    assert!(
+        out.contains("storageClassName: linstor-thin-r1"),
+        "the parent's default is the module's:\n{out}"
+    );
+    assert!(out.contains("parent class linstor-thin-r1"), "{out}");
+    assert!(
+        out.contains("VirtualMachineBlockDeviceAttachment vmbda-pvc-"),
+        "{out}"
+    );
+    let ingress = out
+        .lines()
+        .find(|l| l.contains("ingress after"))
+        .unwrap_or_else(|| panic!("no ingress:\n{out}"));
+    assert!(ingress.contains(": \"loadbalancer\"}"), "{out}");
 }

@@ -20,12 +20,7 @@ use stratus_testenv::{KubeCluster, OpenStackEnv};
 use super::{start_driver_with, ZONE};
 
 /// The driver's chart.
-pub const CHART: Chart = Chart {
-    name: "cinder-csi-plugin",
-    release: "cinder",
-    service_account: "csi-cinder-controller-sa",
-    sets: &[],
-};
+pub const CHART: Chart = harness::CINDER_CHART;
 /// The node of the flow.
 pub const NODE: &str = "node-1";
 /// The StorageClass the flow's claims use (volume type `ssd`).

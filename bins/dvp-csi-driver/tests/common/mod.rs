@@ -20,15 +20,8 @@ use tokio::process::Child;
 use tokio::time::Instant;
 
 /// The driver's chart, pointed at the parent's tenant namespace.
-pub const CHART: stratus_scenarios::csi::harness::Chart = stratus_scenarios::csi::harness::Chart {
-    name: "dvp-csi-driver",
-    release: "dvp",
-    service_account: "csi-dvp-controller-sa",
-    sets: &[
-        "dvp.parentKubeconfigSecret.name=dvp-parent",
-        "dvp.namespace=tenant-project",
-    ],
-};
+pub const CHART: stratus_scenarios::csi::harness::Chart =
+    stratus_scenarios::csi::harness::DVP_CHART;
 /// The tenant node and the VM backing it (named differently: found by its hostname label).
 pub const NODE: &str = "node-1";
 /// The VM backing [`NODE`].

@@ -79,6 +79,27 @@ pub const EBS_CHART: Chart = Chart {
     sets: &[],
 };
 
+/// The Cinder plugin's chart (`charts/cinder-csi-plugin`, release `cinder`), its controller's
+/// account.
+pub const CINDER_CHART: Chart = Chart {
+    name: "cinder-csi-plugin",
+    release: "cinder",
+    service_account: "csi-cinder-controller-sa",
+    sets: &[],
+};
+
+/// The DVP driver's chart (`charts/dvp-csi-driver`, release `dvp`), pointed at the test
+/// environment's tenant project in the parent, its controller's account.
+pub const DVP_CHART: Chart = Chart {
+    name: "dvp-csi-driver",
+    release: "dvp",
+    service_account: "csi-dvp-controller-sa",
+    sets: &[
+        "dvp.parentKubeconfigSecret.name=dvp-parent",
+        "dvp.namespace=tenant-project",
+    ],
+};
+
 /// A sidecar container of the chart's controller Deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sidecar {

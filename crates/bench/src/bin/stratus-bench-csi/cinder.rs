@@ -18,7 +18,7 @@ use stratus_scenarios::wait_for;
 use stratus_testenv::{Identity, KubeCluster, OpenStackEnv};
 use tokio::time::Instant;
 
-use stratus_scenarios::csi::harness::{Chart, Tools};
+use stratus_scenarios::csi::harness::{Tools, CINDER_CHART};
 
 use crate::pod;
 use crate::Args;
@@ -88,12 +88,7 @@ pub async fn run(args: &Args, tools: &Tools) -> Result<Value> {
     let socket = dir.join("controller.sock");
     let mut driver = plugin(&openstack, &socket)?;
     driver.arg("--provide-node-service=false");
-    let chart = Chart {
-        name: "cinder-csi-plugin",
-        release: "cinder",
-        service_account: "csi-cinder-controller-sa",
-        sets: &[],
-    };
+    let chart = CINDER_CHART;
     let pod = pod::start(
         &cluster,
         tools,

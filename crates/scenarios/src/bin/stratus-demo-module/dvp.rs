@@ -5,32 +5,46 @@
 //! ones into the tenant's (the parent's default is the module's); then a node group: a
 //! `DVPInstanceClass` as the apiserver stores it becomes the module's `DeckhouseMachineTemplate`,
 //! and the real Cluster API manager with capdvp scales a MachineDeployment over it to VMs in the
-//! parent.
+//! parent; one VM's tenant Node initialised by the CCM; a claim with no class provisioned as a
+//! VirtualDisk by the upstream csi-provisioner with the DVP driver's controller and hot-plugged
+//! into the VM by the upstream csi-attacher; a LoadBalancer Service given a parent Service.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::{json, Value};
-use stratus_dvp_api::VirtualMachine;
+use stratus_csi_dvp::DRIVER_NAME as DRIVER;
+use stratus_dvp_api::labels::HOSTNAME;
+use stratus_dvp_api::{VirtualDisk, VirtualMachine, VirtualMachineBlockDeviceAttachment};
 use stratus_module::machine_classes::dvp_machine_template;
 use stratus_scenarios::capdvp_bed::{Bed, CLASS, IMAGE, NS};
-use stratus_scenarios::ccm::sibling_binary;
-use stratus_scenarios::dvp_rbac::discoverer_parent_identity;
+use stratus_scenarios::ccm::{sibling_binary, CcmProcess};
+use stratus_scenarios::csi::claims::Claims;
+use stratus_scenarios::csi::harness::{ControllerSide, Kcm, Sidecar, Tools, DVP_CHART};
+use stratus_scenarios::csi::{driver, flow as csi_flow};
+use stratus_scenarios::dvp_rbac::{discoverer_parent_identity, parent_role_rules, rules_in};
+use stratus_scenarios::kube_fixture::{self, has_taint, UNINITIALIZED};
+use stratus_scenarios::service_fixture::{create_lb_service, get_service, set_ready};
+use stratus_scenarios::table::node_table;
 use stratus_scenarios::wait_for;
 use tokio::time::Instant;
 
 use super::{
     done, install_chart, print_classes, print_registration, run_discoverer, run_module_controller,
-    wait_classes,
+    wait_classes, WAIT,
 };
 
 /// Cluster API and capdvp take a while to bring machines on a loaded laptop.
 const MACHINES_WAIT: Duration = Duration::from_secs(120);
 
 pub async fn run() -> anyhow::Result<()> {
+    println!("==> building or finding the CSI sidecars and kube-controller-manager (cached)");
+    let tools = Tools::install().await?;
     println!("==> starting the tenant and the parent control planes (etcd + kube-apiserver each, RBAC on), the virtualization CRDs and simulator, the Cluster API manager");
     let bed = Bed::start(true, sibling_binary("capdvp-controller-manager")?).await?;
     let tenant = &bed.env.tenant;
@@ -104,6 +118,9 @@ pub async fn run() -> anyhow::Result<()> {
     print_registration(&bed.mgmt, "dvp", "").await?;
 
     node_group(&bed).await?;
+    let (node, ccm) = node(&bed).await?;
+    volume(&bed, &tools, &node).await?;
+    load_balancer(&bed, &node, &ccm).await?;
     done(tenant);
     Ok(())
 }
@@ -213,6 +230,176 @@ async fn node_group(bed: &Bed) -> anyhow::Result<()> {
     println!(
         "    disks in the parent: {} (a root disk and the additional one per VM)",
         bed.parent_counts().await?.disks
+    );
+    Ok(())
+}
+
+/// The first VM's tenant Node (named by the VM's hostname label, as capdvp sets it), registered
+/// uninitialised and initialised by the CCM under the shipped tenant and parent RBAC.
+async fn node(bed: &Bed) -> anyhow::Result<(String, CcmProcess)> {
+    let vms = Api::<VirtualMachine>::namespaced(bed.parent.clone(), bed.env.namespace())
+        .list(&Default::default())
+        .await?
+        .items;
+    let node = vms
+        .iter()
+        .filter_map(|vm| vm.label(HOSTNAME).map(str::to_owned))
+        .min()
+        .context("no VM carries a hostname label")?;
+    println!("\n==> the kubelet of {node} registers its uninitialised Node");
+    kube_fixture::create_uninitialized_node(&bed.mgmt, &node, &[], BTreeMap::new()).await?;
+    kube_fixture::apply_rbac_manifest(
+        &bed.mgmt,
+        &kube_fixture::repo_root().join("deploy/rbac.yaml"),
+    )
+    .await?;
+    println!("==> running the cloud-controller-manager (--cloud-provider=dvp), in the parent under deploy/dvp/parent-rbac.yaml");
+    let vars = bed
+        .env
+        .bound_account_env("stratus-dvp-cloud-controller-manager", parent_role_rules()?)
+        .await?;
+    let ccm = CcmProcess::start_on(
+        &sibling_binary("cloud-controller-manager")?,
+        &bed.env.tenant,
+        vars,
+        &[
+            "--cloud-provider=dvp".to_string(),
+            "--node-monitor-period=1s".to_string(),
+        ],
+    )?;
+    let t0 = Instant::now();
+    let nodes = Api::<Node>::all(bed.mgmt.clone());
+    let initialised = wait_for("the Node initialised", WAIT, || async {
+        let found = nodes.get(&node).await?;
+        Ok((!has_taint(&found, UNINITIALIZED)).then_some(found))
+    })
+    .await
+    .with_context(|| ccm.log())?;
+    println!("    initialised in {:.2}s", t0.elapsed().as_secs_f64());
+    println!("{}", super::indent(&node_table(&[initialised])));
+    Ok((node, ccm))
+}
+
+/// The DVP driver's controller with the upstream provisioner and attacher (the driver chart's
+/// arguments and RBAC; in the parent under `deploy/dvp/csi-parent-rbac.yaml`) and
+/// kube-controller-manager's volume binder; a claim with no class bound and attached.
+async fn volume(bed: &Bed, tools: &Tools, node: &str) -> anyhow::Result<()> {
+    println!("\n==> the DVP driver's controller with csi-provisioner and csi-attacher (upstream, the chart's arguments, as its ServiceAccount) and kube-controller-manager's volume controllers");
+    let dir = bed.env.tenant.dir().join("dvp-csi");
+    std::fs::create_dir_all(&dir)?;
+    let side = ControllerSide::start(
+        &bed.env.tenant,
+        tools,
+        &DVP_CHART,
+        Kcm::default(),
+        &[Sidecar::Provisioner, Sidecar::Attacher],
+        &dir,
+    )
+    .await?;
+    let vars = bed
+        .env
+        .bound_account_env(
+            "stratus-dvp-csi-driver",
+            rules_in("deploy/dvp/csi-parent-rbac.yaml", "Role")?,
+        )
+        .await?;
+    let (driver, socket) = driver::start(
+        &sibling_binary("dvp-csi-driver")?,
+        &dir,
+        &[
+            format!("--endpoint=unix://{}", driver::socket(&dir).display()),
+            "--cluster-uuid=uuid-1".into(),
+            "--provide-node-service=false".into(),
+        ],
+        &vars,
+    )
+    .await?;
+    let _pod = side.start_pod(driver, &socket)?;
+    // What the node plugin's registration makes the kubelet write.
+    csi_flow::csi_node(&bed.mgmt, node, DRIVER, node, Vec::new()).await?;
+
+    println!("==> a PersistentVolumeClaim that names no class, scheduled to {node}");
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data", "annotations": {"volume.kubernetes.io/selected-node": node}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))?;
+    let created = Api::<PersistentVolumeClaim>::namespaced(bed.mgmt.clone(), "default")
+        .create(&PostParams::default(), &claim)
+        .await?;
+    let class = created
+        .spec
+        .and_then(|s| s.storage_class_name)
+        .context("no default class was given")?;
+    println!("    storageClassName: {class} (the module's default, given by the apiserver)");
+    let claims = Claims {
+        admin: bed.mgmt.clone(),
+        driver: DRIVER.into(),
+        class,
+        device_key: String::new(),
+    };
+    let logs = || csi_flow::log_tails(&dir, &csi_flow::CONTROLLER_LOGS);
+    let t0 = Instant::now();
+    let (pv, disk) = claims.wait_bound("data", WAIT).await.with_context(logs)?;
+    let stored = Api::<VirtualDisk>::namespaced(bed.parent.clone(), bed.env.namespace())
+        .get(&disk)
+        .await?;
+    let pvc = stored.spec.persistent_volume_claim.unwrap_or_default();
+    println!(
+        "    Bound in {:.2}s to {pv}: VirtualDisk {disk} in the parent, size {} (bytes), parent class {}",
+        t0.elapsed().as_secs_f64(),
+        pvc.size.unwrap_or_default(),
+        pvc.storage_class_name.unwrap_or_default()
+    );
+    println!("==> a VolumeAttachment for {pv} on {node}, as kube-controller-manager's attach-detach controller makes for a pod");
+    let t1 = Instant::now();
+    claims.attach("data-attachment", &pv, node).await?;
+    claims
+        .wait_attached("data-attachment", WAIT)
+        .await
+        .with_context(logs)?;
+    let attachments = Api::<VirtualMachineBlockDeviceAttachment>::namespaced(
+        bed.parent.clone(),
+        bed.env.namespace(),
+    )
+    .list(&Default::default())
+    .await?
+    .items;
+    let vmbda = attachments.first().context("no VMBDA in the parent")?;
+    println!(
+        "    attached in {:.2}s: VirtualMachineBlockDeviceAttachment {} hot-plugs {disk} into {}",
+        t1.elapsed().as_secs_f64(),
+        vmbda.metadata.name.as_deref().unwrap_or(""),
+        vmbda.spec.virtual_machine_name
+    );
+    Ok(())
+}
+
+/// A LoadBalancer Service given a LoadBalancer Service in the parent selecting the node's VM.
+async fn load_balancer(bed: &Bed, node: &str, ccm: &CcmProcess) -> anyhow::Result<()> {
+    println!("\n==> the kubelet reports Ready; Service default/web, type LoadBalancer, port 80");
+    set_ready(&bed.mgmt, node, true).await?;
+    create_lb_service(&bed.mgmt, "default", "web", &[80], BTreeMap::new()).await?;
+    let t0 = Instant::now();
+    let ip = wait_for("ingress of default/web", WAIT, || async {
+        Ok(get_service(&bed.mgmt, "default", "web")
+            .await?
+            .and_then(|s| s.status?.load_balancer?.ingress?.first()?.ip.clone()))
+    })
+    .await
+    .with_context(|| ccm.log())?;
+    let parent = Api::<Service>::namespaced(bed.parent.clone(), bed.env.namespace())
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|s| s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer"))
+        .context("no LoadBalancer Service in the parent")?;
+    println!(
+        "    ingress after {:.2}s: {ip}, from parent Service {}/{} selecting {:?}",
+        t0.elapsed().as_secs_f64(),
+        bed.env.namespace(),
+        parent.metadata.name.as_deref().unwrap_or(""),
+        parent.spec.and_then(|s| s.selector).unwrap_or_default()
     );
     Ok(())
 }

@@ -2,13 +2,12 @@
 //! module chart rendered with `examples/cloud-provider-<cloud>.values.yaml` and applied (CRDs
 //! first, as `helm install` does), the module controller started as the module's ServiceAccount
 //! with the module's settings, StorageClasses appearing, the registration Secret derived from the
-//! provider cluster configuration and the discovery data. AWS: see `aws.rs`. OpenStack (real Keystone and the simulators):
-//! the cloud-data-discoverer writes the discovery data as its ServiceAccount, classes follow
-//! Cinder's volume types, and `allowVolumeExpansion` Cinder's answer to the module's probe. DVP:
-//! see `dvp.rs`.
+//! provider cluster configuration and the discovery data; then each cloud's own story in
+//! `aws.rs`, `openstack.rs` and `dvp.rs`.
 
 mod aws;
 mod dvp;
+mod openstack;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,8 +22,7 @@ use stratus_scenarios::kube_fixture::{self, repo_root};
 use stratus_scenarios::nth_fixture::service_account_token;
 use stratus_scenarios::wait_for;
 use stratus_testenv::core::cluster::wait_established;
-use stratus_testenv::{Identity, KubeCluster, OpenStackEnv};
-use tokio::time::Instant;
+use stratus_testenv::KubeCluster;
 
 pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
@@ -33,65 +31,10 @@ async fn main() -> anyhow::Result<()> {
     let module = std::env::args().nth(1).unwrap_or_else(|| "aws".into());
     match module.as_str() {
         "aws" => aws::run().await,
-        "openstack" => openstack().await,
+        "openstack" => openstack::run().await,
         "dvp" => dvp::run().await,
         other => anyhow::bail!("MODULE={other}: the module demos are aws, openstack and dvp"),
     }
-}
-
-async fn openstack() -> anyhow::Result<()> {
-    println!("==> starting etcd, kube-apiserver (RBAC on), Keystone (uWSGI) and the OpenStack simulators");
-    let (cluster, cloud) = tokio::join!(KubeCluster::start(), OpenStackEnv::start());
-    let (cluster, cloud) = (cluster?, cloud?);
-    let admin = cluster.kube_client(Identity::Admin).await?;
-    let sim = cloud.sim().context("in-process simulators")?;
-    sim.create_network("prod-internal", "10.0.0.0/24", false)?;
-    sim.create_network("public", "203.0.113.0/24", true)?;
-    let creds = cloud.credentials();
-    // The example's provider configuration, pointed at this Keystone; no
-    // supportsOnlineDiskResize, so the module controller asks Cinder.
-    let local = cluster.dir().join("local-cloud.values.yaml");
-    std::fs::write(
-        &local,
-        format!(
-            "supportsOnlineDiskResize: null\nproviderClusterConfiguration:\n  provider:\n    authURL: {}\n    domainName: {}\n    tenantName: {}\n    username: {}\n    password: {}\n    region: {}\n",
-            creds.auth_url, creds.user_domain_name, creds.project_name, creds.username,
-            creds.password, creds.region
-        ),
-    )?;
-    install_chart(
-        &admin,
-        "openstack",
-        &[&local],
-        &["charts/cloud-provider-openstack/crds/openstackinstanceclasses.yaml"],
-    )
-    .await?;
-
-    println!("==> running cloud-data-discoverer as system:serviceaccount:kube-system:cloud-data-discoverer against Keystone");
-    let (discovery, _discoverer) =
-        run_discoverer(&cluster, &admin, "openstack", creds.env_vars()).await?;
-    for (key, value) in discovery.data.unwrap_or_default() {
-        let doc: serde_json::Value = serde_json::from_slice(&value.0).unwrap_or_default();
-        let types: Vec<&str> = doc["volumeTypes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| t["name"].as_str())
-            .collect();
-        println!("    {key}: zones {} · volumeTypes {types:?}", doc["zones"]);
-    }
-
-    let controller = run_module_controller(&cluster, &admin).await?;
-    let t0 = Instant::now();
-    let made = wait_classes(&admin, "cloud-provider-openstack", 3, &controller).await?;
-    println!(
-        "    StorageClasses in {:.2}s, one per Cinder volume type (`__DEFAULT__` → `default`); expansion from Cinder's microversions (probed once):",
-        t0.elapsed().as_secs_f64()
-    );
-    print_classes(&made)?;
-    print_registration(&admin, "openstack", "password").await?;
-    done(&cluster);
-    Ok(())
 }
 
 /// `helm template charts/cloud-provider-<cloud>` with the example values (and `more`), applied
