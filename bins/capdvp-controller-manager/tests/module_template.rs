@@ -11,11 +11,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use common::{Bed, CLASS, IMAGE, NS};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
 use stratus_dvp_api::VirtualMachine;
-use stratus_module::machine_classes::dvp_machine_template;
+use stratus_module::machine_classes::dvp_node_group_template;
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -30,30 +29,12 @@ fn instance_class(cores: i64) -> Value {
 /// The module's template for `class`, named as node-manager names it (node group and the first
 /// eight digits of the class checksum), in the bed's namespace; returns its name and checksum.
 async fn apply_template(bed: &Bed, class: &Value) -> Result<(String, String)> {
-    let probe = dvp_machine_template("probe", "workers", class)?;
-    let checksum = probe["metadata"]["annotations"]["checksum/instance-class"]
+    let (name, template) = dvp_node_group_template("workers", class)?;
+    let checksum = template["metadata"]["annotations"]["checksum/instance-class"]
         .as_str()
         .context("the checksum annotation")?
         .to_string();
-    let name = format!("workers-{}", &checksum[..8]);
-    let mut template = dvp_machine_template(&name, "workers", class)?;
-    template["metadata"]["namespace"] = json!(NS);
-    let object: DynamicObject = serde_json::from_value(template)?;
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(
-            "infrastructure.cluster.x-k8s.io",
-            "v1alpha1",
-            "DeckhouseMachineTemplate",
-        ),
-        "deckhousemachinetemplates",
-    );
-    Api::<DynamicObject>::namespaced_with(bed.mgmt.clone(), NS, &resource)
-        .patch(
-            &name,
-            &PatchParams::apply("module-test").force(),
-            &Patch::Apply(&object),
-        )
-        .await?;
+    bed.apply_machine_template(template).await?;
     Ok((name, checksum))
 }
 
@@ -88,16 +69,7 @@ async fn machine_templates(bed: &Bed) -> Result<BTreeSet<String>> {
 async fn a_changed_instance_class_rolls_the_machines_through_cluster_api() -> Result<()> {
     let bed = Bed::start(true, common::capdvp_binary()).await?;
     let capdvp = bed.start_capdvp(&[]);
-    let log = || {
-        format!(
-            "{}\n--- cluster-api ---\n{}",
-            capdvp.log(),
-            bed.capi
-                .as_ref()
-                .map(|c| c.log_tail(30))
-                .unwrap_or_default()
-        )
-    };
+    let log = || bed.logs(&capdvp);
     bed.create_cluster(CLASS, 0).await?;
 
     let (first, first_sum) = apply_template(&bed, &instance_class(2)).await?;

@@ -313,6 +313,21 @@ pub fn dvp_machine_template(
     }))
 }
 
+/// [`dvp_machine_template`] named `<node group>-<first 8 hex digits of its checksum>`, so each
+/// version of the instance class has its own template; returns the name and the template.
+pub fn dvp_node_group_template(
+    node_group: &str,
+    instance_class: &Value,
+) -> Result<(String, Value), PlanError> {
+    let mut template = dvp_machine_template("", node_group, instance_class)?;
+    let checksum = template["metadata"]["annotations"]["checksum/instance-class"]
+        .as_str()
+        .unwrap_or_default();
+    let name = format!("{node_group}-{}", &checksum[..8]);
+    template["metadata"]["name"] = json!(name);
+    Ok((name, template))
+}
+
 /// The strings of a JSON list (none when absent or not a list).
 fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
@@ -474,6 +489,14 @@ mod tests {
             t["metadata"]["annotations"]["checksum/instance-class"],
             t2["metadata"]["annotations"]["checksum/instance-class"]
         );
+        let (name, named) = dvp_node_group_template("worker", &class).unwrap();
+        let sum = t["metadata"]["annotations"]["checksum/instance-class"]
+            .as_str()
+            .unwrap();
+        assert_eq!(name, format!("worker-{}", &sum[..8]));
+        assert_eq!(named["metadata"]["name"], name.as_str());
+        assert_eq!(named["spec"], t["spec"]);
+        assert_ne!(dvp_node_group_template("worker", &bigger).unwrap().0, name);
         assert_eq!(
             dvp_machine_template("w", "w", &json!({"virtualMachine": {}, "rootDisk": {}}))
                 .unwrap_err()

@@ -65,6 +65,16 @@ fn dynamic(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource 
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
+/// The DeckhouseMachineTemplate resource.
+pub fn machine_templates() -> ApiResource {
+    dynamic(
+        "infrastructure.cluster.x-k8s.io",
+        "v1alpha1",
+        "DeckhouseMachineTemplate",
+        "deckhousemachinetemplates",
+    )
+}
+
 /// The MachineDeployment resource.
 pub fn machine_deployments() -> ApiResource {
     dynamic(
@@ -349,7 +359,7 @@ impl Bed {
 
     /// A DeckhouseMachineTemplate `name` with VM class `class`.
     pub async fn template(&self, name: &str, class: &str) -> Result<()> {
-        self.apply(&dynamic("infrastructure.cluster.x-k8s.io", "v1alpha1", "DeckhouseMachineTemplate", "deckhousemachinetemplates"), json!({
+        self.apply(&machine_templates(), json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "DeckhouseMachineTemplate",
             "metadata": {"name": name, "namespace": NS},
             "spec": {"template": {"spec": {
@@ -359,6 +369,25 @@ impl Bed {
                 "additionalDisks": [{"size": "1Gi", "storageClass": "fast"}]
             }}}
         })).await
+    }
+
+    /// Applies `template` (a `DeckhouseMachineTemplate` document, e.g. the module's) into the
+    /// bed's namespace.
+    pub async fn apply_machine_template(&self, mut template: serde_json::Value) -> Result<()> {
+        template["metadata"]["namespace"] = json!(NS);
+        self.apply(&machine_templates(), template).await
+    }
+
+    /// capdvp's log and the tail of the Cluster API manager's, for a failure.
+    pub fn logs(&self, capdvp: &CcmProcess) -> String {
+        format!(
+            "{}\n--- cluster-api ---\n{}",
+            capdvp.log(),
+            self.capi
+                .as_ref()
+                .map(|c| c.log_tail(30))
+                .unwrap_or_default()
+        )
     }
 
     /// A MachineDeployment `name` of `replicas` cloning `template`.

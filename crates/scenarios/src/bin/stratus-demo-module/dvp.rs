@@ -9,42 +9,34 @@
 //! VirtualDisk by the upstream csi-provisioner with the DVP driver's controller and hot-plugged
 //! into the VM by the upstream csi-attacher; a LoadBalancer Service given a parent Service.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::{json, Value};
 use stratus_csi_dvp::DRIVER_NAME as DRIVER;
 use stratus_dvp_api::labels::HOSTNAME;
 use stratus_dvp_api::{VirtualDisk, VirtualMachine, VirtualMachineBlockDeviceAttachment};
-use stratus_module::machine_classes::dvp_machine_template;
+use stratus_module::machine_classes::dvp_node_group_template;
 use stratus_scenarios::capdvp_bed::{Bed, CLASS, IMAGE, NS};
 use stratus_scenarios::ccm::{sibling_binary, CcmProcess};
-use stratus_scenarios::csi::claims::Claims;
-use stratus_scenarios::csi::harness::{ControllerSide, Kcm, Sidecar, Tools, DVP_CHART};
-use stratus_scenarios::csi::{driver, flow as csi_flow};
+use stratus_scenarios::csi::flow as csi_flow;
+use stratus_scenarios::csi::harness::{Tools, DVP_CHART};
 use stratus_scenarios::dvp_rbac::{discoverer_parent_identity, parent_role_rules, rules_in};
-use stratus_scenarios::kube_fixture::{self, has_taint, UNINITIALIZED};
-use stratus_scenarios::service_fixture::{create_lb_service, get_service, set_ready};
-use stratus_scenarios::table::node_table;
 use stratus_scenarios::wait_for;
 use tokio::time::Instant;
 
-use super::{
-    done, install_chart, print_classes, print_registration, run_discoverer, run_module_controller,
-    wait_classes, WAIT,
-};
+use super::story::{self, ControllerPod};
+use super::{done, install_chart, run_discoverer};
 
 /// Cluster API and capdvp take a while to bring machines on a loaded laptop.
 const MACHINES_WAIT: Duration = Duration::from_secs(120);
 
 pub async fn run() -> anyhow::Result<()> {
-    println!("==> building or finding the CSI sidecars and kube-controller-manager (cached)");
-    let tools = Tools::install().await?;
+    let tools = super::tools().await?;
     println!("==> starting the tenant and the parent control planes (etcd + kube-apiserver each, RBAC on), the virtualization CRDs and simulator, the Cluster API manager");
     let bed = Bed::start(true, sibling_binary("capdvp-controller-manager")?).await?;
     let tenant = &bed.env.tenant;
@@ -107,15 +99,15 @@ pub async fn run() -> anyhow::Result<()> {
         );
     }
 
-    let controller = run_module_controller(tenant, &bed.mgmt).await?;
-    let t0 = Instant::now();
-    let made = wait_classes(&bed.mgmt, "cloud-provider-dvp", 2, &controller).await?;
-    println!(
-        "    StorageClasses in {:.2}s, one per enabled parent class (local-.* excluded by the settings); the parent's default is the module's:",
-        t0.elapsed().as_secs_f64()
-    );
-    print_classes(&made)?;
-    print_registration(&bed.mgmt, "dvp", "").await?;
+    let _controller = super::classes_and_registration(
+        tenant,
+        &bed.mgmt,
+        "dvp",
+        2,
+        "one per enabled parent class, local-.* excluded by the settings; the parent's default is the module's",
+        "",
+    )
+    .await?;
 
     node_group(&bed).await?;
     let (node, ccm) = node(&bed).await?;
@@ -146,14 +138,11 @@ async fn node_group(bed: &Bed) -> anyhow::Result<()> {
         .await
         .context("the DVPInstanceClass")?;
     let spec = &stored.data["spec"];
-    let probe = dvp_machine_template("probe", "workers", spec)?;
-    let checksum = probe["metadata"]["annotations"]["checksum/instance-class"]
+    let (name, template) = dvp_node_group_template("workers", spec)?;
+    let checksum = template["metadata"]["annotations"]["checksum/instance-class"]
         .as_str()
-        .context("the checksum annotation")?
+        .unwrap_or_default()
         .to_string();
-    let name = format!("workers-{}", &checksum[..8]);
-    let mut template = dvp_machine_template(&name, "workers", spec)?;
-    template["metadata"]["namespace"] = json!(NS);
     println!(
         "    the module's DeckhouseMachineTemplate {name} (checksum/instance-class {}…):",
         &checksum[..16]
@@ -165,31 +154,8 @@ async fn node_group(bed: &Bed) -> anyhow::Result<()> {
 
     let capdvp = bed.start_capdvp(&[]);
     bed.create_cluster(CLASS, 0).await?;
-    let templates = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(
-            "infrastructure.cluster.x-k8s.io",
-            "v1alpha1",
-            "DeckhouseMachineTemplate",
-        ),
-        "deckhousemachinetemplates",
-    );
-    Api::<DynamicObject>::namespaced_with(bed.mgmt.clone(), NS, &templates)
-        .patch(
-            &name,
-            &PatchParams::apply("stratus-demo").force(),
-            &Patch::Apply(&serde_json::from_value::<DynamicObject>(template)?),
-        )
-        .await?;
-    let log = || {
-        format!(
-            "{}\n--- cluster-api ---\n{}",
-            capdvp.log(),
-            bed.capi
-                .as_ref()
-                .map(|c| c.log_tail(30))
-                .unwrap_or_default()
-        )
-    };
+    bed.apply_machine_template(template).await?;
+    let log = || bed.logs(&capdvp);
     for replicas in [1, 3] {
         println!("==> MachineDeployment workers → {replicas} (Cluster API manager + capdvp)");
         let t0 = Instant::now();
@@ -246,56 +212,30 @@ async fn node(bed: &Bed) -> anyhow::Result<(String, CcmProcess)> {
         .filter_map(|vm| vm.label(HOSTNAME).map(str::to_owned))
         .min()
         .context("no VM carries a hostname label")?;
-    println!("\n==> the kubelet of {node} registers its uninitialised Node");
-    kube_fixture::create_uninitialized_node(&bed.mgmt, &node, &[], BTreeMap::new()).await?;
-    kube_fixture::apply_rbac_manifest(
-        &bed.mgmt,
-        &kube_fixture::repo_root().join("deploy/rbac.yaml"),
-    )
-    .await?;
-    println!("==> running the cloud-controller-manager (--cloud-provider=dvp), in the parent under deploy/dvp/parent-rbac.yaml");
+    println!();
     let vars = bed
         .env
         .bound_account_env("stratus-dvp-cloud-controller-manager", parent_role_rules()?)
         .await?;
-    let ccm = CcmProcess::start_on(
-        &sibling_binary("cloud-controller-manager")?,
+    let args = [
+        "--cloud-provider=dvp".to_string(),
+        "--node-monitor-period=1s".to_string(),
+    ];
+    let ccm = story::ccm_initialises(
         &bed.env.tenant,
+        &bed.mgmt,
+        &node,
+        &args,
         vars,
-        &[
-            "--cloud-provider=dvp".to_string(),
-            "--node-monitor-period=1s".to_string(),
-        ],
-    )?;
-    let t0 = Instant::now();
-    let nodes = Api::<Node>::all(bed.mgmt.clone());
-    let initialised = wait_for("the Node initialised", WAIT, || async {
-        let found = nodes.get(&node).await?;
-        Ok((!has_taint(&found, UNINITIALIZED)).then_some(found))
-    })
-    .await
-    .with_context(|| ccm.log())?;
-    println!("    initialised in {:.2}s", t0.elapsed().as_secs_f64());
-    println!("{}", super::indent(&node_table(&[initialised])));
+        " (in the parent under deploy/dvp/parent-rbac.yaml)",
+    )
+    .await?;
     Ok((node, ccm))
 }
 
-/// The DVP driver's controller with the upstream provisioner and attacher (the driver chart's
-/// arguments and RBAC; in the parent under `deploy/dvp/csi-parent-rbac.yaml`) and
-/// kube-controller-manager's volume binder; a claim with no class bound and attached.
+/// The DVP driver's controller pod (in the parent under `deploy/dvp/csi-parent-rbac.yaml`); a
+/// claim with no class bound and attached.
 async fn volume(bed: &Bed, tools: &Tools, node: &str) -> anyhow::Result<()> {
-    println!("\n==> the DVP driver's controller with csi-provisioner and csi-attacher (upstream, the chart's arguments, as its ServiceAccount) and kube-controller-manager's volume controllers");
-    let dir = bed.env.tenant.dir().join("dvp-csi");
-    std::fs::create_dir_all(&dir)?;
-    let side = ControllerSide::start(
-        &bed.env.tenant,
-        tools,
-        &DVP_CHART,
-        Kcm::default(),
-        &[Sidecar::Provisioner, Sidecar::Attacher],
-        &dir,
-    )
-    .await?;
     let vars = bed
         .env
         .bound_account_env(
@@ -303,60 +243,30 @@ async fn volume(bed: &Bed, tools: &Tools, node: &str) -> anyhow::Result<()> {
             rules_in("deploy/dvp/csi-parent-rbac.yaml", "Role")?,
         )
         .await?;
-    let (driver, socket) = driver::start(
-        &sibling_binary("dvp-csi-driver")?,
-        &dir,
-        &[
-            format!("--endpoint=unix://{}", driver::socket(&dir).display()),
-            "--cluster-uuid=uuid-1".into(),
-            "--provide-node-service=false".into(),
-        ],
+    let pod = ControllerPod::start(
+        &bed.env.tenant,
+        tools,
+        &DVP_CHART,
+        "dvp-csi-driver",
+        &["--cluster-uuid=uuid-1", "--provide-node-service=false"],
         &vars,
+        bed.env.tenant.dir().join("dvp-csi"),
     )
     .await?;
-    let _pod = side.start_pod(driver, &socket)?;
     // What the node plugin's registration makes the kubelet write.
     csi_flow::csi_node(&bed.mgmt, node, DRIVER, node, Vec::new()).await?;
 
-    println!("==> a PersistentVolumeClaim that names no class, scheduled to {node}");
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "data", "annotations": {"volume.kubernetes.io/selected-node": node}},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    }))?;
-    let created = Api::<PersistentVolumeClaim>::namespaced(bed.mgmt.clone(), "default")
-        .create(&PostParams::default(), &claim)
-        .await?;
-    let class = created
-        .spec
-        .and_then(|s| s.storage_class_name)
-        .context("no default class was given")?;
-    println!("    storageClassName: {class} (the module's default, given by the apiserver)");
-    let claims = Claims {
-        admin: bed.mgmt.clone(),
-        driver: DRIVER.into(),
-        class,
-        device_key: String::new(),
-    };
-    let logs = || csi_flow::log_tails(&dir, &csi_flow::CONTROLLER_LOGS);
-    let t0 = Instant::now();
-    let (pv, disk) = claims.wait_bound("data", WAIT).await.with_context(logs)?;
+    let (claims, pv, disk, secs) = pod.claim_bound(&bed.mgmt, node, 1, DRIVER, "").await?;
     let stored = Api::<VirtualDisk>::namespaced(bed.parent.clone(), bed.env.namespace())
         .get(&disk)
         .await?;
     let pvc = stored.spec.persistent_volume_claim.unwrap_or_default();
     println!(
-        "    Bound in {:.2}s to {pv}: VirtualDisk {disk} in the parent, size {} (bytes), parent class {}",
-        t0.elapsed().as_secs_f64(),
+        "    Bound in {secs:.2}s to {pv}: VirtualDisk {disk} in the parent, size {} (bytes), parent class {}",
         pvc.size.unwrap_or_default(),
         pvc.storage_class_name.unwrap_or_default()
     );
-    println!("==> a VolumeAttachment for {pv} on {node}, as kube-controller-manager's attach-detach controller makes for a pod");
-    let t1 = Instant::now();
-    claims.attach("data-attachment", &pv, node).await?;
-    claims
-        .wait_attached("data-attachment", WAIT)
-        .await
-        .with_context(logs)?;
+    let (_, secs) = pod.attached(&claims, &pv, node).await?;
     let attachments = Api::<VirtualMachineBlockDeviceAttachment>::namespaced(
         bed.parent.clone(),
         bed.env.namespace(),
@@ -366,8 +276,7 @@ async fn volume(bed: &Bed, tools: &Tools, node: &str) -> anyhow::Result<()> {
     .items;
     let vmbda = attachments.first().context("no VMBDA in the parent")?;
     println!(
-        "    attached in {:.2}s: VirtualMachineBlockDeviceAttachment {} hot-plugs {disk} into {}",
-        t1.elapsed().as_secs_f64(),
+        "    attached in {secs:.2}s: VirtualMachineBlockDeviceAttachment {} hot-plugs {disk} into {}",
         vmbda.metadata.name.as_deref().unwrap_or(""),
         vmbda.spec.virtual_machine_name
     );
@@ -376,17 +285,7 @@ async fn volume(bed: &Bed, tools: &Tools, node: &str) -> anyhow::Result<()> {
 
 /// A LoadBalancer Service given a LoadBalancer Service in the parent selecting the node's VM.
 async fn load_balancer(bed: &Bed, node: &str, ccm: &CcmProcess) -> anyhow::Result<()> {
-    println!("\n==> the kubelet reports Ready; Service default/web, type LoadBalancer, port 80");
-    set_ready(&bed.mgmt, node, true).await?;
-    create_lb_service(&bed.mgmt, "default", "web", &[80], BTreeMap::new()).await?;
-    let t0 = Instant::now();
-    let ip = wait_for("ingress of default/web", WAIT, || async {
-        Ok(get_service(&bed.mgmt, "default", "web")
-            .await?
-            .and_then(|s| s.status?.load_balancer?.ingress?.first()?.ip.clone()))
-    })
-    .await
-    .with_context(|| ccm.log())?;
+    let (_svc, ip, secs) = story::service_ingress(&bed.mgmt, node, ccm).await?;
     let parent = Api::<Service>::namespaced(bed.parent.clone(), bed.env.namespace())
         .list(&Default::default())
         .await?
@@ -395,8 +294,7 @@ async fn load_balancer(bed: &Bed, node: &str, ccm: &CcmProcess) -> anyhow::Resul
         .find(|s| s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer"))
         .context("no LoadBalancer Service in the parent")?;
     println!(
-        "    ingress after {:.2}s: {ip}, from parent Service {}/{} selecting {:?}",
-        t0.elapsed().as_secs_f64(),
+        "    ingress after {secs:.2}s: {ip}, from parent Service {}/{} selecting {:?}",
         bed.env.namespace(),
         parent.metadata.name.as_deref().unwrap_or(""),
         parent.spec.and_then(|s| s.selector).unwrap_or_default()

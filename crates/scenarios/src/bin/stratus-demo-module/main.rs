@@ -8,6 +8,7 @@
 mod aws;
 mod dvp;
 mod openstack;
+mod story;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -146,6 +147,41 @@ async fn run_module_controller(
         .args(["--metrics-bind-address=0", "--health-probe-bind-address=0"])
         .env("POD_NAMESPACE", "kube-system");
     CcmProcess::spawn(command, cluster)
+}
+
+/// The CSI sidecars and kube-controller-manager, built into the cache the first time.
+async fn tools() -> anyhow::Result<stratus_scenarios::csi::harness::Tools> {
+    println!("==> building or finding the CSI sidecars and kube-controller-manager (cached)");
+    stratus_scenarios::csi::harness::Tools::install().await
+}
+
+/// Runs the module controller, waits for the module's `count` StorageClasses and shows them
+/// (`how` says what the settings did) and the registration Secret (`secret_key` hidden); returns
+/// the controller, which runs until dropped.
+async fn classes_and_registration(
+    cluster: &KubeCluster,
+    admin: &kube::Client,
+    cloud: &str,
+    count: usize,
+    how: &str,
+    secret_key: &str,
+) -> anyhow::Result<CcmProcess> {
+    let controller = run_module_controller(cluster, admin).await?;
+    let t0 = tokio::time::Instant::now();
+    let made = wait_classes(
+        admin,
+        &format!("cloud-provider-{cloud}"),
+        count,
+        &controller,
+    )
+    .await?;
+    println!(
+        "    StorageClasses in {:.2}s ({how}):",
+        t0.elapsed().as_secs_f64()
+    );
+    print_classes(&made)?;
+    print_registration(admin, cloud, secret_key).await?;
+    Ok(controller)
 }
 
 /// The module's `count` StorageClasses, once they exist.
