@@ -12,11 +12,11 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use stratus_openstack_sim::{LbCounts, ServerSpec, SimHandle};
 use stratus_scenarios::ccm::CcmProcess;
-use stratus_scenarios::kube_fixture;
 use stratus_scenarios::service_fixture::{
     create_lb_service, delete_node, delete_service, events_about, get_service, patch_service,
 };
 use stratus_scenarios::wait_for;
+use stratus_scenarios::{kube_fixture, openstack_fixture};
 use stratus_testenv::{Fault, FaultKind};
 use stratus_testenv::{Identity, KubeCluster, OpenStackEnv};
 use tokio::time::Instant;
@@ -87,17 +87,10 @@ impl Os {
     }
 
     fn cloud_conf(&self, extra: &str) -> std::path::PathBuf {
-        let network = sim(self).network_id("stratus-internal").unwrap();
-        let subnet = sim(self)
-            .ports()
-            .iter()
-            .find(|p| p["network_id"] == network.as_str())
-            .and_then(|p| p["fixed_ips"][0]["subnet_id"].as_str().map(str::to_owned))
-            .expect("a port on the tenant subnet");
-        let public = sim(self).network_id("public").unwrap();
         let text = format!(
-            "{}\n[LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {public}\n{extra}\n",
-            self.cloud.cloud_conf()
+            "{}{extra}\n",
+            openstack_fixture::with_load_balancer_section(sim(self), &self.cloud.cloud_conf())
+                .expect("the simulators' networks")
         );
         let path = self
             .cluster
@@ -154,15 +147,7 @@ impl Os {
 }
 
 fn ingress(svc: &Service) -> Option<String> {
-    let i = svc
-        .status
-        .as_ref()?
-        .load_balancer
-        .as_ref()?
-        .ingress
-        .as_ref()?
-        .first()?;
-    i.ip.clone().or_else(|| i.hostname.clone())
+    stratus_scenarios::service_fixture::ingress_address(svc)
 }
 
 async fn create_node(

@@ -69,6 +69,34 @@ fn deployment(kind: &str, name: &str) -> DynamicObject {
     .expect("a MachineDeployment")
 }
 
+/// Waits until the Machines carry exactly the provider IDs `expected`.
+async fn wait_provider_ids(admin: &kube::Client, expected: &BTreeSet<String>) -> Result<()> {
+    let machines = machine_api(admin, "Machine", "machines");
+    wait_for("the Machines' provider IDs", WAIT, || async {
+        let ids: BTreeSet<String> = machines
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .filter_map(|m| m.data["spec"]["providerID"].as_str().map(str::to_string))
+            .collect();
+        Ok((&ids == expected).then_some(()))
+    })
+    .await
+}
+
+/// Scales MachineDeployment `worker` to `replicas`.
+async fn scale(deployments: &Api<DynamicObject>, replicas: i32) -> Result<()> {
+    deployments
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await?;
+    Ok(())
+}
+
 async fn security_group(ec2: &aws_sdk_ec2::Client, vpc: &str, name: &str) -> Result<String> {
     let created = ec2
         .create_security_group()
@@ -274,32 +302,15 @@ async fn machine_controller_manager_runs_instances_from_the_rendered_aws_class()
     }
 
     // The Machines carry the instances' provider IDs.
-    let machines = machine_api(&admin, "Machine", "machines");
     let expected: BTreeSet<String> = instances
         .iter()
         .filter_map(|i| i.instance_id())
         .map(|id| format!("aws:///us-east-1/{id}"))
         .collect();
-    wait_for("the Machines' provider IDs", WAIT, || async {
-        let ids: BTreeSet<String> = machines
-            .list(&Default::default())
-            .await?
-            .items
-            .iter()
-            .filter_map(|m| m.data["spec"]["providerID"].as_str().map(str::to_string))
-            .collect();
-        Ok((ids == expected).then_some(()))
-    })
-    .await?;
+    wait_provider_ids(&admin, &expected).await?;
 
     // Scaled down, one instance is terminated.
-    deployments
-        .patch(
-            "worker",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 1}})),
-        )
-        .await?;
+    scale(&deployments, 1).await?;
     wait_for("one instance left", WAIT, || async {
         Ok((cluster_instances(&ec2).await?.len() == 1).then_some(()))
     })
@@ -457,30 +468,13 @@ async fn machine_controller_manager_boots_servers_from_the_rendered_openstack_cl
     assert!(volume_boots >= 2, "{counts:?}");
     assert!(!counts.contains_key("compute:POST /servers"), "{counts:?}");
 
-    let machines = machine_api(&admin, "Machine", "machines");
     let expected: BTreeSet<String> = servers
         .iter()
         .map(|s| format!("openstack:///{}/{}", creds.region, s.id))
         .collect();
-    wait_for("the Machines' provider IDs", WAIT, || async {
-        let ids: BTreeSet<String> = machines
-            .list(&Default::default())
-            .await?
-            .items
-            .iter()
-            .filter_map(|m| m.data["spec"]["providerID"].as_str().map(str::to_string))
-            .collect();
-        Ok((ids == expected).then_some(()))
-    })
-    .await?;
+    wait_provider_ids(&admin, &expected).await?;
 
-    deployments
-        .patch(
-            "worker",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 1}})),
-        )
-        .await?;
+    scale(&deployments, 1).await?;
     wait_for("one server left", WAIT, || async {
         let left = sim
             .servers()

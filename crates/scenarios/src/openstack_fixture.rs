@@ -16,6 +16,26 @@ pub fn provider_id(server_id: &str) -> String {
     format!("openstack:///{server_id}")
 }
 
+/// `cloud_conf` with the `[LoadBalancer]` section the CCM's load balancers need in the
+/// simulators: members on the tenant network's subnet (`stratus-internal`), floating IPs from
+/// the `public` network.
+pub fn with_load_balancer_section(sim: &SimHandle, cloud_conf: &str) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let network = sim
+        .network_id("stratus-internal")
+        .context("the tenant network")?;
+    let subnet = sim
+        .ports()
+        .iter()
+        .find(|p| p["network_id"] == network.as_str())
+        .and_then(|p| p["fixed_ips"][0]["subnet_id"].as_str().map(str::to_owned))
+        .context("a port on the tenant subnet")?;
+    let public = sim.network_id("public").context("the public network")?;
+    Ok(format!(
+        "{cloud_conf}\n[LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {public}\n"
+    ))
+}
+
 /// Servers of the simulated project, named `<prefix>-<n>`.
 pub struct OpenStackFixture {
     /// The simulators' test-control handle.

@@ -143,6 +143,19 @@ pub fn ingress_hostname(svc: &Service) -> Option<String> {
         .clone()
 }
 
+/// The first ingress of a LoadBalancer Service's status: its IP, else its host name.
+pub fn ingress_address(svc: &Service) -> Option<String> {
+    let first = svc
+        .status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?;
+    first.ip.clone().or_else(|| first.hostname.clone())
+}
+
 /// Events (events.k8s.io/v1) about the object of `kind` and `name`, in any namespace.
 pub async fn events_about(admin: &Client, kind: &str, name: &str) -> anyhow::Result<Vec<Event>> {
     let events: Api<Event> = Api::all(admin.clone());

@@ -16,7 +16,7 @@ use serde_json::json;
 use stratus_openstack_sim::{ServerSpec, SimHandle};
 use stratus_scenarios::ccm::{sibling_binary, CcmProcess};
 use stratus_scenarios::service_fixture::create_lb_service;
-use stratus_scenarios::{kube_fixture, wait_for};
+use stratus_scenarios::{kube_fixture, openstack_fixture, wait_for};
 use stratus_testenv::{Identity, KubeCluster, OpenStackEnv};
 use tokio::time::Instant;
 
@@ -138,23 +138,10 @@ async fn main() -> anyhow::Result<()> {
     for i in 0..args.nodes {
         add_node(&admin, &sim, i).await?;
     }
-    let network = sim
-        .network_id("stratus-internal")
-        .context("tenant network")?;
-    let subnet = sim
-        .ports()
-        .iter()
-        .find(|p| p["network_id"] == network.as_str())
-        .and_then(|p| p["fixed_ips"][0]["subnet_id"].as_str().map(str::to_owned))
-        .context("tenant subnet")?;
-    let public = sim.network_id("public").context("public network")?;
     let conf = cluster.dir().join("bench-cloud.conf");
     std::fs::write(
         &conf,
-        format!(
-            "{}\n[LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {public}\n",
-            cloud.cloud_conf()
-        ),
+        openstack_fixture::with_load_balancer_section(&sim, &cloud.cloud_conf())?,
     )?;
     sim.set_lb_delay(Duration::from_millis(args.transition_ms));
     let ccm_args: Vec<String> = vec![

@@ -15,7 +15,7 @@ use stratus_openstack_sim::{ServerSpec, SimHandle};
 use stratus_scenarios::ccm::CcmProcess;
 use stratus_scenarios::csi::flow as csi_flow;
 use stratus_scenarios::csi::harness::{Tools, CINDER_CHART};
-use stratus_scenarios::wait_for;
+use stratus_scenarios::{openstack_fixture, wait_for};
 use stratus_testenv::{Identity, KubeCluster, OpenStackEnv};
 
 use super::story::{self, ControllerPod};
@@ -99,20 +99,10 @@ async fn node(
         .into_iter()
         .next()
         .context("no server made")?;
-    let subnet = sim
-        .ports()
-        .iter()
-        .find(|p| p["device_id"] == server.as_str())
-        .and_then(|p| p["fixed_ips"][0]["subnet_id"].as_str().map(str::to_owned))
-        .context("the server's port")?;
-    let public = sim.network_id("public").context("the public network")?;
     let conf = cluster.dir().join("cloud.conf");
     std::fs::write(
         &conf,
-        format!(
-            "{}\n[LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {public}\n",
-            cloud.cloud_conf()
-        ),
+        openstack_fixture::with_load_balancer_section(sim, &cloud.cloud_conf())?,
     )?;
     let args = [
         "--cloud-provider=openstack".to_string(),

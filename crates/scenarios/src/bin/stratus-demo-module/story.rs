@@ -16,7 +16,9 @@ use stratus_scenarios::csi::claims::Claims;
 use stratus_scenarios::csi::harness::{Chart, ControllerSide, Kcm, Pod, Sidecar, Tools};
 use stratus_scenarios::csi::{driver, flow as csi_flow};
 use stratus_scenarios::kube_fixture::{self, has_taint, UNINITIALIZED};
-use stratus_scenarios::service_fixture::{create_lb_service, get_service, set_ready};
+use stratus_scenarios::service_fixture::{
+    create_lb_service, get_service, ingress_address, set_ready,
+};
 use stratus_scenarios::table::node_table;
 use stratus_scenarios::wait_for;
 use stratus_testenv::KubeCluster;
@@ -189,18 +191,9 @@ pub async fn service_ingress(
     create_lb_service(admin, "default", "web", &[80], BTreeMap::new()).await?;
     let t0 = Instant::now();
     let (svc, ingress) = wait_for("ingress of default/web", WAIT, || async {
-        Ok(get_service(admin, "default", "web").await?.and_then(|s| {
-            let first = s
-                .status
-                .as_ref()?
-                .load_balancer
-                .as_ref()?
-                .ingress
-                .as_ref()?
-                .first()?;
-            let ingress = first.ip.clone().or_else(|| first.hostname.clone())?;
-            Some((s, ingress))
-        }))
+        Ok(get_service(admin, "default", "web")
+            .await?
+            .and_then(|s| ingress_address(&s).map(|ingress| (s, ingress))))
     })
     .await
     .with_context(|| ccm.log())?;
