@@ -12,5 +12,6 @@ spec_dir="$(cd "$cache" && GOMODCACHE="$cache/mod" GOFLAGS=-modcacherw \
   go mod download -json "$MODULE@$SPEC_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
 test -f "$spec_dir/csi.proto" || { echo "csi.proto not found in $spec_dir" >&2; exit 1; }
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/target}" \
-  cargo run -q --manifest-path "$here/codegen/Cargo.toml" -- "$spec_dir" "$SPEC_VERSION" "$here/src/csi.v1.rs"
+  cargo run -q --manifest-path "$here/codegen/Cargo.toml" -- "$spec_dir/csi.proto" csi.v1.rs \
+  "$here/src/csi.v1.rs" "csi.proto of the Go module $MODULE $SPEC_VERSION (CSI spec $SPEC_VERSION) by crates/csi-spec/regen.sh"
 rustfmt --edition 2021 "$here/src/csi.v1.rs"

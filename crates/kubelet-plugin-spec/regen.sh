@@ -13,5 +13,6 @@ module_dir="$(cd "$cache" && GOMODCACHE="$cache/mod" GOFLAGS=-modcacherw \
 proto="$module_dir/pkg/apis/pluginregistration/v1/api.proto"
 test -f "$proto" || { echo "api.proto not found at $proto" >&2; exit 1; }
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/target}" \
-  cargo run -q --manifest-path "$here/codegen/Cargo.toml" -- "$module_dir" "$KUBELET_VERSION" "$here/src/pluginregistration.rs"
+  cargo run -q --manifest-path "$here/../csi-spec/codegen/Cargo.toml" -- "$proto" pluginregistration.rs \
+  "$here/src/pluginregistration.rs" "pkg/apis/pluginregistration/v1/api.proto of the Go module $MODULE $KUBELET_VERSION by crates/kubelet-plugin-spec/regen.sh"
 rustfmt --edition 2021 "$here/src/pluginregistration.rs"

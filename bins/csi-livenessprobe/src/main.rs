@@ -5,37 +5,12 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use stratus_csi_sidecars::main_loop;
 use stratus_csi_sidecars::livenessprobe::{app, flags::Args};
 
 fn main() -> ExitCode {
     stratus_runtime::memory::tune_allocator();
     let args = Args::parse();
     args.logging.init();
-    let config = match args.config() {
-        Ok(config) => config,
-        Err(problems) => {
-            eprintln!("error: invalid flags:\n{problems}");
-            return ExitCode::from(2);
-        }
-    };
-    for warning in args.deprecations() {
-        tracing::warn!("{warning}");
-    }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: building the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(app::run(config, stratus_runtime::shutdown::signal())) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e}");
-            ExitCode::FAILURE
-        }
-    }
+    main_loop::run(args.config(), &args.deprecations(), app::run)
 }

@@ -4,12 +4,13 @@
 //! `/healthz` ([`http`]) and gRPC channels over unix sockets ([`unix`]); with the `testing`
 //! feature, the helpers of the binaries' integration tests (`testing`). The binaries
 //! `csi-node-driver-registrar` and `csi-livenessprobe` only parse flags, set up logging and run
-//! [`registrar::app::run`] or [`livenessprobe::app::run`].
+//! [`registrar::app::run`] or [`livenessprobe::app::run`] through [`main_loop::run`].
 
 pub mod endpoint;
 pub mod http;
 pub mod identity;
 pub mod livenessprobe;
+pub mod main_loop;
 pub mod registrar;
 #[cfg(feature = "testing")]
 pub mod testing;
