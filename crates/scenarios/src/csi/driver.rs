@@ -7,10 +7,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use hyper_util::rt::TokioIo;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::wait_for;
 
@@ -80,16 +79,8 @@ pub async fn connect(socket: &Path) -> Result<Channel> {
         Ok(socket.exists().then_some(()))
     })
     .await?;
-    let socket = socket.to_path_buf();
-    Endpoint::try_from("http://csi.invalid")?
-        .connect_with_connector(tower::service_fn(move |_| {
-            let socket = socket.clone();
-            async move {
-                tokio::net::UnixStream::connect(socket)
-                    .await
-                    .map(TokioIo::new)
-            }
-        }))
+    stratus_csi_sidecars::unix::channel(socket)
         .await
+        .map_err(anyhow::Error::msg)
         .context("connecting to the driver's socket")
 }
