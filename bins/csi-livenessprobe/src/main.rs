@@ -5,8 +5,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use stratus_csi_sidecars::main_loop;
 use stratus_csi_sidecars::livenessprobe::{app, flags::Args};
+use stratus_csi_sidecars::main_loop;
 
 fn main() -> ExitCode {
     stratus_runtime::memory::tune_allocator();
