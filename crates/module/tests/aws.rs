@@ -132,7 +132,10 @@ async fn aws_module_glue() -> Result<()> {
 
     // Idle: passes over an unchanged cluster write nothing (the audit log's count, not ours).
     let counted = metrics.writes_total();
-    assert_eq!(counted, 6, "4 classes and 2 Secrets created");
+    assert_eq!(
+        counted, 7,
+        "4 classes, 2 Secrets and the status ConfigMap created"
+    );
     let audited = wait_for(
         "the first pass's writes in the audit log",
         Duration::from_secs(10),
