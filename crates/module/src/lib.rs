@@ -1,7 +1,8 @@
 //! The runtime glue of a Stratus cloud-provider module — what Deckhouse does with hooks and
 //! templates, as pure plans plus a thin driver: StorageClasses from the module settings and the
 //! discovery data, the node-manager registration Secrets from the provider cluster configuration,
-//! the machine classes node-manager renders, and the spot-termination marks on AWS nodes.
+//! the machine classes node-manager renders, and the spot-termination marks on AWS nodes; the
+//! outcome of each part as a condition in the module's status ConfigMap.
 
 pub mod app;
 pub mod cloud;
@@ -13,6 +14,7 @@ pub mod online_resize;
 pub mod registration;
 pub mod settings;
 pub mod spot_marks;
+pub mod status;
 pub mod storage_classes;
 
 pub use cloud::Cloud;

@@ -132,7 +132,10 @@ async fn aws_module_glue() -> Result<()> {
 
     // Idle: passes over an unchanged cluster write nothing (the audit log's count, not ours).
     let counted = metrics.writes_total();
-    assert_eq!(counted, 6, "4 classes and 2 Secrets created");
+    assert_eq!(
+        counted, 7,
+        "4 classes, 2 Secrets and the status ConfigMap created"
+    );
     let audited = wait_for(
         "the first pass's writes in the audit log",
         Duration::from_secs(10),
@@ -214,6 +217,21 @@ async fn aws_module_glue() -> Result<()> {
     assert!(registry_text(&registry).contains(
         r#"stratus_module_reconcile_failures_total{part="storage_classes",reason="settings"} 1"#
     ));
+    // …and a False condition naming the key in the module's status ConfigMap; the other parts
+    // stay True.
+    let conditions = bed.conditions("cloud-provider-aws").await?;
+    let storage = &conditions["StorageClassesReady"];
+    assert_eq!(storage["status"], "False", "{conditions:?}");
+    assert_eq!(storage["reason"], "Settings");
+    assert_eq!(
+        storage["message"],
+        "values file: storageClass.provision[0].iopsPerGB: required for io1"
+    );
+    assert_eq!(conditions["RegistrationReady"]["status"], "True");
+    // The same failure again writes nothing more.
+    let writes = driver_writes(&registry);
+    driver.reconcile().await;
+    assert_eq!(driver_writes(&registry), writes);
 
     // A node the termination handler tainted for a spot interruption gets Deckhouse's marks.
     let node: Node = serde_json::from_value(json!({
@@ -233,6 +251,15 @@ async fn aws_module_glue() -> Result<()> {
         "aws-node-termination-handler"
     );
     Ok(())
+}
+
+/// The module controller's writes so far, by its metric.
+fn driver_writes(registry: &Registry) -> String {
+    registry_text(registry)
+        .lines()
+        .filter(|l| l.starts_with("stratus_module_kubernetes_writes_total"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn registry_text(registry: &Registry) -> String {

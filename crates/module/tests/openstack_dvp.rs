@@ -98,6 +98,14 @@ async fn openstack_module_glue() -> Result<()> {
         failures[0].message,
         "discovery data (with settings): internalNetworkNames: required"
     );
+    let conditions = bed.conditions("cloud-provider-openstack").await?;
+    assert_eq!(conditions["RegistrationReady"]["status"], "False");
+    assert_eq!(conditions["RegistrationReady"]["reason"], "Settings");
+    assert_eq!(
+        conditions["RegistrationReady"]["message"],
+        "discovery data (with settings): internalNetworkNames: required"
+    );
+    assert_eq!(conditions["StorageClassesReady"]["status"], "True");
     assert_eq!(
         bed.registration("d8-node-manager-cloud-provider-openstack")
             .await?,

@@ -21,6 +21,13 @@ const READ: &[&str] = &[
     "d8-node-manager-cloud-provider-dvp",
 ];
 
+/// The status ConfigMaps, one per module.
+const STATUS: &[&str] = &[
+    "cloud-provider-aws-status",
+    "cloud-provider-openstack-status",
+    "cloud-provider-dvp-status",
+];
+
 /// Every call of `crates/module/src`.
 fn required() -> Vec<Access> {
     let mut required = vec![
@@ -120,7 +127,14 @@ fn required() -> Vec<Access> {
             "driver/mod.rs report",
         ),
         access("create", "", "secrets", KS, "objects.rs ensure_secret"),
+        access("create", "", "configmaps", KS, "objects.rs write_conditions"),
     ];
+    for name in STATUS {
+        required.push(access("get", "", "configmaps", KS, "objects.rs read_conditions").named(name));
+        required.push(
+            access("update", "", "configmaps", KS, "objects.rs write_conditions").named(name),
+        );
+    }
     for name in READ {
         for verb in ["get", "list", "watch"] {
             required.push(access(verb, "", "secrets", KS, "inputs.rs, app.rs").named(name));
@@ -155,6 +169,10 @@ const FORBIDDEN: &[Access] = &[
     access("delete", "", "secrets", KS, "never").named("d8-node-manager-cloud-provider"),
     access("get", "", "secrets", Some("default"), "other namespaces")
         .named("d8-provider-cluster-configuration"),
+    access("get", "", "configmaps", KS, "another ConfigMap").named("kube-proxy"),
+    access("update", "", "configmaps", KS, "another ConfigMap").named("d8-cluster-uuid"),
+    access("list", "", "configmaps", KS, "every ConfigMap"),
+    access("delete", "", "configmaps", KS, "never").named("cloud-provider-aws-status"),
     access("delete", "", "nodes", None, "never").named("n"),
     access("update", "", "nodes", None, "patches only").named("n"),
     access(

@@ -23,7 +23,7 @@ const CHART: Chart = Chart {
     sets: &[],
 };
 const USER: &str = "system:serviceaccount:kube-system:module-controller";
-const RESOURCES: [&str; 3] = ["storageclasses", "secrets", "nodes"];
+const RESOURCES: [&str; 4] = ["storageclasses", "secrets", "configmaps", "nodes"];
 const PCC: &str = "apiVersion: deckhouse.io/v1\nkind: AWSClusterConfiguration\nprovider:\n  region: eu-central-1\ntags:\n  team: bench\n";
 
 fn arg(name: &str, default: &str) -> String {
@@ -127,7 +127,8 @@ async fn main() -> Result<()> {
     .await
     .with_context(|| process.log())?;
     let seconds = started.elapsed().as_secs_f64();
-    let expected = (4 + 2 + spot) as u64;
+    // 4 classes, 2 registration Secrets, the status ConfigMap, a mark per spot node.
+    let expected = (4 + 2 + 1 + spot) as u64;
     let first = wait_for(
         "the first pass's writes in the audit log",
         Duration::from_secs(30),

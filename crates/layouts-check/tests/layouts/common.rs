@@ -36,10 +36,11 @@ pub fn tofu() -> Tofu {
     Tofu::new(&t.tofu, &t.cli_config)
 }
 
-/// A fixture of `testdata/`.
+/// A fixture of `testdata/`, found from the checkout the test runs in (a binary built in another
+/// checkout sharing the target directory still reads this one's).
 pub fn fixture(name: &str) -> serde_json::Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata")
+    let path = stratus_layouts_check::catalog::repo_root()
+        .join("crates/layouts-check/testdata")
         .join(name);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));

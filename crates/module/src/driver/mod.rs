@@ -1,7 +1,8 @@
 //! The thin driver: reads the inputs, runs the pure plans and makes only the writes they call
 //! for — StorageClasses, the VolumeSnapshotClass where snapshots are served, the registration
 //! Secrets, the spot-termination marks on AWS nodes. A part whose inputs are bad changes nothing
-//! (the last good objects stay), is counted, logged and reported once in an Event naming the key.
+//! (the last good objects stay), is counted, logged, reported once in an Event naming the key and
+//! kept as a `False` condition in the module's status ConfigMap until it works again.
 
 mod objects;
 
@@ -16,6 +17,7 @@ use crate::inputs::{self, Inputs};
 use crate::metrics::Metrics;
 use crate::settings;
 use crate::storage_classes::{self, dvp::ParentClass};
+use crate::status::{self, Condition};
 use crate::{online_resize, registration, Cloud, PlanError};
 
 /// What a part's failure was about (the metric's `reason`).
@@ -32,7 +34,8 @@ pub enum Reason {
 }
 
 impl Reason {
-    fn as_str(self) -> &'static str {
+    /// The reason as the metric and the conditions say it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Reason::Settings => "settings",
             Reason::Inputs => "inputs",
@@ -63,6 +66,8 @@ pub struct Driver {
     reported: Mutex<BTreeMap<&'static str, String>>,
     /// OpenStack: Cinder's answer to the online-resize probe, once it gave one.
     online_resize: Mutex<Option<bool>>,
+    /// The conditions as last written (read from the ConfigMap on the first pass).
+    conditions: Mutex<Option<Vec<Condition>>>,
 }
 
 impl Driver {
@@ -81,6 +86,7 @@ impl Driver {
             metrics,
             reported: Mutex::new(BTreeMap::new()),
             online_resize: Mutex::new(None),
+            conditions: Mutex::new(None),
         }
     }
 
@@ -99,6 +105,13 @@ impl Driver {
                     message: e.to_string(),
                 };
                 self.report(&Inputs::default(), &failure).await;
+                let outcome: Vec<(&str, status::Outcome<'_>)> = status::TYPES
+                    .iter()
+                    .map(|(part, _)| {
+                        (*part, Some((failure.reason.as_str(), failure.message.as_str())))
+                    })
+                    .collect();
+                self.publish_conditions(&outcome).await;
                 return vec![failure];
             }
         };
@@ -124,7 +137,44 @@ impl Driver {
                 }
             }
         }
+        let outcome: Vec<(&str, status::Outcome<'_>)> = status::TYPES
+            .iter()
+            .map(|(part, _)| {
+                let failed = failures.iter().find(|f| f.part == *part);
+                (*part, failed.map(|f| (f.reason.as_str(), f.message.as_str())))
+            })
+            .collect();
+        self.publish_conditions(&outcome).await;
         failures
+    }
+
+    /// Writes the conditions of `outcome` to the module's status ConfigMap when they differ
+    /// from what it holds; a failure to read or write is logged and retried on the next pass.
+    async fn publish_conditions(&self, outcome: &[(&str, status::Outcome<'_>)]) {
+        let name = status::config_map_name(self.cloud.module());
+        let mut known = self.conditions.lock().await;
+        if known.is_none() {
+            match objects::read_conditions(&self.client, &name).await {
+                Ok(stored) => *known = Some(stored),
+                Err(e) => {
+                    tracing::warn!("reading the status ConfigMap {name}: {e}");
+                    return;
+                }
+            }
+        }
+        let previous = known.clone().unwrap_or_default();
+        let now = jiff::Timestamp::now()
+            .round(jiff::Unit::Second)
+            .unwrap_or_else(|_| jiff::Timestamp::now())
+            .to_string();
+        let next = status::plan(&previous, outcome, &now);
+        if next == previous {
+            return;
+        }
+        match objects::write_conditions(&self.client, &self.metrics, &name, &next).await {
+            Ok(()) => *known = Some(next),
+            Err(e) => tracing::warn!("writing the status ConfigMap {name}: {e}"),
+        }
     }
 
     async fn report(&self, inputs: &Inputs, failure: &Failure) {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::ByteString;
 use kube::api::{
@@ -13,6 +13,7 @@ use kube::api::{
 use serde_json::json;
 
 use crate::metrics::Metrics;
+use crate::status::{self, Condition};
 use crate::storage_classes::Change;
 use crate::{spot_marks, Cloud};
 
@@ -201,6 +202,58 @@ pub async fn mark_spot_nodes(client: &kube::Client, metrics: &Metrics) -> Result
             .await?;
         metrics.wrote("nodes", "patch");
         tracing::info!(node = %name, "marked node for spot termination");
+    }
+    Ok(())
+}
+
+/// The conditions the module's status ConfigMap `name` holds (none when it does not exist or its
+/// content is not a condition list).
+pub async fn read_conditions(
+    client: &kube::Client,
+    name: &str,
+) -> Result<Vec<Condition>, kube::Error> {
+    let stored = Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+        .get_opt(name)
+        .await?;
+    Ok(stored
+        .and_then(|cm| cm.data?.get(status::KEY).cloned())
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default())
+}
+
+/// Creates or updates the module's status ConfigMap `name` to hold `conditions`.
+pub async fn write_conditions(
+    client: &kube::Client,
+    metrics: &Metrics,
+    name: &str,
+    conditions: &[Condition],
+) -> Result<(), kube::Error> {
+    let api = Api::<ConfigMap>::namespaced(client.clone(), "kube-system");
+    let text = serde_json::to_string_pretty(conditions).unwrap_or_default();
+    let data = BTreeMap::from([(status::KEY.to_string(), text)]);
+    let post = PostParams {
+        field_manager: Some(MANAGER.into()),
+        ..PostParams::default()
+    };
+    match api.get_opt(name).await? {
+        None => {
+            let config_map = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some("kube-system".into()),
+                    ..ObjectMeta::default()
+                },
+                data: Some(data),
+                ..ConfigMap::default()
+            };
+            api.create(&post, &config_map).await?;
+            metrics.wrote("configmaps", "create");
+        }
+        Some(mut existing) => {
+            existing.data = Some(data);
+            api.replace(name, &post, &existing).await?;
+            metrics.wrote("configmaps", "replace");
+        }
     }
     Ok(())
 }

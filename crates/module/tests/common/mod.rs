@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use stratus_scenarios::csi::harness::{chart_account, Chart, ChartAccount};
@@ -95,6 +95,25 @@ impl Bed {
             .items
             .into_iter()
             .map(|sc| (sc.metadata.name.clone().unwrap_or_default(), sc))
+            .collect())
+    }
+
+    /// The conditions in `module`'s status ConfigMap, by type.
+    pub async fn conditions(&self, module: &str) -> Result<BTreeMap<String, serde_json::Value>> {
+        let name = format!("{module}-status");
+        let cm = Api::<ConfigMap>::namespaced(self.admin.clone(), "kube-system")
+            .get(&name)
+            .await
+            .with_context(|| format!("ConfigMap {name}"))?;
+        let text = cm
+            .data
+            .unwrap_or_default()
+            .remove("conditions.json")
+            .context("conditions.json")?;
+        let list: Vec<serde_json::Value> = serde_json::from_str(&text)?;
+        Ok(list
+            .into_iter()
+            .map(|c| (c["type"].as_str().unwrap_or_default().to_string(), c))
             .collect())
     }
 

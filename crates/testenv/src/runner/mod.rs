@@ -1,11 +1,13 @@
 //! `testenv test`: the workspace's tests, each in its own process, several at once across all test
 //! binaries (`cargo test` runs the binaries one after another, so one slow suite held up the
 //! rest). The longest tests of the last run start first; the run ends with the failures' output,
-//! the slowest tests and a total, then the doc tests through cargo.
+//! the slowest tests and a total, then the doc tests through cargo. A whole-workspace run removes
+//! the test executables its build replaced.
 
 pub mod artifacts;
 pub mod exec;
 pub mod plan;
+pub mod prune;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -54,6 +56,16 @@ impl Options {
 pub async fn run(options: &Options) -> Result<bool> {
     let started = Instant::now();
     let binaries = compile(&options.selection()).await?;
+    if options.packages.is_empty() {
+        let executables: Vec<PathBuf> = binaries.iter().map(|b| b.executable.clone()).collect();
+        let (files, bytes) = prune::remove_stale(&executables);
+        if files > 0 {
+            println!(
+                "test: removed {files} older test executables ({} MB)",
+                bytes / 1_000_000
+            );
+        }
+    }
     let jobs = list(&binaries).await?;
     let old = read_timings(&options.timings);
     let _ = std::fs::remove_dir_all(&options.failures_dir);
