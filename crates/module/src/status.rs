@@ -106,7 +106,13 @@ mod tests {
     fn a_failure_names_its_key_and_moves_only_its_transition_time() {
         let before = plan(&[], &all_ok(), T0);
         let outcome = [
-            ("storage_classes", Some(("settings", "values file: storageClass.provision[0].iopsPerGB: required for io1"))),
+            (
+                "storage_classes",
+                Some((
+                    "settings",
+                    "values file: storageClass.provision[0].iopsPerGB: required for io1",
+                )),
+            ),
             ("registration", None),
             ("spot_marks", None),
         ];
@@ -120,27 +126,47 @@ mod tests {
         // The same failure again: an equal list (nothing to write).
         assert_eq!(plan(&after, &outcome, "2026-11-29T09:00:00Z"), after);
         // Another message while still failing: the text changes, the transition time does not.
-        let other = [("storage_classes", Some(("settings", "exclude[0]: not a regex")))];
+        let other = [(
+            "storage_classes",
+            Some(("settings", "exclude[0]: not a regex")),
+        )];
         let changed = plan(&after, &other, "2026-11-29T09:00:00Z");
         assert_eq!(changed[0].message, "exclude[0]: not a regex");
         assert_eq!(changed[0].last_transition_time, T1);
-        assert_eq!(changed[1..], after[1..], "parts not in the outcome keep theirs");
+        assert_eq!(
+            changed[1..],
+            after[1..],
+            "parts not in the outcome keep theirs"
+        );
     }
 
     #[test]
     fn recovery_is_a_transition() {
-        let failing = plan(&[], &[("registration", Some(("inputs", "zones: required")))], T0);
+        let failing = plan(
+            &[],
+            &[("registration", Some(("inputs", "zones: required")))],
+            T0,
+        );
         assert_eq!(failing.len(), 1);
         let healed = plan(&failing, &all_ok(), T1);
-        let registration = healed.iter().find(|c| c.type_ == "RegistrationReady").unwrap();
+        let registration = healed
+            .iter()
+            .find(|c| c.type_ == "RegistrationReady")
+            .unwrap();
         assert_eq!(
-            (registration.status.as_str(), registration.last_transition_time.as_str()),
+            (
+                registration.status.as_str(),
+                registration.last_transition_time.as_str()
+            ),
             ("True", T1)
         );
     }
 
     #[test]
     fn the_config_map_is_named_after_the_module() {
-        assert_eq!(config_map_name("cloud-provider-aws"), "cloud-provider-aws-status");
+        assert_eq!(
+            config_map_name("cloud-provider-aws"),
+            "cloud-provider-aws-status"
+        );
     }
 }

@@ -127,12 +127,26 @@ fn required() -> Vec<Access> {
             "driver/mod.rs report",
         ),
         access("create", "", "secrets", KS, "objects.rs ensure_secret"),
-        access("create", "", "configmaps", KS, "objects.rs write_conditions"),
+        access(
+            "create",
+            "",
+            "configmaps",
+            KS,
+            "objects.rs write_conditions",
+        ),
     ];
     for name in STATUS {
-        required.push(access("get", "", "configmaps", KS, "objects.rs read_conditions").named(name));
+        required
+            .push(access("get", "", "configmaps", KS, "objects.rs read_conditions").named(name));
         required.push(
-            access("update", "", "configmaps", KS, "objects.rs write_conditions").named(name),
+            access(
+                "update",
+                "",
+                "configmaps",
+                KS,
+                "objects.rs write_conditions",
+            )
+            .named(name),
         );
     }
     for name in READ {

@@ -16,8 +16,8 @@ use tokio::sync::Mutex;
 use crate::inputs::{self, Inputs};
 use crate::metrics::Metrics;
 use crate::settings;
-use crate::storage_classes::{self, dvp::ParentClass};
 use crate::status::{self, Condition};
+use crate::storage_classes::{self, dvp::ParentClass};
 use crate::{online_resize, registration, Cloud, PlanError};
 
 /// What a part's failure was about (the metric's `reason`).
@@ -108,7 +108,10 @@ impl Driver {
                 let outcome: Vec<(&str, status::Outcome<'_>)> = status::TYPES
                     .iter()
                     .map(|(part, _)| {
-                        (*part, Some((failure.reason.as_str(), failure.message.as_str())))
+                        (
+                            *part,
+                            Some((failure.reason.as_str(), failure.message.as_str())),
+                        )
                     })
                     .collect();
                 self.publish_conditions(&outcome).await;
@@ -141,7 +144,10 @@ impl Driver {
             .iter()
             .map(|(part, _)| {
                 let failed = failures.iter().find(|f| f.part == *part);
-                (*part, failed.map(|f| (f.reason.as_str(), f.message.as_str())))
+                (
+                    *part,
+                    failed.map(|f| (f.reason.as_str(), f.message.as_str())),
+                )
             })
             .collect();
         self.publish_conditions(&outcome).await;

@@ -94,7 +94,11 @@ mod tests {
     fn removal_keeps_the_current_one_and_counts_what_went() {
         let dir = std::env::temp_dir().join(format!("stratus-prune-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        for (name, size) in [("t-1111111111111111", 3), ("t-2222222222222222", 5), ("libt-2222222222222222.rlib", 7)] {
+        for (name, size) in [
+            ("t-1111111111111111", 3),
+            ("t-2222222222222222", 5),
+            ("libt-2222222222222222.rlib", 7),
+        ] {
             std::fs::write(dir.join(name), vec![0u8; size]).unwrap();
         }
         let (files, bytes) = remove_stale(&[dir.join("t-1111111111111111")]);
