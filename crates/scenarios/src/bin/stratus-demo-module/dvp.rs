@@ -19,7 +19,9 @@ use kube::core::GroupVersionKind;
 use serde_json::{json, Value};
 use stratus_csi_dvp::DRIVER_NAME as DRIVER;
 use stratus_dvp_api::labels::HOSTNAME;
-use stratus_dvp_api::{VirtualDisk, VirtualMachine, VirtualMachineBlockDeviceAttachment};
+use stratus_dvp_api::{
+    VirtualDisk, VirtualMachine, VirtualMachineBlockDeviceAttachment, VmPhase,
+};
 use stratus_module::machine_classes::dvp_node_group_template;
 use stratus_scenarios::capdvp_bed::{Bed, CLASS, IMAGE, NS};
 use stratus_scenarios::ccm::{sibling_binary, CcmProcess};
@@ -169,8 +171,9 @@ async fn node_group(bed: &Bed) -> anyhow::Result<()> {
                 .list(&Default::default())
                 .await?
                 .items;
-            let running = bed.parent_counts().await?.running;
-            Ok((vms.len() == replicas as usize && running == vms.len()).then_some(vms))
+            // Judged on the list it shows: a second list could see a VM later than this one.
+            let running = vms.iter().all(|vm| vm.phase() == Some(VmPhase::Running));
+            Ok((vms.len() == replicas as usize && running).then_some(vms))
         })
         .await
         .with_context(log)?;
