@@ -19,9 +19,7 @@ use kube::core::GroupVersionKind;
 use serde_json::{json, Value};
 use stratus_csi_dvp::DRIVER_NAME as DRIVER;
 use stratus_dvp_api::labels::HOSTNAME;
-use stratus_dvp_api::{
-    VirtualDisk, VirtualMachine, VirtualMachineBlockDeviceAttachment, VmPhase,
-};
+use stratus_dvp_api::{VirtualDisk, VirtualMachine, VirtualMachineBlockDeviceAttachment, VmPhase};
 use stratus_module::machine_classes::dvp_node_group_template;
 use stratus_scenarios::capdvp_bed::{Bed, CLASS, IMAGE, NS};
 use stratus_scenarios::ccm::{sibling_binary, CcmProcess};
