@@ -354,7 +354,7 @@ async fn machine_controller_manager_boots_servers_from_the_rendered_openstack_cl
     let admin = cluster.kube_client(Identity::Admin).await?;
     let cloud = OpenStackEnv::start().await?;
     let sim = cloud.sim().context("the simulators run in-process")?;
-    let (internal, _) = sim.create_network("int", "10.0.0.0/24", false)?;
+    let (internal, _) = sim.create_network("int", "10.20.0.0/24", false)?;
     sim.add_images("ubuntu", 1);
     install(&admin, MACHINE_CONTROLLER_MANAGER, &CRDS).await?;
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;

@@ -127,7 +127,10 @@ mod tests {
     fn defaults_follow_upstream() {
         let c = parse(&[]).unwrap();
         assert_eq!(c.csi_socket, PathBuf::from("/run/csi/socket"));
-        assert_eq!(c.http, ("0.0.0.0:9808".parse().unwrap(), "--health-port"));
+        assert_eq!(
+            c.http,
+            (crate::endpoint::every_interface(9808), "--health-port")
+        );
         assert_eq!(c.metrics_path, "/metrics");
         assert_eq!(c.probe_timeout, Duration::from_secs(1));
     }
@@ -145,7 +148,10 @@ mod tests {
             ("10.0.0.5:9808".parse().unwrap(), "--http-endpoint")
         );
         let c = parse(&["--health-port=9810", "--probe-timeout=3s"]).unwrap();
-        assert_eq!(c.http, ("0.0.0.0:9810".parse().unwrap(), "--health-port"));
+        assert_eq!(
+            c.http,
+            (crate::endpoint::every_interface(9810), "--health-port")
+        );
         assert_eq!(c.probe_timeout, Duration::from_secs(3));
         // The default port given explicitly does not conflict, as upstream.
         assert!(parse(&["--health-port=9808", "--http-endpoint=:9900"]).is_ok());

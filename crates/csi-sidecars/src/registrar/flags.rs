@@ -183,7 +183,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             c.http,
-            Some(("0.0.0.0:9809".parse().unwrap(), "--http-endpoint"))
+            Some((crate::endpoint::every_interface(9809), "--http-endpoint"))
         );
         let c = parse(&[
             "--kubelet-registration-path=/k/csi.sock",
@@ -195,7 +195,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             c.http,
-            Some(("0.0.0.0:9809".parse().unwrap(), "--health-port"))
+            Some((crate::endpoint::every_interface(9809), "--health-port"))
         );
         assert_eq!(c.mode, Mode::KubeletRegistrationProbe);
     }

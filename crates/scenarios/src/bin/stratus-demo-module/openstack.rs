@@ -33,7 +33,7 @@ pub async fn run() -> anyhow::Result<()> {
     let admin = cluster.kube_client(Identity::Admin).await?;
     let sim = cloud.sim().context("in-process simulators")?;
     // The example's main network; `public` is the simulators' own external network.
-    sim.create_network("prod-internal", "10.0.0.0/24", false)?;
+    sim.create_network("prod-internal", "10.20.0.0/24", false)?;
     let creds = cloud.credentials();
     // The example's provider configuration, pointed at this Keystone; no
     // supportsOnlineDiskResize, so the module controller asks Cinder.
