@@ -32,7 +32,7 @@ OS_IDLE_PERIODS ?= 3
 
 all: test
 
-## install: build kube-apiserver, kube-controller-manager, etcd (one Go build) and helm from their Go modules and the moto venv; apt-get xfsprogs when mkfs.xfs is missing (idempotent)
+## install: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy (one Go build) and helm from their Go modules and the moto venv; apt-get xfsprogs when mkfs.xfs is missing (idempotent)
 install:
 	$(CARGO) run -q -p stratus-testenv --bin testenv -- install
 

@@ -6,13 +6,20 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-/// Runs `ldd` on `binary` and returns the libraries it names, loader included.
+/// Runs `ldd` on `binary` and returns the libraries it names, loader included (none for a
+/// static binary).
 pub fn libraries(binary: &Path) -> Result<Vec<PathBuf>> {
     let out = Command::new("ldd")
         .arg(binary)
         .output()
         .context("running ldd (glibc's, from libc-bin)")?;
     let text = String::from_utf8_lossy(&out.stdout);
+    // A static binary (the sandbox's pause) needs no library; ldd says so and exits 1.
+    if String::from_utf8_lossy(&out.stderr).contains("not a dynamic executable")
+        || text.contains("not a dynamic executable")
+    {
+        return Ok(Vec::new());
+    }
     if !out.status.success() {
         bail!(
             "ldd {}: {}{}",

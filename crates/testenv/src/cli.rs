@@ -166,6 +166,9 @@ fn install(all: bool) -> Result<()> {
     // A system package, not a cached tool: the CSI drivers' xfs tests need it.
     let mkfs_xfs = crate::tools::xfsprogs::ensure()?;
     println!("mkfs.xfs:       {}", mkfs_xfs.display());
+    // The real cluster's container runtime, also from Debian.
+    crate::tools::node_runtime::ensure()?;
+    println!("containerd:     /usr/bin/containerd");
     println!("core tools ready after {} s", started.elapsed().as_secs());
     if all {
         install_on_demand_tools()?;
@@ -179,7 +182,7 @@ fn install(all: bool) -> Result<()> {
 fn install_on_demand_tools() -> Result<()> {
     use crate::tools;
     type Step = (&'static str, fn() -> Result<()>);
-    let steps: [Step; 9] = [
+    let steps: [Step; 10] = [
         ("cluster-api", || {
             tools::cluster_api::ensure_installed().map(drop)
         }),
@@ -197,6 +200,7 @@ fn install_on_demand_tools() -> Result<()> {
             tools::ec2_metadata_mock::ensure_installed().map(drop)
         }),
         ("crane", || tools::crane::ensure_installed().map(drop)),
+        ("pause", || tools::pause::ensure_installed().map(drop)),
         ("opentofu", || tools::opentofu::ensure_opentofu().map(drop)),
         ("machine-controller-manager", || {
             tools::machine_controller_manager::ensure_installed().map(drop)

@@ -29,6 +29,7 @@ pub mod aws;
 pub mod cli;
 pub mod core;
 pub mod dvp;
+pub mod node;
 pub mod openstack;
 pub mod runner;
 pub mod tools;

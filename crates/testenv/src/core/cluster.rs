@@ -104,7 +104,7 @@ pub struct KubeCluster {
 const ADMISSION_PLUGINS_DISABLED: &str = "ServiceAccount";
 
 /// Audit policy: metadata of write requests only, one event per request.
-const AUDIT_POLICY: &str = "\
+pub(crate) const AUDIT_POLICY: &str = "\
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived, ResponseStarted, Panic]
@@ -477,7 +477,7 @@ current-context: stratus
     )
 }
 
-fn write_private(path: &Path, contents: &str) -> Result<()> {
+pub(crate) fn write_private(path: &Path, contents: &str) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut file = std::fs::OpenOptions::new()
@@ -491,7 +491,7 @@ fn write_private(path: &Path, contents: &str) -> Result<()> {
     Ok(())
 }
 
-fn etcd_args(data_dir: &Path, client_url: &str, peer_port: u16) -> Vec<OsString> {
+pub(crate) fn etcd_args(data_dir: &Path, client_url: &str, peer_port: u16) -> Vec<OsString> {
     let peer_url = format!("http://127.0.0.1:{peer_port}");
     let mut args: Vec<OsString> = vec![
         "--name=stratus".into(),
@@ -553,7 +553,7 @@ fn apiserver_args(
     args
 }
 
-async fn kube_client(kubeconfig: &Path) -> Result<kube::Client> {
+pub(crate) async fn kube_client(kubeconfig: &Path) -> Result<kube::Client> {
     let kubeconfig_data = Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
     let config =
@@ -564,7 +564,7 @@ async fn kube_client(kubeconfig: &Path) -> Result<kube::Client> {
 }
 
 /// Waits for `/readyz` and for the `default` and `kube-system` namespaces.
-async fn wait_apiserver_ready(
+pub(crate) async fn wait_apiserver_ready(
     apiserver: &mut Proc,
     admin_kubeconfig: &Path,
     timeout: Duration,

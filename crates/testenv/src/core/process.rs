@@ -301,11 +301,19 @@ pub(crate) fn signal_group(pgid: u32, signal: i32) {
 
 type SpawnJob = (Command, mpsc::Sender<io::Result<Child>>);
 
+static SPAWNER: OnceLock<io::Result<mpsc::Sender<SpawnJob>>> = OnceLock::new();
+
+/// Whether the spawner thread exists yet. Namespaces are per thread and a new thread inherits
+/// its creator's: a test that moves into a private network namespace must do so before the
+/// spawner starts, or its children would stay in the host's network.
+pub(crate) fn spawner_started() -> bool {
+    SPAWNER.get().is_some()
+}
+
 /// Spawns `cmd` from a thread that lives as long as this process. `PR_SET_PDEATHSIG` fires when
 /// the *thread* that forked the child exits, so spawning from a tokio worker or a test thread
 /// would kill children whenever that thread ends.
 fn spawn_from_long_lived_thread(cmd: Command) -> io::Result<Child> {
-    static SPAWNER: OnceLock<io::Result<mpsc::Sender<SpawnJob>>> = OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
         let (jobs, queue) = mpsc::channel::<SpawnJob>();
         std::thread::Builder::new()

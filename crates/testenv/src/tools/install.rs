@@ -73,9 +73,24 @@ impl Paths {
     pub fn kube_controller_manager(&self) -> PathBuf {
         self.bin_dir().join("kube-controller-manager")
     }
+
+    /// kube-scheduler, built with kube-apiserver (the real-cluster suites run it).
+    pub fn kube_scheduler(&self) -> PathBuf {
+        self.bin_dir().join("kube-scheduler")
+    }
+
+    /// kubelet, built with kube-apiserver (the real-cluster suites run it).
+    pub fn kubelet(&self) -> PathBuf {
+        self.bin_dir().join("kubelet")
+    }
+
+    /// kube-proxy, built with kube-apiserver (the real-cluster suites run it).
+    pub fn kube_proxy(&self) -> PathBuf {
+        self.bin_dir().join("kube-proxy")
+    }
 }
 
-/// Makes sure kube-apiserver, kube-controller-manager, etcd, helm and moto are installed in the
+/// Makes sure etcd, the Kubernetes binaries (control plane, kubelet, kube-proxy), helm and moto are installed in the
 /// cache, building them if missing or stale. Blocking; safe to call from several processes at once.
 pub fn ensure_installed() -> Result<Paths> {
     with_lock(|paths| {

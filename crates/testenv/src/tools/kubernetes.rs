@@ -1,6 +1,7 @@
-//! etcd and the Kubernetes components of one release (kube-apiserver, kube-controller-manager),
-//! built from the pinned Go module in `crates/testenv/go` in one `go build`, so they share every
-//! compiled package of the release.
+//! etcd and the Kubernetes components of one release (kube-apiserver, kube-controller-manager,
+//! and for the real-cluster suites kube-scheduler, kubelet and kube-proxy), built from the pinned
+//! Go module in `crates/testenv/go` in one `go build`, so they share every compiled package of the
+//! release.
 
 use std::fs;
 use std::path::PathBuf;
@@ -14,8 +15,7 @@ pub fn go_module_dir() -> PathBuf {
     crate::repo_root().join("crates/testenv/go")
 }
 
-/// Builds etcd, kube-apiserver and kube-controller-manager unless the stamp says they are
-/// current.
+/// Builds etcd and the Kubernetes binaries unless the stamp says they are current.
 pub(crate) fn ensure(paths: &Paths) -> Result<()> {
     let module = go_module_dir();
     let go_mod = fs::read_to_string(module.join("go.mod"))?;
@@ -35,6 +35,12 @@ pub(crate) fn ensure(paths: &Paths) -> Result<()> {
                 "k8s.io/kubernetes/cmd/kube-apiserver",
             ),
             (&kcm, "k8s.io/kubernetes/cmd/kube-controller-manager"),
+            (
+                &paths.kube_scheduler(),
+                "k8s.io/kubernetes/cmd/kube-scheduler",
+            ),
+            (&paths.kubelet(), "k8s.io/kubernetes/cmd/kubelet"),
+            (&paths.kube_proxy(), "k8s.io/kubernetes/cmd/kube-proxy"),
             (&paths.etcd, "go.etcd.io/etcd/server/v3"),
         ],
     )

@@ -5,6 +5,7 @@
 //! lock file per tool so a long build never blocks the shared `install.lock`. The helpers below
 //! serve those on-demand builds (progress heartbeat, module source copies).
 
+pub mod apt;
 pub mod cluster_api;
 pub mod connect_proxy;
 pub mod crane;
@@ -19,7 +20,9 @@ pub mod kubernetes;
 pub mod machine_controller_manager;
 pub mod module_crds;
 pub mod moto;
+pub mod node_runtime;
 pub mod opentofu;
+pub mod pause;
 pub mod virtualization_crds;
 pub mod xfsprogs;
 

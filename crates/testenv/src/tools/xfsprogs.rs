@@ -4,9 +4,8 @@
 //! the tests only check, and fail naming the command to run, never install it silently.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use super::progress;
 
@@ -40,25 +39,7 @@ pub fn ensure() -> Result<PathBuf> {
         "mkfs.xfs is missing: installing {PACKAGE} with apt-get (once)"
     ));
     let started = tokio::time::Instant::now();
-    for args in [
-        vec!["update", "-qq"],
-        vec!["install", "-y", "-qq", "--no-install-recommends", PACKAGE],
-    ] {
-        let out = Command::new("apt-get")
-            .args(&args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("running apt-get {args:?}"))?;
-        if !out.status.success() {
-            bail!(
-                "apt-get {} failed ({}): {}",
-                args.join(" "),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-    }
+    super::apt::install(&[PACKAGE])?;
     let found =
         mkfs_xfs().with_context(|| format!("{PACKAGE} installed but mkfs.xfs is not found"))?;
     progress(&format!(

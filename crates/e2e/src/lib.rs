@@ -1,0 +1,6 @@
+//! Helpers of the end-to-end suites: charts installed with the real `helm install` into a
+//! [`RealCluster`](stratus_testenv::node::RealCluster), pods awaited until Running and Ready,
+//! and a crash-looping pod turned into a failure carrying its log.
+
+pub mod chart;
+pub mod pods;
