@@ -28,7 +28,7 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install tools build lint unit test docs docs-check docs-tools demo bench bench-nodes bench-tagging bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi bench-module env-up env-down clean-env images
+.PHONY: all install tools build lint unit test docs docs-check docs-tools demo bench bench-nodes bench-tagging bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi bench-module env-up env-down clean-env images e2e
 
 all: test
 
@@ -71,6 +71,13 @@ test: install
 	if wait $$tools; then echo "test: on-demand tools: $$(grep -c 'ready after' $(STRATUS_CACHE)/tools.log) ready"; \
 	else echo "test: some on-demand tool failed to build:"; tail -20 $(STRATUS_CACHE)/tools.log; status=1; fi; \
 	trap - EXIT; exit $$status
+
+## e2e: the end-to-end suites alone (crates/e2e): each module's charts installed from images of this build
+## on a real one-node cluster (kubelet, containerd, kube-proxy) inside a network namespace the test creates;
+## `make test` runs them too
+e2e: install
+	$(CARGO) build --workspace --bins
+	$(CARGO_TARGET_DIR)/debug/testenv test -p stratus-e2e --jobs 2
 
 ## demo: local control plane + emulated AWS, nodes initialised and retired by the CCM;
 ## CLOUD=openstack: real Keystone + the OpenStack simulators instead;

@@ -7,6 +7,20 @@ use std::process::Command;
 use anyhow::{Context, Result};
 use stratus_testenv::node::RealCluster;
 
+/// Installs `charts/<chart>` as `release` in `namespace` with the values `values` (written to
+/// a file beside the cluster's logs), as `helm upgrade --install -f`.
+pub fn install_with(
+    cluster: &RealCluster,
+    chart: &str,
+    release: &str,
+    namespace: &str,
+    values: &serde_json::Value,
+) -> Result<()> {
+    let file = cluster.dir().join(format!("values-{release}.yaml"));
+    std::fs::write(&file, serde_yaml::to_string(values)?)?;
+    install(cluster, chart, release, namespace, &[&file], &[])
+}
+
 /// Installs `charts/<chart>` as `release` in `namespace` with `values` (`key=value`, as
 /// `--set`) and the values files `files`.
 pub fn install(

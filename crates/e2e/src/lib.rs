@@ -2,5 +2,6 @@
 //! [`RealCluster`](stratus_testenv::node::RealCluster), pods awaited until Running and Ready,
 //! and a crash-looping pod turned into a failure carrying its log.
 
+pub mod aws;
 pub mod chart;
 pub mod pods;

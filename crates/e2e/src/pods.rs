@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use anyhow::{bail, Result};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams, LogParams};
 
 /// States of a waiting container that mean the pod will not start by itself.
@@ -55,6 +55,7 @@ pub async fn wait_ready(
                 report.push('\n');
                 report.push_str(&describe_failure(&pods, pod, "not ready").await);
             }
+            report.push_str(&recent_events(client, namespace).await);
             bail!("{report}");
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -96,6 +97,41 @@ pub fn failing(pod: &Pod) -> Option<String> {
         }
     }
     None
+}
+
+/// The last lines of every container's log of the pods matching `selector`, for a failure
+/// message.
+pub async fn logs(client: &kube::Client, namespace: &str, selector: &str) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let Ok(list) = pods.list(&ListParams::default().labels(selector)).await else {
+        return format!("(cannot list pods {selector})");
+    };
+    let mut report = String::new();
+    for pod in &list.items {
+        report.push_str(&describe_failure(&pods, pod, "log").await);
+        report.push('\n');
+    }
+    report
+}
+
+/// The namespace's events, oldest first (why a controller made no pod, why one is pending).
+pub async fn recent_events(client: &kube::Client, namespace: &str) -> String {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let Ok(list) = events.list(&ListParams::default()).await else {
+        return String::new();
+    };
+    let mut report = format!("\nevents in {namespace}:");
+    for event in list.items.iter().rev().take(30).rev() {
+        report.push_str(&format!(
+            "\n  {} {}/{}: {} {}",
+            event.type_.as_deref().unwrap_or_default(),
+            event.involved_object.kind.as_deref().unwrap_or_default(),
+            event.involved_object.name.as_deref().unwrap_or_default(),
+            event.reason.as_deref().unwrap_or_default(),
+            event.message.as_deref().unwrap_or_default()
+        ));
+    }
+    report
 }
 
 async fn describe_failure(pods: &Api<Pod>, pod: &Pod, reason: &str) -> String {

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 
 use crate::core::cluster::{kube_client, wait_apiserver_ready};
 use crate::core::process::Proc;
@@ -28,6 +28,9 @@ use crate::tools::install::{ensure_installed, Paths};
 
 /// The node's name (kubelet's `--hostname-override`).
 pub const NODE_NAME: &str = "stratus-node";
+
+/// The label of control-plane nodes.
+pub const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
 
 /// How long the node may take to become Ready once kubelet runs.
 const NODE_READY_DEADLINE: Duration = Duration::from_secs(60);
@@ -122,6 +125,7 @@ impl RealCluster {
         let proxy = agents::start_proxy(paths, &dir, &self.pki, NODE_NAME)?;
         self.procs.push(proxy);
         self.wait_node_ready().await?;
+        self.label_control_plane().await?;
         self.wait_default_service_account().await
     }
 
@@ -151,6 +155,18 @@ impl RealCluster {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// The node runs the control plane: labelled so, as kubeadm does (kubelet may not set a
+    /// `node-role` label itself), so charts selecting control-plane nodes schedule here.
+    async fn label_control_plane(&self) -> Result<()> {
+        let nodes: Api<Node> = Api::all(self.client().await?);
+        let patch = serde_json::json!({"metadata": {"labels": {CONTROL_PLANE_LABEL: ""}}});
+        nodes
+            .patch(NODE_NAME, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .context("labelling the node as control plane")?;
+        Ok(())
     }
 
     async fn wait_default_service_account(&self) -> Result<()> {
