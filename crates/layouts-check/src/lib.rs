@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod config_usage;
 pub mod module;
 pub mod structure;
+pub mod takeover;
 pub mod tofu;
 pub mod versions;
 pub mod workspace;

@@ -8,3 +8,4 @@ mod common;
 mod dvp;
 mod openstack;
 mod structure;
+mod takeover;
