@@ -20,7 +20,11 @@ pub const CLOUDS: &[CloudSpec] = &[
     CloudSpec {
         cloud: "aws",
         provider: "aws",
-        layouts: &[("without-nat", "WithoutNAT"), ("with-nat", "WithNAT")],
+        layouts: &[
+            ("without-nat", "WithoutNAT"),
+            ("with-nat", "WithNAT"),
+            ("standard", "Standard"),
+        ],
         base_outputs: &["node_network_cidr"],
     },
     CloudSpec {

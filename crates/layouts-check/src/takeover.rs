@@ -7,6 +7,7 @@
 //! [`crate::workspace`]), the variables, the state, and a [`Tofu`] whose CLI config installs the
 //! module's providers. Reading the plan ([`PlanSummary::from_plan_json`]) is pure.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
@@ -52,6 +53,8 @@ pub struct Change {
     pub actions: Vec<String>,
     /// tofu's reason for a replacement or a delete, when it gives one.
     pub action_reason: Option<String>,
+    /// The planned attributes (`change.after`; unknown ones are absent), `null` for a delete.
+    pub after: serde_json::Value,
 }
 
 impl Change {
@@ -123,12 +126,28 @@ pub struct Counts {
 pub struct PlanSummary {
     /// Every managed resource instance, in tofu's order.
     pub changes: Vec<Change>,
+    /// The root module's outputs whose planned values are known.
+    pub outputs: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Deserialize)]
 struct PlanJson {
     #[serde(default)]
     resource_changes: Vec<ResourceChangeJson>,
+    #[serde(default)]
+    planned_values: PlannedValuesJson,
+}
+
+#[derive(Deserialize, Default)]
+struct PlannedValuesJson {
+    #[serde(default)]
+    outputs: BTreeMap<String, PlannedOutputJson>,
+}
+
+#[derive(Deserialize)]
+struct PlannedOutputJson {
+    #[serde(default)]
+    value: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -146,6 +165,8 @@ struct ResourceChangeJson {
 #[derive(Deserialize)]
 struct ChangeJson {
     actions: Vec<String>,
+    #[serde(default)]
+    after: serde_json::Value,
 }
 
 impl PlanSummary {
@@ -161,9 +182,16 @@ impl PlanSummary {
                 previous_address: r.previous_address,
                 actions: r.change.actions,
                 action_reason: r.action_reason,
+                after: r.change.after,
             })
             .collect();
-        Ok(PlanSummary { changes })
+        let outputs = plan
+            .planned_values
+            .outputs
+            .into_iter()
+            .filter_map(|(name, o)| o.value.map(|v| (name, v)))
+            .collect();
+        Ok(PlanSummary { changes, outputs })
     }
 
     /// The counts of each kind of change.
@@ -205,6 +233,20 @@ impl PlanSummary {
     pub fn change(&self, address: &str) -> Option<&Change> {
         self.changes.iter().find(|c| c.address == address)
     }
+
+    /// The changes of every instance of the resource at `address` (`module.m.aws_subnet.s`
+    /// gives `…s[0]`, `…s[1]`, …, or `…s` itself when it has neither count nor for_each).
+    pub fn instances(&self, address: &str) -> Vec<&Change> {
+        self.changes
+            .iter()
+            .filter(|c| {
+                c.address == address
+                    || c.address
+                        .strip_prefix(address)
+                        .is_some_and(|rest| rest.starts_with('['))
+            })
+            .collect()
+    }
 }
 
 impl fmt::Display for PlanSummary {
@@ -214,6 +256,16 @@ impl fmt::Display for PlanSummary {
         }
         Ok(())
     }
+}
+
+/// Plans the module in `module_dir` from nothing (no state): what a first converge would create.
+/// `module_dir` must be a scratch copy: the variables and the plan are written into it.
+pub fn plan_module(
+    tofu: &Tofu,
+    module_dir: &Path,
+    vars: &serde_json::Value,
+) -> Result<PlanSummary, TakeoverError> {
+    plan(tofu, module_dir, vars)
 }
 
 /// Plans the module in `module_dir` against `state` (a state file's JSON, as the other tool
@@ -227,6 +279,14 @@ pub fn plan_takeover(
     state: &serde_json::Value,
 ) -> Result<PlanSummary, TakeoverError> {
     write(&module_dir.join(STATE_FILE), &state.to_string())?;
+    plan(tofu, module_dir, vars)
+}
+
+fn plan(
+    tofu: &Tofu,
+    module_dir: &Path,
+    vars: &serde_json::Value,
+) -> Result<PlanSummary, TakeoverError> {
     let vars_file = module_dir.join(VARS_FILE);
     write(&vars_file, &vars.to_string())?;
     tofu.run_ok(module_dir, &["init", "-input=false", "-no-color"])?;
