@@ -98,8 +98,10 @@ impl Versions {
         let deckhouse = cloud_dir.join(Self::FILE);
         if deckhouse.is_file() {
             let text = read(&deckhouse)?;
-            return Self::parse_deckhouse(&text)
-                .map_err(|source| VersionsError::Parse { path: deckhouse, source });
+            return Self::parse_deckhouse(&text).map_err(|source| VersionsError::Parse {
+                path: deckhouse,
+                source,
+            });
         }
         let path = cloud_dir.join(Self::LEGACY_FILE);
         let text = read(&path)?;

@@ -105,7 +105,9 @@ fn aws_tag_values_drive_the_ccm_to_the_layout_subnets_and_group() {
             "{layout}: {cluster:?}"
         );
         assert_eq!(
-            cluster.get("kubernetes.io/cluster/prod-a").map(String::as_str),
+            cluster
+                .get("kubernetes.io/cluster/prod-a")
+                .map(String::as_str),
             Some("shared"),
             "{layout}: Deckhouse also tags with the prefix: {cluster:?}"
         );
