@@ -4,6 +4,7 @@
 //! against the CCM's code, DVP objects rendered and dry-run against the virtualization CRDs.
 
 mod aws;
+mod aws_plans;
 mod aws_takeover;
 mod common;
 mod dvp;

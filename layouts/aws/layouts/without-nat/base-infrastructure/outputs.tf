@@ -6,7 +6,7 @@ output "cloud_discovery_data" {
     layout                    = module.config.layout
     region                    = module.config.region
     keyName                   = aws_key_pair.ssh.key_name
-    loadBalancerSecurityGroup = coalesce(module.security-groups.load_balancer_group_id, "")
+    loadBalancerSecurityGroup = module.security-groups.load_balancer_group_id == null ? "" : module.security-groups.load_balancer_group_id
     zones                     = local.zones
     zoneToSubnetIdMap         = module.config.internal_subnet ? module.network.zone_to_internal_subnet_id : module.network.zone_to_public_subnet_id
     instances = {
