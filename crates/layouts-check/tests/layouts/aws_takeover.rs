@@ -180,3 +180,49 @@ fn aws_discovery_data_of_a_taken_over_cluster_is_valid_and_points_at_the_load_ba
 fn summary_data(layout: &str) -> Value {
     takeover(layout, "base-infrastructure").outputs["cloud_discovery_data"].clone()
 }
+
+/// The `from = … to = …` pairs of the `moved` blocks in one file.
+fn moved_pairs(text: &str) -> Vec<(String, String)> {
+    let re = regex::Regex::new(r"moved\s*\{\s*from\s*=\s*(\S+)\s*to\s*=\s*(\S+)\s*\}").unwrap();
+    re.captures_iter(text)
+        .map(|c| (c[1].to_string(), c[2].to_string()))
+        .collect()
+}
+
+#[test]
+fn aws_migration_doc_lists_every_deckhouse_address_the_layouts_move() {
+    let doc = std::fs::read_to_string(crate::common::repo().join("docs/src/layouts.md")).unwrap();
+    let section = doc
+        .split("## Taking over a cluster Deckhouse built")
+        .nth(1)
+        .expect("the layouts page has the migration section");
+    let root = layouts();
+    let mut pairs = Vec::new();
+    for (layout, _) in catalog::CLOUDS
+        .iter()
+        .find(|c| c.cloud == "aws")
+        .unwrap()
+        .layouts
+    {
+        for (module, file) in [
+            ("base-infrastructure", "moved.tf"),
+            ("master-node", "main.tf"),
+        ] {
+            let path = catalog::layout_module_dir(&root, "aws", layout, module).join(file);
+            pairs.extend(moved_pairs(&std::fs::read_to_string(&path).unwrap()));
+        }
+    }
+    assert!(pairs.len() >= 20, "{pairs:?}");
+    for (from, to) in pairs {
+        let stem = |a: &str| a.trim_end_matches("[0]").to_string();
+        assert!(
+            section.contains(&format!("`{}", stem(&from))) || section.contains(&stem(&from)),
+            "the migration table lacks {from}"
+        );
+        let to_named = section.contains(&stem(&to))
+            || to.ends_with(&from.replace("[0]", ""))
+            || to.trim_end_matches("[0]").ends_with(&stem(&from));
+        assert!(to_named, "the migration table lacks {from} -> {to}");
+    }
+    assert!(section.contains("tofu plan -refresh=false"));
+}
