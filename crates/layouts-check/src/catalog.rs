@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 pub struct CloudSpec {
     /// The folder under `layouts/`.
     pub cloud: &'static str,
-    /// The provider's local name in `required_providers` and `versions.yml`.
+    /// The provider's local name in `required_providers` and the pin file.
     pub provider: &'static str,
     /// `(folder, layout name as the cluster configuration spells it)`.
     pub layouts: &'static [(&'static str, &'static str)],
