@@ -247,3 +247,36 @@ fn aws_configuration_deckhouse_refuses_is_refused_naming_the_field() {
         assert!(output.contains(message), "{path:?}: {output}");
     }
 }
+
+/// The three AWS layouts share their files (the configuration's layout decides): a copy edited in
+/// one layout only would make the layouts drift apart.
+#[test]
+fn aws_layouts_are_the_same_files() {
+    let root = layouts();
+    for module in catalog::LAYOUT_MODULES {
+        let read = |layout: &str| {
+            let dir = catalog::layout_module_dir(&root, "aws", layout, module);
+            let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .filter(|e| e.path().extension().is_some_and(|x| x == "tf"))
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        std::fs::read_to_string(e.path()).unwrap(),
+                    )
+                })
+                .collect();
+            files.sort();
+            files
+        };
+        let with_nat = read("with-nat");
+        assert!(!with_nat.is_empty());
+        for layout in ["without-nat", "standard"] {
+            assert!(
+                read(layout) == with_nat,
+                "layouts/aws/layouts/{layout}/{module} differs from with-nat/{module}"
+            );
+        }
+    }
+}

@@ -378,3 +378,36 @@ fn aws_master_and_static_nodes_carry_their_group_settings() {
         .unwrap()
         .contains(&Value::from("sg-0123456789abcdef1")));
 }
+
+#[test]
+fn aws_tofu_test_passes_with_a_mocked_provider_and_fails_when_the_discovery_data_points_elsewhere()
+{
+    let ws = Workspace::copy(&layouts()).unwrap();
+    let dir = catalog::layout_module_dir(&ws.root(), "aws", "with-nat", "base-infrastructure");
+    let tofu = aws_tofu(&ZONES6);
+    tofu.init(&dir).unwrap();
+    let run = tofu.test(&dir).unwrap();
+    assert!(run.success, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("1 passed, 0 failed"), "{}", run.stdout);
+
+    let outputs = dir.join("outputs.tf");
+    let text = std::fs::read_to_string(&outputs).unwrap();
+    let broken = text.replace(
+        ": module.security-groups.load_balancer_group_id\n",
+        ": module.security-groups.node_group_id\n",
+    );
+    assert_ne!(
+        text, broken,
+        "the discovery data's group moved; update this test"
+    );
+    std::fs::write(&outputs, broken).unwrap();
+    let run = tofu.test(&dir).unwrap();
+    assert!(!run.success, "{}", run.stdout);
+    assert!(
+        crate::common::squash(&format!("{}{}", run.stdout, run.stderr))
+            .contains("loadBalancerSecurityGroup must be the load-balancer group"),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+}
