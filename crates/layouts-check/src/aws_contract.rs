@@ -2,7 +2,7 @@
 //! cannot be installed here): subnets carry the role tags and the cluster tag the CCM's
 //! load-balancer subnet discovery ranks by, route tables and instances the cluster tag its route
 //! controller and instance cache list by, exactly one security group per node the cluster tag
-//! (the one the CCM adds load-balancer rules to), instances the node-termination-handler's
+//! (the node group, the one the CCM adds load-balancer rules to), instances the node-termination-handler's
 //! managed tag and IMDSv2 reachable from pods (hop limit 2, for the EBS CSI node plugin and the
 //! termination handler), and the masters' role the policy of `deploy/iam-policy.json`.
 //!
@@ -55,24 +55,29 @@ pub fn check(root: &Path, layouts: &[&str]) -> Vec<Problem> {
                 "network",
                 &[
                     ("tags", "module.config.tags"),
+                    ("cluster_tags", "module.config.cluster_tags"),
                     ("public_subnet_tags", "module.config.public_subnet_tags"),
-                    ("private_subnet_tags", "module.config.private_subnet_tags"),
+                    ("internal_subnet_tags", "module.config.internal_subnet_tags"),
                 ],
                 &mut problems,
             );
             check_args(
                 &m,
-                "security_groups",
+                "security-groups",
                 &[
-                    ("cluster_tags", "module.config.tags"),
-                    ("other_tags", "module.config.untagged_for_cluster"),
+                    ("cluster_tags", "module.config.cluster_tags"),
+                    ("tags", "module.config.tags"),
+                    (
+                        "public_network_allow_list",
+                        "module.config.public_network_allow_list",
+                    ),
                 ],
                 &mut problems,
             );
         }
         for (kind, call, profile) in [
-            ("master-node", "master", "-master\""),
-            ("static-node", "node", "-node\""),
+            ("master-node", "master-node", "-master\""),
+            ("static-node", "static-node", "-node\""),
         ] {
             if let Some(m) = load(layout_module_dir(root, "aws", layout, kind), &mut problems) {
                 check_args(
@@ -80,7 +85,7 @@ pub fn check(root: &Path, layouts: &[&str]) -> Vec<Problem> {
                     call,
                     &[
                         ("instance_tags", "module.config.instance_tags"),
-                        ("volume_tags", "module.config.tags"),
+                        ("volume_tags", "module.config.cluster_tags"),
                     ],
                     &mut problems,
                 );
@@ -89,13 +94,13 @@ pub fn check(root: &Path, layouts: &[&str]) -> Vec<Problem> {
                     .and_then(|c| c.args.get("security_group_ids"))
                     .cloned()
                     .unwrap_or_default();
-                if !groups.starts_with("concat([data.aws_security_group.cluster.id]") {
+                if !groups.starts_with("concat(data.aws_security_group.node[*].id")
+                    && groups != "data.aws_security_group.node[*].id"
+                {
                     problems.push(p(
                         &m.dir,
                         &format!("module {call}"),
-                        format!(
-                            "security_group_ids must start with the cluster group, got {groups}"
-                        ),
+                        format!("security_group_ids must start with the node group, got {groups}"),
                     ));
                 }
                 let profile_arg = m
@@ -118,10 +123,13 @@ pub fn check(root: &Path, layouts: &[&str]) -> Vec<Problem> {
     problems
 }
 
-/// Subnets carry the role tags, route tables and the VPC the cluster tags.
+/// Subnets carry the role tags, route tables the configured or the cluster tags.
 fn check_network(m: &Module, problems: &mut Vec<Problem>) {
     for r in m.resources_of("aws_subnet") {
-        let want = format!("var.{}_subnet_tags", r.name);
+        let want = format!(
+            "var.{}_subnet_tags",
+            r.name.strip_prefix("kube_").unwrap_or(&r.name)
+        );
         if !r.attr("tags").unwrap_or_default().contains(&want) {
             problems.push(p(
                 &m.dir,
@@ -130,15 +138,17 @@ fn check_network(m: &Module, problems: &mut Vec<Problem>) {
             ));
         }
     }
-    for rtype in ["aws_route_table", "aws_vpc"] {
-        for r in m.resources_of(rtype) {
-            if !r.attr("tags").unwrap_or_default().contains("var.tags") {
-                problems.push(p(
-                    &m.dir,
-                    &format!("{rtype}.{}", r.name),
-                    "tags must include var.tags (the cluster tag)".into(),
-                ));
-            }
+    for r in m.resources_of("aws_route_table") {
+        let tags = r.attr("tags").unwrap_or_default();
+        if !["var.tags", "var.cluster_tags", "local.nodes_table_tags"]
+            .iter()
+            .any(|t| tags.contains(t))
+        {
+            problems.push(p(
+                &m.dir,
+                &format!("aws_route_table.{}", r.name),
+                "tags must include var.cluster_tags or var.tags".into(),
+            ));
         }
     }
     if m.resources_of("aws_subnet").len() < 2 {
@@ -173,11 +183,11 @@ fn check_security_groups(m: &Module, problems: &mut Vec<Problem>) {
     }
     for r in &groups {
         let tags = r.attr("tags").unwrap_or_default();
-        if !tags.contains("var.cluster_tags") && !tags.contains("var.other_tags") {
+        if !tags.contains("var.cluster_tags") && !tags.contains("var.tags") {
             problems.push(p(
                 &m.dir,
                 &format!("aws_security_group.{}", r.name),
-                "tags must be var.cluster_tags or var.other_tags".into(),
+                "tags must be var.cluster_tags or var.tags".into(),
             ));
         }
     }
@@ -198,15 +208,16 @@ fn check_node(m: &Module, problems: &mut Vec<Problem>) {
         {
             problems.push(p(&m.dir, &at, "tags must include var.instance_tags".into()));
         }
-        if !r
-            .attr("volume_tags")
-            .unwrap_or_default()
-            .contains("var.volume_tags")
-        {
+        let root_tags = blocks(&r.body, "root_block_device")
+            .next()
+            .and_then(|b| attr_expr(&b.body, "tags"))
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        if !root_tags.contains("var.volume_tags") {
             problems.push(p(
                 &m.dir,
                 &at,
-                "volume_tags must include var.volume_tags".into(),
+                "root_block_device.tags must include var.volume_tags".into(),
             ));
         }
         if r.attr("source_dest_check").as_deref() != Some("false") {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 pub struct CloudSpec {
     /// The folder under `layouts/`.
     pub cloud: &'static str,
-    /// The provider's local name in `required_providers` and `versions.yml`.
+    /// The provider's local name in `required_providers` and the pin file.
     pub provider: &'static str,
     /// `(folder, layout name as the cluster configuration spells it)`.
     pub layouts: &'static [(&'static str, &'static str)],
@@ -20,7 +20,11 @@ pub const CLOUDS: &[CloudSpec] = &[
     CloudSpec {
         cloud: "aws",
         provider: "aws",
-        layouts: &[("without-nat", "WithoutNAT"), ("with-nat", "WithNAT")],
+        layouts: &[
+            ("without-nat", "WithoutNAT"),
+            ("with-nat", "WithNAT"),
+            ("standard", "Standard"),
+        ],
         base_outputs: &["node_network_cidr"],
     },
     CloudSpec {

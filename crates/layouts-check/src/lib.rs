@@ -1,6 +1,6 @@
 //! Checks of the OpenTofu layouts in `layouts/<cloud>/` (AWS, OpenStack, DVP), in Deckhouse's
 //! shape: `layouts/<layout>/{base-infrastructure,master-node,static-node}`, shared
-//! `terraform-modules/`, and a `versions.yml` naming OpenTofu and the provider.
+//! `terraform-modules/`, and a pin file (`terraform_versions.yml`, else `versions.yml`) naming OpenTofu and the provider.
 //!
 //! The library reads the HCL ([`module`]), finds problems in it without running anything
 //! ([`structure`], [`config_usage`], [`aws_contract`]) and drives a real `tofu` on a scratch
@@ -11,7 +11,9 @@ pub mod aws_contract;
 pub mod catalog;
 pub mod config_usage;
 pub mod module;
+pub mod schema;
 pub mod structure;
+pub mod takeover;
 pub mod tofu;
 pub mod versions;
 pub mod workspace;

@@ -1,5 +1,5 @@
 //! Structure checks: every layout has its three modules, every module its `versions.tf` agreeing
-//! with `versions.yml`, every variable a type and a description, every dhctl-facing variable a
+//! with the cloud's pin file (`terraform_versions.yml`, else `versions.yml`), every variable a type and a description, every dhctl-facing variable a
 //! validation with a clear message, every output a description, every module call a shared
 //! module that exists; OpenStack layouts carry `tofu test` files, DVP layouts build their
 //! objects in a provider-free module. Pure over the files: nothing is run.
@@ -96,7 +96,7 @@ fn check_module(
             &place,
             "required_version",
             format!(
-                "is {:?}, versions.yml says {:?}",
+                "is {:?}, the pin file says {:?}",
                 m.required_version, versions.opentofu.required_version
             ),
         ));
@@ -119,7 +119,7 @@ fn check_module(
                         &place,
                         "required_providers",
                         format!(
-                            "{} is {:?} {:?}, versions.yml says {} {}",
+                            "{} is {:?} {:?}, the pin file says {} {}",
                             spec.provider, req.source, req.version, want.source, want.version
                         ),
                     ));

@@ -70,6 +70,7 @@ pub struct Run {
 pub struct Tofu {
     binary: PathBuf,
     cli_config: PathBuf,
+    env: Vec<(String, String)>,
 }
 
 /// `tofu validate -json`.
@@ -102,7 +103,15 @@ impl Tofu {
         Tofu {
             binary: binary.into(),
             cli_config: cli_config.into(),
+            env: Vec::new(),
         }
+    }
+
+    /// The same tofu with one more environment variable for every command (and so for the
+    /// providers it starts).
+    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Tofu {
+        self.env.push((key.into(), value.into()));
+        self
     }
 
     /// Runs `tofu <args>` in `dir`, whatever its outcome.
@@ -117,6 +126,7 @@ impl Tofu {
             .env("CHECKPOINT_DISABLE", "1")
             .env_remove("TF_PLUGIN_CACHE_DIR")
             .env_remove("TF_DATA_DIR")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -14,7 +14,7 @@ use stratus_layouts_check::workspace::Workspace;
 
 use crate::common::{fixture, layouts, lines, repo, squash, tofu};
 
-const AWS_LAYOUTS: [&str; 2] = ["without-nat", "with-nat"];
+const AWS_LAYOUTS: [&str; 3] = ["without-nat", "with-nat", "standard"];
 /// The tag the node-termination-handler (queue mode) requires before acting on an instance.
 const NTH_MANAGED_TAG: &str = "aws-node-termination-handler/managed";
 const UUID: &str = "3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b";
@@ -43,7 +43,7 @@ fn aws_contract_check_fails_when_subnets_lose_their_role_tags_or_imds_is_unreach
     .unwrap();
     let problems = aws_contract::check(&ws.root(), &AWS_LAYOUTS);
     let text = lines(&problems);
-    assert!(text.contains("aws_subnet.public"), "{text}");
+    assert!(text.contains("aws_subnet.kube_public"), "{text}");
     assert!(text.contains("hop_limit must be at least 2"), "{text}");
 }
 
@@ -98,11 +98,18 @@ fn aws_tag_values_drive_the_ccm_to_the_layout_subnets_and_group() {
 
     for (layout, vars) in [("WithNAT", &with_nat), ("WithoutNAT", &without_nat)] {
         let out = evaluate(vars);
-        let cluster = tags(&out["tags"]);
+        let cluster = tags(&out["cluster_tags"]);
         assert_eq!(
             cluster.get(&key).map(String::as_str),
-            Some("owned"),
+            Some("shared"),
             "{layout}: {cluster:?}"
+        );
+        assert_eq!(
+            cluster
+                .get("kubernetes.io/cluster/prod-a")
+                .map(String::as_str),
+            Some("shared"),
+            "{layout}: Deckhouse also tags with the prefix: {cluster:?}"
         );
         let instance = tags(&out["instance_tags"]);
         assert!(
@@ -130,7 +137,7 @@ fn aws_tag_values_drive_the_ccm_to_the_layout_subnets_and_group() {
             subnet("subnet-9layout-public", true, public),
         ];
         if layout == "WithNAT" {
-            let private = tags(&out["private_subnet_tags"]);
+            let private = tags(&out["internal_subnet_tags"]);
             assert_eq!(
                 private.get(ROLE_INTERNAL_ELB).map(String::as_str),
                 Some("1")
@@ -163,7 +170,7 @@ fn aws_tag_values_drive_the_ccm_to_the_layout_subnets_and_group() {
         };
         let known: BTreeMap<String, SecurityGroup> = [
             group("sg-cluster", cluster.clone()),
-            group("sg-ssh", tags(&out["untagged_for_cluster"])),
+            group("sg-ssh", tags(&out["tags"])),
         ]
         .into_iter()
         .map(|g| (g.id.clone(), g))
@@ -176,24 +183,55 @@ fn aws_tag_values_drive_the_ccm_to_the_layout_subnets_and_group() {
     }
 }
 
+/// Configurations Deckhouse's schema refuses, one bad field at a time (tofu stops at the first
+/// failing validation of a variable): each refusal names the field.
 #[test]
-fn aws_bad_configuration_is_refused_with_a_clear_message() {
-    // One bad field at a time: tofu stops at the first failing validation of a variable.
-    let cases: [(&[&str], serde_json::Value, &str); 3] = [
+fn aws_configuration_deckhouse_refuses_is_refused_naming_the_field() {
+    let cases: Vec<(&[&str], serde_json::Value, &str)> = vec![
+        (
+            &["layout"],
+            "Simple".into(),
+            "providerClusterConfiguration.layout must be WithoutNAT, WithNAT or Standard",
+        ),
         (
             &["existingVPCID"],
             "vpc-0123456789abcdef0".into(),
             "set exactly one of vpcNetworkCIDR (a new VPC) and existingVPCID",
         ),
         (
-            &["masterNodeGroup", "instanceClass", "ami"],
-            "ubuntu".into(),
-            "ami must be an AMI ID such as ami-0123456789abcdef0",
+            &["nodeNetworkCIDR"],
+            "10.241.32.0/33".into(),
+            "vpcNetworkCIDR and nodeNetworkCIDR must be IPv4 CIDRs",
         ),
         (
-            &["tags"],
-            serde_json::json!({"kubernetes.io/cluster/other": "owned"}),
-            "must not set kubernetes.io/cluster/*",
+            &["publicNetworkAllowList"],
+            serde_json::json!(["anywhere"]),
+            "sshAllowList and publicNetworkAllowList must hold IPv4 CIDRs",
+        ),
+        (
+            &["additionalRolePolicies"],
+            serde_json::json!(["ec2 Describe"]),
+            "additionalRolePolicies must hold at least one IAM action",
+        ),
+        (
+            &["additionalRolePolicies"],
+            serde_json::json!([]),
+            "additionalRolePolicies must hold at least one IAM action",
+        ),
+        (
+            &["zones"],
+            serde_json::json!([]),
+            "zones and masterNodeGroup.zones must name at least one zone",
+        ),
+        (
+            &["masterNodeGroup", "replicas"],
+            0.into(),
+            "masterNodeGroup.replicas must be a whole number of at least 1",
+        ),
+        (
+            &["masterNodeGroup", "instanceClass", "diskType"],
+            "gp9".into(),
+            "instanceClass.diskType (masterNodeGroup, nodeGroups, withNAT.bastionInstance) must be one of",
         ),
     ];
     let ws = Workspace::copy(&layouts()).unwrap();
@@ -207,5 +245,38 @@ fn aws_bad_configuration_is_refused_with_a_clear_message() {
         *field = value;
         let output = squash(&tofu().apply_failure(&dir, &vars).unwrap());
         assert!(output.contains(message), "{path:?}: {output}");
+    }
+}
+
+/// The three AWS layouts share their files (the configuration's layout decides): a copy edited in
+/// one layout only would make the layouts drift apart.
+#[test]
+fn aws_layouts_are_the_same_files() {
+    let root = layouts();
+    for module in catalog::LAYOUT_MODULES {
+        let read = |layout: &str| {
+            let dir = catalog::layout_module_dir(&root, "aws", layout, module);
+            let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .filter(|e| e.path().extension().is_some_and(|x| x == "tf"))
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        std::fs::read_to_string(e.path()).unwrap(),
+                    )
+                })
+                .collect();
+            files.sort();
+            files
+        };
+        let with_nat = read("with-nat");
+        assert!(!with_nat.is_empty());
+        for layout in ["without-nat", "standard"] {
+            assert!(
+                read(layout) == with_nat,
+                "layouts/aws/layouts/{layout}/{module} differs from with-nat/{module}"
+            );
+        }
     }
 }

@@ -60,3 +60,19 @@ pub fn lines<T: std::fmt::Display>(items: &[T]) -> String {
 pub fn squash(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+/// The hashicorp/aws stand-in (built from `crates/testenv/go-aws-schema` the first time).
+pub fn aws_schema() -> &'static stratus_testenv::tools::aws_schema::AwsSchemaProvider {
+    static AWS: OnceLock<stratus_testenv::tools::aws_schema::AwsSchemaProvider> = OnceLock::new();
+    AWS.get_or_init(|| {
+        stratus_testenv::tools::aws_schema::ensure_aws_schema_provider()
+            .expect("building the hashicorp/aws stand-in")
+    })
+}
+
+/// A runner for the installed tofu that installs hashicorp/aws from the stand-in's mirror; the
+/// stand-in's aws_availability_zones answers `zones`.
+pub fn aws_tofu(zones: &[&str]) -> Tofu {
+    let t = opentofu();
+    Tofu::new(&t.tofu, &aws_schema().cli_config).with_env("STRATUS_AWS_ZONES", zones.join(","))
+}

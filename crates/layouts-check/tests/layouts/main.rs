@@ -4,7 +4,10 @@
 //! against the CCM's code, DVP objects rendered and dry-run against the virtualization CRDs.
 
 mod aws;
+mod aws_plans;
+mod aws_takeover;
 mod common;
 mod dvp;
 mod openstack;
 mod structure;
+mod takeover;

@@ -1,11 +1,12 @@
 //! One module per installed tool: what it is built from and how. kube-apiserver, etcd, helm and
 //! moto are installed for every test environment (see [`crate::tools::install`]); the others only when
-//! a suite that needs them first asks (OpenTofu with its OpenStack provider, the virtualization
+//! a suite that needs them first asks (OpenTofu with its OpenStack provider and the hashicorp/aws stand-in, the virtualization
 //! CRDs, Keystone with uWSGI and openstacksdk, amazon-ec2-metadata-mock, crane, the Cluster API manager, proxy.py as a real forward proxy): built on first use, cached under `$STRATUS_CACHE` with a stamp each, serialised by a
 //! lock file per tool so a long build never blocks the shared `install.lock`. The helpers below
 //! serve those on-demand builds (progress heartbeat, module source copies).
 
 pub mod apt;
+pub mod aws_schema;
 pub mod cluster_api;
 pub mod connect_proxy;
 pub mod crane;

@@ -1,15 +1,20 @@
-# Normalises the AWS cluster configuration and owns the tag contract: what Stratus's CCM, the
-# EBS CSI driver and the node-termination-handler read from the cloud is decided here, once,
-# and checked by stratus-layouts-check against the CCM's own constants.
+# Normalises the AWSClusterConfiguration (Deckhouse's defaults) and owns the tag contract: what
+# Stratus's CCM, the EBS CSI driver and the node-termination-handler read from the cloud, and the
+# tags Deckhouse's layouts put on the same resources, is decided here, once, and checked by
+# stratus-layouts-check against the CCM's own constants.
 
 locals {
   pcc    = var.providerClusterConfiguration
   prefix = var.clusterConfiguration.cloud.prefix
+  # The world, where Deckhouse's schema defaults an allow list to it.
+  anywhere = "0.0.0.0/0"
 
-  # The CCM lists instances, route tables, subnets and security groups by this tag key
-  # (KubernetesClusterID = clusterUUID in its cloud config).
-  cluster_tag_key = "kubernetes.io/cluster/${var.clusterUUID}"
-  cluster_tags    = merge(local.pcc.tags, { (local.cluster_tag_key) = "owned" })
+  # The CCM lists instances, route tables, subnets and security groups by the tag keyed by the
+  # cluster UUID (KubernetesClusterID = clusterUUID in its cloud config); Deckhouse's layouts also
+  # tag the same resources with the prefix, and tooling keyed on either keeps working.
+  cluster_tag_key        = "kubernetes.io/cluster/${var.clusterUUID}"
+  cluster_prefix_tag_key = "kubernetes.io/cluster/${local.prefix}"
+  cluster_tags           = { (local.cluster_tag_key) = "shared", (local.cluster_prefix_tag_key) = "shared" }
 
   # Subnet roles the CCM's load-balancer subnet discovery ranks first (value "1").
   role_elb          = "kubernetes.io/role/elb"
@@ -18,15 +23,17 @@ locals {
   # The node-termination-handler in queue mode only acts on instances carrying this tag.
   nth_managed_tag = "aws-node-termination-handler/managed"
 
-  with_nat = local.pcc.layout == "WithNAT"
-
-  # nodeNetworkCIDR is cut into 8 equal subnets: public ones for zones 0-3, then private ones.
-  public_subnet_cidrs  = [for i in range(4) : cidrsubnet(local.pcc.nodeNetworkCIDR, 3, i)]
-  private_subnet_cidrs = [for i in range(4) : cidrsubnet(local.pcc.nodeNetworkCIDR, 3, 4 + i)]
+  # WithNAT and the deprecated Standard have internal subnets behind a NAT gateway; nodes of
+  # WithNAT and static nodes of Standard live there. Masters are public in WithoutNAT and
+  # Standard (an Elastic IP each), static nodes in WithoutNAT only.
+  layout          = local.pcc.layout
+  internal_subnet = local.layout != "WithoutNAT"
+  masters_public  = local.layout != "WithNAT"
+  statics_public  = local.layout == "WithoutNAT"
 
   master      = local.pcc.masterNodeGroup
   node_groups = { for ng in local.pcc.nodeGroups : ng.name => ng }
-  bastion     = try(local.pcc.withNAT.bastionInstance, null)
+  bastion     = local.layout == "WithNAT" ? try(local.pcc.withNAT.bastionInstance, null) : null
 
   # dhctl runs master-node replicas times (static-node replicas times per group): an index
   # beyond that is a mistake.

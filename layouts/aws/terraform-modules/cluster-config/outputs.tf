@@ -4,13 +4,23 @@ output "prefix" {
 }
 
 output "layout" {
-  description = "The layout name."
-  value       = local.pcc.layout
+  description = "The layout name (WithoutNAT, WithNAT or the deprecated Standard)."
+  value       = local.layout
 }
 
-output "with_nat" {
-  description = "Whether nodes sit in private subnets behind a NAT gateway (WithNAT)."
-  value       = local.with_nat
+output "internal_subnet" {
+  description = "Whether the layout has internal subnets behind a NAT gateway (WithNAT, Standard)."
+  value       = local.internal_subnet
+}
+
+output "masters_public" {
+  description = "Whether masters sit in the public subnets with an Elastic IP (WithoutNAT, Standard)."
+  value       = local.masters_public
+}
+
+output "statics_public" {
+  description = "Whether static nodes sit in the public subnets with an Elastic IP (WithoutNAT)."
+  value       = local.statics_public
 }
 
 output "region" {
@@ -38,32 +48,27 @@ output "vpc" {
 }
 
 output "node_network_cidr" {
-  description = "The node network inside the VPC."
+  description = "The node network inside the VPC, or null: the VPC's CIDR (Deckhouse's default)."
   value       = local.pcc.nodeNetworkCIDR
 }
 
-output "public_subnet_cidrs" {
-  description = "CIDR of the public subnet of zone 0 to 3."
-  value       = local.public_subnet_cidrs
-}
-
-output "private_subnet_cidrs" {
-  description = "CIDR of the private subnet of zone 0 to 3 (WithNAT)."
-  value       = local.private_subnet_cidrs
-}
-
 output "zones" {
-  description = "Zones the cluster is limited to (empty: the region's first 4)."
+  description = "Zones nodes are limited to (zones), or null: every zone of the region. Subnets cover every zone of the region either way."
   value       = local.pcc.zones
 }
 
 output "ssh_allow_list" {
-  description = "CIDRs allowed to reach SSH (and the Kubernetes API on masters)."
-  value       = local.pcc.sshAllowList
+  description = "CIDRs allowed to reach SSH (Deckhouse's default: anywhere)."
+  value       = coalesce(local.pcc.sshAllowList, [local.anywhere])
+}
+
+output "public_network_allow_list" {
+  description = "CIDRs allowed to reach load balancers and to ping nodes (publicNetworkAllowList; Deckhouse's default: anywhere)."
+  value       = coalesce(local.pcc.publicNetworkAllowList, [local.anywhere])
 }
 
 output "default_security_group" {
-  description = "Whether the SSH security group is created (disableDefaultSecurityGroup false)."
+  description = "Whether the node, load-balancer and SSH security groups are created (disableDefaultSecurityGroup false)."
   value       = !local.pcc.disableDefaultSecurityGroup
 }
 
@@ -73,40 +78,40 @@ output "cluster_tag_key" {
 }
 
 output "tags" {
-  description = "The configured tags plus the cluster tag (owned): every resource the cluster owns."
-  value       = local.cluster_tags
-}
-
-output "untagged_for_cluster" {
-  description = "The configured tags alone: security groups that must not receive the CCM's load-balancer rules."
+  description = "The configured tags: every resource carries them."
   value       = local.pcc.tags
 }
 
-output "public_subnet_tags" {
-  description = "Tags of public subnets: internet-facing load balancers go there (and, WithoutNAT, internal ones too)."
-  value       = merge(local.cluster_tags, { (local.role_elb) = "1" }, local.with_nat ? {} : { (local.role_internal_elb) = "1" })
+output "cluster_tags" {
+  description = "The configured tags and both cluster tags (kubernetes.io/cluster/<clusterUUID> and kubernetes.io/cluster/<prefix>, shared): subnets, internal route tables, the node group, instances."
+  value       = merge(local.pcc.tags, local.cluster_tags)
 }
 
-output "private_subnet_tags" {
-  description = "Tags of private subnets (WithNAT): internal load balancers go there."
-  value       = merge(local.cluster_tags, { (local.role_internal_elb) = "1" })
+output "public_subnet_tags" {
+  description = "Tags of public subnets: internet-facing load balancers go there (and, without internal subnets, internal ones too)."
+  value       = merge(local.pcc.tags, local.cluster_tags, { (local.role_elb) = "1" }, local.internal_subnet ? {} : { (local.role_internal_elb) = "1" })
+}
+
+output "internal_subnet_tags" {
+  description = "Tags of internal subnets (WithNAT, Standard): internal load balancers go there."
+  value       = merge(local.pcc.tags, local.cluster_tags, { (local.role_internal_elb) = "1" })
 }
 
 output "instance_tags" {
-  description = "Tags of every node instance: the cluster tag (the CCM's instance cache lists by it) and the node-termination-handler's managed tag."
-  value       = merge(local.cluster_tags, { (local.nth_managed_tag) = "true" })
+  description = "Tags of every node instance: the cluster tags (the CCM's instance cache lists by them) and the node-termination-handler's managed tag."
+  value       = merge(local.pcc.tags, local.cluster_tags, { (local.nth_managed_tag) = "true" })
 }
 
 output "iam" {
-  description = "IAM: extra actions for the masters' role and the nodes' existing role, if any."
+  description = "IAM: extra actions for the masters' and nodes' roles (additionalRolePolicies) and the nodes' existing role (iamNodeRole), if any."
   value = {
-    additional_role_policies = local.pcc.additionalRolePolicies
+    additional_role_policies = coalesce(local.pcc.additionalRolePolicies, [])
     node_role                = local.pcc.iamNodeRole
   }
 }
 
 output "master" {
-  description = "The master node group."
+  description = "The master node group (additionalTags beside instanceClass, as Deckhouse has it)."
   value       = local.master
 }
 

@@ -21,7 +21,7 @@ variable "clusterConfiguration" {
 }
 
 variable "providerClusterConfiguration" {
-  description = "The AWSClusterConfiguration document (deckhouse.io/v1): layout, networks, access lists, IAM and the master and node groups."
+  description = "The AWSClusterConfiguration document (deckhouse.io/v1), every field the layouts act on where Deckhouse puts it, with Deckhouse's defaults: layout, networks, access lists, IAM, the bastion and the master and node groups. dhctl's own fields (apiVersion, kind, nodeGroups[].nodeTemplate) are accepted and left to dhctl."
   type = object({
     layout       = string
     sshPublicKey = string
@@ -32,111 +32,88 @@ variable "providerClusterConfiguration" {
     })
     vpcNetworkCIDR              = optional(string)
     existingVPCID               = optional(string)
-    nodeNetworkCIDR             = string
+    nodeNetworkCIDR             = optional(string)
     peeredVPCs                  = optional(list(string), [])
     disableDefaultSecurityGroup = optional(bool, false)
-    sshAllowList                = optional(list(string), ["0.0.0.0/0"])
+    sshAllowList                = optional(list(string))
+    publicNetworkAllowList      = optional(list(string))
     tags                        = optional(map(string), {})
-    zones                       = optional(list(string), [])
-    additionalRolePolicies      = optional(list(string), [])
+    zones                       = optional(list(string))
+    additionalRolePolicies      = optional(list(string))
     iamNodeRole                 = optional(string)
+    standard                    = optional(object({}))
+    withoutNAT                  = optional(object({}))
     withNAT = optional(object({
       bastionInstance = optional(object({
         zone = optional(string)
         instanceClass = object({
-          instanceType = string
-          ami          = string
-          diskType     = optional(string, "gp3")
-          diskSizeGb   = optional(number, 20)
+          instanceType             = string
+          ami                      = string
+          additionalSecurityGroups = optional(list(string), [])
+          diskType                 = optional(string, "gp2")
+          diskSizeGb               = optional(number, 20)
         })
+        additionalTags = optional(map(string), {})
       }))
     }))
     masterNodeGroup = object({
       replicas = number
-      zones    = optional(list(string), [])
+      zones    = optional(list(string))
       instanceClass = object({
         instanceType             = string
         ami                      = string
         additionalSecurityGroups = optional(list(string), [])
-        diskType                 = optional(string, "gp3")
-        diskSizeGb               = optional(number, 50)
+        diskType                 = optional(string, "gp2")
+        diskSizeGb               = optional(number, 20)
         etcdDisk = optional(object({
           sizeGb = optional(number, 20)
           type   = optional(string, "gp3")
         }), {})
-        additionalTags = optional(map(string), {})
       })
+      additionalTags = optional(map(string), {})
     })
     nodeGroups = optional(list(object({
       name     = string
       replicas = number
-      zones    = optional(list(string), [])
+      zones    = optional(list(string))
       instanceClass = object({
         instanceType             = string
         ami                      = string
         additionalSecurityGroups = optional(list(string), [])
-        diskType                 = optional(string, "gp3")
-        diskSizeGb               = optional(number, 50)
-        additionalTags           = optional(map(string), {})
+        diskType                 = optional(string, "gp2")
+        diskSizeGb               = optional(number, 20)
       })
+      additionalTags = optional(map(string), {})
     })), [])
   })
 
   validation {
-    condition     = contains(["WithoutNAT", "WithNAT"], var.providerClusterConfiguration.layout)
-    error_message = "providerClusterConfiguration.layout must be WithoutNAT or WithNAT."
-  }
-  validation {
-    condition     = can(regex("^(ssh-(rsa|ed25519)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+", var.providerClusterConfiguration.sshPublicKey))
-    error_message = "providerClusterConfiguration.sshPublicKey must be an OpenSSH public key (ssh-rsa, ssh-ed25519 or ecdsa-sha2-*)."
-  }
-  validation {
-    condition     = can(regex("^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$", var.providerClusterConfiguration.provider.region)) && var.providerClusterConfiguration.provider.providerAccessKeyId != "" && var.providerClusterConfiguration.provider.providerSecretAccessKey != ""
-    error_message = "providerClusterConfiguration.provider: region must be an AWS region such as eu-central-1, and providerAccessKeyId and providerSecretAccessKey must be set."
+    condition     = contains(["WithoutNAT", "WithNAT", "Standard"], var.providerClusterConfiguration.layout)
+    error_message = "providerClusterConfiguration.layout must be WithoutNAT, WithNAT or Standard (deprecated)."
   }
   validation {
     condition     = (var.providerClusterConfiguration.vpcNetworkCIDR == null) != (var.providerClusterConfiguration.existingVPCID == null)
     error_message = "providerClusterConfiguration: set exactly one of vpcNetworkCIDR (a new VPC) and existingVPCID."
   }
   validation {
-    condition     = var.providerClusterConfiguration.vpcNetworkCIDR == null ? true : can(cidrnetmask(var.providerClusterConfiguration.vpcNetworkCIDR))
-    error_message = "providerClusterConfiguration.vpcNetworkCIDR must be an IPv4 CIDR such as 10.241.0.0/16."
+    condition     = alltrue([for c in [var.providerClusterConfiguration.vpcNetworkCIDR, var.providerClusterConfiguration.nodeNetworkCIDR] : c == null ? true : can(regex("^(([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])/(3[0-2]|[1-2][0-9]|[0-9])$", c))])
+    error_message = "providerClusterConfiguration.vpcNetworkCIDR and nodeNetworkCIDR must be IPv4 CIDRs such as 10.241.0.0/16."
   }
   validation {
-    condition     = var.providerClusterConfiguration.existingVPCID == null ? true : can(regex("^vpc-[0-9a-f]{8,17}$", var.providerClusterConfiguration.existingVPCID))
-    error_message = "providerClusterConfiguration.existingVPCID must be a VPC ID such as vpc-0123456789abcdef0."
+    condition     = alltrue([for cidr in concat(coalesce(var.providerClusterConfiguration.sshAllowList, []), coalesce(var.providerClusterConfiguration.publicNetworkAllowList, [])) : can(cidrnetmask(cidr))])
+    error_message = "providerClusterConfiguration.sshAllowList and publicNetworkAllowList must hold IPv4 CIDRs such as 203.0.113.0/24."
   }
   validation {
-    condition     = can(cidrnetmask(var.providerClusterConfiguration.nodeNetworkCIDR)) && tonumber(split("/", var.providerClusterConfiguration.nodeNetworkCIDR)[1]) <= 24
-    error_message = "providerClusterConfiguration.nodeNetworkCIDR must be an IPv4 CIDR of /24 or larger: it is cut into 8 subnets (a public and a private one for up to 4 zones)."
+    condition     = var.providerClusterConfiguration.additionalRolePolicies == null ? true : length(var.providerClusterConfiguration.additionalRolePolicies) >= 1 && alltrue([for a in var.providerClusterConfiguration.additionalRolePolicies : can(regex("^([a-zA-Z0-9_-]+):([a-zA-Z0-9_*?-]+)$", a))])
+    error_message = "providerClusterConfiguration.additionalRolePolicies must hold at least one IAM action such as ecr:ListImages."
   }
   validation {
-    condition     = alltrue([for id in var.providerClusterConfiguration.peeredVPCs : can(regex("^vpc-[0-9a-f]{8,17}$", id))])
-    error_message = "providerClusterConfiguration.peeredVPCs must hold VPC IDs such as vpc-0123456789abcdef0."
+    condition     = alltrue([for z in [var.providerClusterConfiguration.zones, var.providerClusterConfiguration.masterNodeGroup.zones] : z == null ? true : length(z) >= 1 && length(distinct(z)) == length(z)])
+    error_message = "providerClusterConfiguration.zones and masterNodeGroup.zones must name at least one zone, each once."
   }
   validation {
-    condition     = alltrue([for cidr in var.providerClusterConfiguration.sshAllowList : can(cidrnetmask(cidr))])
-    error_message = "providerClusterConfiguration.sshAllowList must hold IPv4 CIDRs such as 203.0.113.0/24."
-  }
-  validation {
-    condition     = alltrue([for k in keys(var.providerClusterConfiguration.tags) : !startswith(k, "kubernetes.io/cluster/") && !startswith(k, "aws:")])
-    error_message = "providerClusterConfiguration.tags must not set kubernetes.io/cluster/* (the layouts own the cluster tag) or aws:* keys."
-  }
-  validation {
-    condition     = alltrue([for z in concat(var.providerClusterConfiguration.zones, var.providerClusterConfiguration.masterNodeGroup.zones) : startswith(z, var.providerClusterConfiguration.provider.region)])
-    error_message = "providerClusterConfiguration: every zone (zones, masterNodeGroup.zones) must be in the region, such as eu-central-1a for eu-central-1."
-  }
-  validation {
-    condition     = alltrue([for a in var.providerClusterConfiguration.additionalRolePolicies : can(regex("^[a-z0-9-]+:[A-Za-z0-9*]+$", a))])
-    error_message = "providerClusterConfiguration.additionalRolePolicies must hold IAM actions such as ec2:DescribeVolumes."
-  }
-  validation {
-    condition     = var.providerClusterConfiguration.iamNodeRole == null ? true : can(regex("^[A-Za-z0-9+=,.@_-]{1,64}$", var.providerClusterConfiguration.iamNodeRole))
-    error_message = "providerClusterConfiguration.iamNodeRole must be the name of an IAM role (up to 64 of A-Z a-z 0-9 +=,.@_-)."
-  }
-  validation {
-    condition     = var.providerClusterConfiguration.layout != "WithNAT" || try(var.providerClusterConfiguration.withNAT.bastionInstance, null) != null
-    error_message = "providerClusterConfiguration.withNAT.bastionInstance is required with layout WithNAT: nodes have no public address, dhctl reaches them through the bastion."
+    condition     = alltrue([for ng in var.providerClusterConfiguration.nodeGroups : ng.zones == null ? true : length(ng.zones) >= 1 && length(distinct(ng.zones)) == length(ng.zones)])
+    error_message = "providerClusterConfiguration.nodeGroups[].zones must name at least one zone, each once."
   }
   validation {
     condition     = var.providerClusterConfiguration.masterNodeGroup.replicas >= 1 && floor(var.providerClusterConfiguration.masterNodeGroup.replicas) == var.providerClusterConfiguration.masterNodeGroup.replicas
@@ -148,17 +125,13 @@ variable "providerClusterConfiguration" {
         [var.providerClusterConfiguration.masterNodeGroup.instanceClass],
         [for ng in var.providerClusterConfiguration.nodeGroups : ng.instanceClass],
         try([var.providerClusterConfiguration.withNAT.bastionInstance.instanceClass], []),
-      ) : can(regex("^ami-[0-9a-f]{8,17}$", ic.ami)) && can(regex("^[a-z][a-z0-9-]*\\.[a-z0-9]+$", ic.instanceType)) && contains(["gp3", "gp2", "io1", "io2", "st1", "sc1"], ic.diskType) && ic.diskSizeGb >= 8
+      ) : contains(["gp3", "gp2", "io2", "io1", "st1", "sc1"], ic.diskType) && floor(ic.diskSizeGb) == ic.diskSizeGb
     ])
-    error_message = "instanceClass (master, node groups, bastion): ami must be an AMI ID such as ami-0123456789abcdef0, instanceType an EC2 type such as m5.large, diskType one of gp3, gp2, io1, io2, st1, sc1, and diskSizeGb at least 8."
+    error_message = "instanceClass.diskType (masterNodeGroup, nodeGroups, withNAT.bastionInstance) must be one of gp3, gp2, io2, io1, st1, sc1, and diskSizeGb a whole number."
   }
   validation {
-    condition     = contains(["gp3", "gp2", "io1", "io2"], var.providerClusterConfiguration.masterNodeGroup.instanceClass.etcdDisk.type) && var.providerClusterConfiguration.masterNodeGroup.instanceClass.etcdDisk.sizeGb >= 10
-    error_message = "masterNodeGroup.instanceClass.etcdDisk: type must be an SSD type (gp3, gp2, io1, io2) and sizeGb at least 10."
-  }
-  validation {
-    condition     = alltrue([for ng in var.providerClusterConfiguration.nodeGroups : can(regex("^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$", ng.name)) && ng.replicas >= 0]) && length(distinct([for ng in var.providerClusterConfiguration.nodeGroups : ng.name])) == length(var.providerClusterConfiguration.nodeGroups)
-    error_message = "providerClusterConfiguration.nodeGroups: names must be unique DNS labels (at most 42 characters) and replicas must not be negative."
+    condition     = alltrue([for ng in var.providerClusterConfiguration.nodeGroups : floor(ng.replicas) == ng.replicas]) && length(distinct([for ng in var.providerClusterConfiguration.nodeGroups : ng.name])) == length(var.providerClusterConfiguration.nodeGroups)
+    error_message = "providerClusterConfiguration.nodeGroups: names must be unique and replicas whole numbers."
   }
 }
 

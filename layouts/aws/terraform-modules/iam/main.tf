@@ -23,19 +23,17 @@ variable "tags" {
   type        = map(string)
 }
 
-data "aws_iam_policy_document" "assume_by_ec2" {
-  statement {
-    actions = ["sts:AssumeRole"]
-    principals {
-      type        = "Service"
-      identifiers = ["ec2.amazonaws.com"]
-    }
-  }
+locals {
+  # EC2 instances may take the roles.
+  assume_by_ec2 = jsonencode({
+    Version   = "2012-10-17"
+    Statement = [{ Effect = "Allow", Action = "sts:AssumeRole", Principal = { Service = "ec2.amazonaws.com" } }]
+  })
 }
 
 resource "aws_iam_role" "master" {
   name               = "${var.prefix}-master"
-  assume_role_policy = data.aws_iam_policy_document.assume_by_ec2.json
+  assume_role_policy = local.assume_by_ec2
   tags               = var.tags
 }
 
@@ -64,7 +62,7 @@ resource "aws_iam_instance_profile" "master" {
 resource "aws_iam_role" "node" {
   count              = var.node_role == null ? 1 : 0
   name               = "${var.prefix}-node"
-  assume_role_policy = data.aws_iam_policy_document.assume_by_ec2.json
+  assume_role_policy = local.assume_by_ec2
   tags               = var.tags
 }
 

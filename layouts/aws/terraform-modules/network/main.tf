@@ -1,163 +1,155 @@
-# The network of a cluster: the VPC (new or existing), one public subnet per zone (and one
-# private subnet per zone behind a NAT gateway with NAT), route tables, and VPC peerings.
-# Subnets carry the role tags and route tables the cluster tag the CCM discovers them by.
+# The network of a cluster, as Deckhouse's layouts build it: one public subnet per zone of the
+# whole region (nodeNetworkCIDR, else the VPC's CIDR, cut into equal parts), with an internal
+# subnet per zone behind a NAT gateway in WithNAT and Standard; the internet gateway, route
+# tables, and VPC peerings. Resource names are Deckhouse's, so the layouts move Deckhouse's
+# state here with `moved` blocks. Subnets carry the role tags and the cluster tags, and the route
+# table the CCM adds pod routes to carries the cluster tags.
 
 variable "prefix" {
   description = "Name stem of every resource."
   type        = string
 }
 
-variable "vpc" {
-  description = "A new VPC's CIDR or an existing VPC's ID, and the VPCs to peer with."
-  type = object({
-    cidr        = string
-    existing_id = string
-    peered_ids  = list(string)
-  })
+variable "vpc_id" {
+  description = "The cluster's VPC."
+  type        = string
+}
+
+variable "subnet_cidr" {
+  description = "The range cut into subnets: nodeNetworkCIDR, else the VPC's CIDR."
+  type        = string
 }
 
 variable "zones" {
-  description = "Zones to create subnets in (at most 4)."
+  description = "Every zone of the region, in the region's order: one subnet (pair) each."
   type        = list(string)
 
   validation {
-    condition     = length(var.zones) >= 1 && length(var.zones) <= 4
-    error_message = "zones must name 1 to 4 availability zones."
+    condition     = length(var.zones) >= 1
+    error_message = "zones must name at least one availability zone of the region."
   }
 }
 
-variable "with_nat" {
-  description = "Whether nodes go to private subnets behind a NAT gateway."
+variable "internal_subnet" {
+  description = "Whether internal subnets behind a NAT gateway are created (WithNAT, Standard)."
   type        = bool
 }
 
-variable "public_subnet_cidrs" {
-  description = "CIDR of the public subnet of each zone slot."
-  type        = list(string)
-}
-
-variable "private_subnet_cidrs" {
-  description = "CIDR of the private subnet of each zone slot."
+variable "peered_vpc_ids" {
+  description = "VPCs to peer with (peeredVPCs)."
   type        = list(string)
 }
 
 variable "tags" {
-  description = "Tags of everything the cluster owns (with the cluster tag)."
+  description = "The configured tags."
+  type        = map(string)
+}
+
+variable "cluster_tags" {
+  description = "The configured tags and the cluster tags."
   type        = map(string)
 }
 
 variable "public_subnet_tags" {
-  description = "Tags of public subnets (cluster tag and role tags)."
+  description = "Tags of public subnets (cluster tags and role tags)."
   type        = map(string)
 }
 
-variable "private_subnet_tags" {
-  description = "Tags of private subnets (cluster tag and role tag)."
+variable "internal_subnet_tags" {
+  description = "Tags of internal subnets (cluster tags and role tag)."
   type        = map(string)
 }
 
 locals {
-  create_vpc = var.vpc.existing_id == null
-  vpc_id     = local.create_vpc ? aws_vpc.cluster[0].id : var.vpc.existing_id
-  zones      = { for i, z in var.zones : z => i }
+  # The world: the default routes.
+  anywhere = "0.0.0.0/0"
+  az_count = length(var.zones)
+  # Public subnets take the first parts, internal ones the parts after them.
+  newbits = ceil(log(local.az_count * (var.internal_subnet ? 2 : 1), 2))
+  # The route table the CCM adds pod routes to: where the nodes are.
+  nodes_table_tags = var.internal_subnet ? var.tags : var.cluster_tags
 }
 
-resource "aws_vpc" "cluster" {
-  count                = local.create_vpc ? 1 : 0
-  cidr_block           = var.vpc.cidr
-  enable_dns_support   = true
-  enable_dns_hostnames = true
-  tags                 = merge(var.tags, { Name = var.prefix })
+resource "aws_subnet" "kube_public" {
+  count                   = local.az_count
+  vpc_id                  = var.vpc_id
+  availability_zone       = var.zones[count.index]
+  cidr_block              = cidrsubnet(var.subnet_cidr, local.newbits, count.index)
+  map_public_ip_on_launch = true
+  tags                    = merge(var.public_subnet_tags, { Name = "${var.prefix}-public-${count.index}" })
 }
 
-resource "aws_internet_gateway" "gateway" {
-  count  = local.create_vpc ? 1 : 0
-  vpc_id = local.vpc_id
+resource "aws_subnet" "kube_internal" {
+  count                   = var.internal_subnet ? local.az_count : 0
+  vpc_id                  = var.vpc_id
+  availability_zone       = var.zones[count.index]
+  cidr_block              = cidrsubnet(var.subnet_cidr, local.newbits, count.index + local.az_count)
+  map_public_ip_on_launch = false
+  tags                    = merge(var.internal_subnet_tags, { Name = "${var.prefix}-internal-${count.index}" })
+}
+
+resource "aws_internet_gateway" "kube" {
+  vpc_id = var.vpc_id
   tags   = merge(var.tags, { Name = var.prefix })
 }
 
-data "aws_internet_gateway" "existing" {
-  count = local.create_vpc ? 0 : 1
-  filter {
-    name   = "attachment.vpc-id"
-    values = [var.vpc.existing_id]
-  }
+resource "aws_route_table" "kube_public" {
+  vpc_id = var.vpc_id
+  tags   = merge(local.nodes_table_tags, { Name = "${var.prefix}-public" })
 }
 
-resource "aws_subnet" "public" {
-  for_each                = local.zones
-  vpc_id                  = local.vpc_id
-  availability_zone       = each.key
-  cidr_block              = var.public_subnet_cidrs[each.value]
-  map_public_ip_on_launch = !var.with_nat
-  tags                    = merge(var.public_subnet_tags, { Name = "${var.prefix}-public-${each.key}" })
+resource "aws_route" "internet_access_public" {
+  route_table_id         = aws_route_table.kube_public.id
+  destination_cidr_block = local.anywhere
+  gateway_id             = aws_internet_gateway.kube.id
 }
 
-resource "aws_subnet" "private" {
-  for_each          = var.with_nat ? local.zones : {}
-  vpc_id            = local.vpc_id
-  availability_zone = each.key
-  cidr_block        = var.private_subnet_cidrs[each.value]
-  tags              = merge(var.private_subnet_tags, { Name = "${var.prefix}-private-${each.key}" })
+resource "aws_route_table_association" "kube_public" {
+  count          = local.az_count
+  subnet_id      = aws_subnet.kube_public[count.index].id
+  route_table_id = aws_route_table.kube_public.id
 }
 
-resource "aws_route_table" "public" {
-  vpc_id = local.vpc_id
-  tags   = merge(var.tags, { Name = "${var.prefix}-public" })
-}
-
-resource "aws_route" "public_default" {
-  route_table_id         = aws_route_table.public.id
-  destination_cidr_block = "0.0.0.0/0"
-  gateway_id             = local.create_vpc ? aws_internet_gateway.gateway[0].id : data.aws_internet_gateway.existing[0].id
-}
-
-resource "aws_route_table_association" "public" {
-  for_each       = aws_subnet.public
-  subnet_id      = each.value.id
-  route_table_id = aws_route_table.public.id
-}
-
-resource "aws_eip" "nat" {
-  count  = var.with_nat ? 1 : 0
+resource "aws_eip" "natgw" {
+  count  = var.internal_subnet ? 1 : 0
   domain = "vpc"
-  tags   = merge(var.tags, { Name = "${var.prefix}-nat" })
+  tags   = merge(var.tags, { Name = "${var.prefix}-natgw" })
 }
 
-resource "aws_nat_gateway" "nat" {
-  count         = var.with_nat ? 1 : 0
-  allocation_id = aws_eip.nat[0].id
-  subnet_id     = aws_subnet.public[var.zones[0]].id
+resource "aws_nat_gateway" "kube" {
+  count         = var.internal_subnet ? 1 : 0
+  allocation_id = aws_eip.natgw[0].id
+  subnet_id     = aws_subnet.kube_public[0].id
   tags          = merge(var.tags, { Name = var.prefix })
 }
 
-resource "aws_route_table" "private" {
-  count  = var.with_nat ? 1 : 0
-  vpc_id = local.vpc_id
-  tags   = merge(var.tags, { Name = "${var.prefix}-private" })
+resource "aws_route_table" "kube_internal" {
+  count  = var.internal_subnet ? 1 : 0
+  vpc_id = var.vpc_id
+  tags   = merge(var.cluster_tags, { Name = "${var.prefix}-internal" })
 }
 
-resource "aws_route" "private_default" {
-  count                  = var.with_nat ? 1 : 0
-  route_table_id         = aws_route_table.private[0].id
-  destination_cidr_block = "0.0.0.0/0"
-  nat_gateway_id         = aws_nat_gateway.nat[0].id
+resource "aws_route" "internet_access_internal" {
+  count                  = var.internal_subnet ? 1 : 0
+  route_table_id         = aws_route_table.kube_internal[0].id
+  destination_cidr_block = local.anywhere
+  nat_gateway_id         = aws_nat_gateway.kube[0].id
 }
 
-resource "aws_route_table_association" "private" {
-  for_each       = aws_subnet.private
-  subnet_id      = each.value.id
-  route_table_id = aws_route_table.private[0].id
+resource "aws_route_table_association" "kube_internal" {
+  count          = var.internal_subnet ? local.az_count : 0
+  subnet_id      = aws_subnet.kube_internal[count.index].id
+  route_table_id = aws_route_table.kube_internal[0].id
 }
 
 data "aws_vpc" "peer" {
-  for_each = toset(var.vpc.peered_ids)
+  for_each = toset(var.peered_vpc_ids)
   id       = each.value
 }
 
 resource "aws_vpc_peering_connection" "peer" {
-  for_each    = toset(var.vpc.peered_ids)
-  vpc_id      = local.vpc_id
+  for_each    = toset(var.peered_vpc_ids)
+  vpc_id      = var.vpc_id
   peer_vpc_id = each.value
   auto_accept = true
   tags        = merge(var.tags, { Name = "${var.prefix}-${each.value}" })
@@ -165,25 +157,20 @@ resource "aws_vpc_peering_connection" "peer" {
 
 resource "aws_route" "peer" {
   for_each = {
-    for pair in setproduct(var.vpc.peered_ids, var.with_nat ? ["public", "private"] : ["public"]) :
+    for pair in setproduct(var.peered_vpc_ids, var.internal_subnet ? ["public", "internal"] : ["public"]) :
     "${pair[0]}-${pair[1]}" => { vpc = pair[0], table = pair[1] }
   }
-  route_table_id            = each.value.table == "public" ? aws_route_table.public.id : aws_route_table.private[0].id
+  route_table_id            = each.value.table == "public" ? aws_route_table.kube_public.id : aws_route_table.kube_internal[0].id
   destination_cidr_block    = data.aws_vpc.peer[each.value.vpc].cidr_block
   vpc_peering_connection_id = aws_vpc_peering_connection.peer[each.value.vpc].id
 }
 
-output "vpc_id" {
-  description = "The VPC's ID."
-  value       = local.vpc_id
+output "zone_to_public_subnet_id" {
+  description = "The public subnet of each zone."
+  value       = { for s in aws_subnet.kube_public : s.availability_zone => s.id }
 }
 
-output "zone_to_subnet_id" {
-  description = "The subnet nodes of each zone go to (private with NAT, else public)."
-  value       = { for z, _ in local.zones : z => var.with_nat ? aws_subnet.private[z].id : aws_subnet.public[z].id }
-}
-
-output "public_subnet_ids" {
-  description = "Public subnets by zone."
-  value       = { for z, s in aws_subnet.public : z => s.id }
+output "zone_to_internal_subnet_id" {
+  description = "The internal subnet of each zone (empty without internal subnets)."
+  value       = { for s in aws_subnet.kube_internal : s.availability_zone => s.id }
 }

@@ -1,6 +1,8 @@
 # One node instance: tagged for the CCM and the node-termination-handler, IMDSv2 reachable from
 # pods (hop limit 2: the EBS CSI node plugin and the termination handler read it), source/dest
-# check off (pod routes), an etcd volume for masters and an Elastic IP where asked.
+# check off (pod routes), an etcd volume for masters and an Elastic IP where asked. The names
+# of the volume, its attachment and the Elastic IP and its association are those of Deckhouse's
+# master-node and static-node modules, so the layouts move Deckhouse's state here.
 
 variable "name" {
   description = "Name of the instance (tag Name)."
@@ -15,8 +17,13 @@ variable "instance_class" {
     additionalSecurityGroups = list(string)
     diskType                 = string
     diskSizeGb               = number
-    additionalTags           = map(string)
   })
+}
+
+variable "additional_tags" {
+  description = "additionalTags of the node's group (a sibling of instanceClass in Deckhouse's configuration)."
+  type        = map(string)
+  default     = {}
 }
 
 variable "etcd_disk" {
@@ -63,6 +70,12 @@ variable "public_ip" {
   type        = bool
 }
 
+variable "eip_tags" {
+  description = "Tags of the Elastic IP."
+  type        = map(string)
+  default     = {}
+}
+
 variable "instance_tags" {
   description = "Tags of every node instance (cluster tag, node-termination-handler tag)."
   type        = map(string)
@@ -82,12 +95,12 @@ resource "aws_instance" "node" {
   vpc_security_group_ids = concat(var.security_group_ids, var.instance_class.additionalSecurityGroups)
   user_data_base64       = var.cloud_config == "" ? null : var.cloud_config
   source_dest_check      = false
-  tags                   = merge(var.instance_class.additionalTags, var.instance_tags, { Name = var.name })
-  volume_tags            = merge(var.instance_class.additionalTags, var.volume_tags, { Name = var.name })
+  tags                   = merge(var.additional_tags, var.instance_tags, { Name = var.name })
 
   root_block_device {
     volume_type = var.instance_class.diskType
     volume_size = var.instance_class.diskSizeGb
+    tags        = merge(var.additional_tags, var.volume_tags, { Name = var.name })
   }
 
   metadata_options {
@@ -98,11 +111,13 @@ resource "aws_instance" "node" {
   }
 
   lifecycle {
-    ignore_changes = [user_data_base64, ami]
+    # The user data is dhctl's bootstrap script, which changes with the cluster's settings; a
+    # new AMI is for new nodes. Deckhouse's state has user_data, ours user_data_base64.
+    ignore_changes = [user_data, user_data_base64, user_data_replace_on_change, ami, ebs_optimized]
   }
 }
 
-resource "aws_ebs_volume" "etcd" {
+resource "aws_ebs_volume" "kubernetes_data" {
   count             = var.etcd_disk == null ? 0 : 1
   availability_zone = var.zone
   size              = var.etcd_disk.sizeGb
@@ -110,18 +125,24 @@ resource "aws_ebs_volume" "etcd" {
   tags              = merge(var.volume_tags, { Name = "${var.name}-kubernetes-data" })
 }
 
-resource "aws_volume_attachment" "etcd" {
-  count       = var.etcd_disk == null ? 0 : 1
-  device_name = "/dev/xvdf"
-  volume_id   = aws_ebs_volume.etcd[0].id
-  instance_id = aws_instance.node.id
+resource "aws_volume_attachment" "kubernetes_data" {
+  count        = var.etcd_disk == null ? 0 : 1
+  device_name  = "/dev/xvdf"
+  volume_id    = aws_ebs_volume.kubernetes_data[0].id
+  instance_id  = aws_instance.node.id
+  skip_destroy = true
 }
 
-resource "aws_eip" "node" {
-  count    = var.public_ip ? 1 : 0
-  domain   = "vpc"
-  instance = aws_instance.node.id
-  tags     = merge(var.instance_tags, { Name = var.name })
+resource "aws_eip" "eip" {
+  count  = var.public_ip ? 1 : 0
+  domain = "vpc"
+  tags   = merge(var.eip_tags, { Name = var.name })
+}
+
+resource "aws_eip_association" "eip" {
+  count         = var.public_ip ? 1 : 0
+  instance_id   = aws_instance.node.id
+  allocation_id = aws_eip.eip[0].id
 }
 
 output "private_ip" {
@@ -131,10 +152,10 @@ output "private_ip" {
 
 output "ip_for_ssh" {
   description = "Its Elastic IP, else its private address."
-  value       = var.public_ip ? aws_eip.node[0].public_ip : aws_instance.node.private_ip
+  value       = var.public_ip ? aws_eip.eip[0].public_ip : aws_instance.node.private_ip
 }
 
 output "kubernetes_data_device_path" {
   description = "Device name of the etcd volume (masters)."
-  value       = var.etcd_disk == null ? "" : aws_volume_attachment.etcd[0].device_name
+  value       = var.etcd_disk == null ? "" : aws_volume_attachment.kubernetes_data[0].device_name
 }

@@ -1,5 +1,9 @@
-# Security groups: the cluster group every node carries (the only one tagged with the cluster
-# tag, so the CCM adds load-balancer rules to it and nowhere else) and the SSH group.
+# Security groups as Deckhouse's layouts make them, at the same addresses: <prefix>-node (every
+# node; the only group with the cluster tags, so the CCM adds its load-balancer rules there and
+# nowhere else; open between nodes, from the load balancers, and to ICMP from the public allow
+# list), <prefix>-loadbalancer (the CCM's ElbSecurityGroup: open to publicNetworkAllowList, out to
+# the nodes) and <prefix>-ssh-accessible (SSH from sshAllowList). disableDefaultSecurityGroup
+# creates none of them.
 
 variable "prefix" {
   description = "Name stem of the groups."
@@ -11,79 +15,137 @@ variable "vpc_id" {
   type        = string
 }
 
-variable "ssh_allow_list" {
-  description = "CIDRs allowed to SSH (and to reach the Kubernetes API)."
-  type        = list(string)
-}
-
-variable "create_ssh_group" {
-  description = "Whether the SSH group is created (disableDefaultSecurityGroup false)."
+variable "create" {
+  description = "Whether the groups are created (disableDefaultSecurityGroup false)."
   type        = bool
 }
 
+variable "ssh_allow_list" {
+  description = "CIDRs allowed to SSH (sshAllowList); empty: no SSH group."
+  type        = list(string)
+}
+
+variable "public_network_allow_list" {
+  description = "CIDRs allowed to reach load balancers and to ping nodes (publicNetworkAllowList)."
+  type        = list(string)
+}
+
+variable "tags" {
+  description = "The configured tags (the load-balancer and SSH groups)."
+  type        = map(string)
+}
+
 variable "cluster_tags" {
-  description = "Tags of the cluster group (with the cluster tag)."
+  description = "The configured tags and the cluster tags (the node group)."
   type        = map(string)
 }
 
-variable "other_tags" {
-  description = "Tags of the other groups (without the cluster tag)."
-  type        = map(string)
+locals {
+  # The world: the nodes' egress.
+  anywhere   = "0.0.0.0/0"
+  groups     = var.create ? 1 : 0
+  ssh_groups = var.create && length(var.ssh_allow_list) > 0 ? 1 : 0
 }
 
-resource "aws_security_group" "cluster" {
-  name        = "${var.prefix}-cluster"
-  description = "Nodes of cluster ${var.prefix}; load-balancer rules are added here"
-  vpc_id      = var.vpc_id
-  tags        = merge(var.cluster_tags, { Name = "${var.prefix}-cluster" })
-
-  ingress {
-    description = "every protocol between nodes"
-    from_port   = 0
-    to_port     = 0
-    protocol    = "-1"
-    self        = true
-  }
+resource "aws_security_group" "node" {
+  count  = local.groups
+  name   = "${var.prefix}-node"
+  vpc_id = var.vpc_id
+  tags   = var.cluster_tags
 
   egress {
-    description = "everything out"
     from_port   = 0
     to_port     = 0
     protocol    = "-1"
-    cidr_blocks = ["0.0.0.0/0"]
+    cidr_blocks = [local.anywhere]
   }
 }
 
-resource "aws_security_group" "ssh" {
-  count       = var.create_ssh_group ? 1 : 0
-  name        = "${var.prefix}-ssh"
-  description = "SSH and the Kubernetes API from the allow list of cluster ${var.prefix}"
-  vpc_id      = var.vpc_id
-  tags        = merge(var.other_tags, { Name = "${var.prefix}-ssh" })
-
-  ingress {
-    description = "SSH"
-    from_port   = 22
-    to_port     = 22
-    protocol    = "tcp"
-    cidr_blocks = var.ssh_allow_list
-  }
-
-  ingress {
-    description = "Kubernetes API"
-    from_port   = 6443
-    to_port     = 6443
-    protocol    = "tcp"
-    cidr_blocks = var.ssh_allow_list
-  }
+resource "aws_security_group_rule" "node-to-node" {
+  count                    = local.groups
+  type                     = "ingress"
+  protocol                 = "-1"
+  from_port                = 0
+  to_port                  = 65535
+  security_group_id        = aws_security_group.node[0].id
+  source_security_group_id = aws_security_group.node[0].id
 }
 
-output "cluster_group_id" {
-  description = "The cluster group."
-  value       = aws_security_group.cluster.id
+resource "aws_security_group_rule" "lb-to-node" {
+  count                    = local.groups
+  type                     = "ingress"
+  protocol                 = "-1"
+  from_port                = 0
+  to_port                  = 65535
+  security_group_id        = aws_security_group.node[0].id
+  source_security_group_id = aws_security_group.loadbalancer[0].id
 }
 
-output "ssh_group_ids" {
-  description = "The SSH group (empty when disabled)."
-  value       = aws_security_group.ssh[*].id
+resource "aws_security_group_rule" "to-node-icmp" {
+  count             = local.groups
+  type              = "ingress"
+  protocol          = "icmp"
+  from_port         = -1
+  to_port           = -1
+  cidr_blocks       = var.public_network_allow_list
+  security_group_id = aws_security_group.node[0].id
+}
+
+resource "aws_security_group" "loadbalancer" {
+  count  = local.groups
+  name   = "${var.prefix}-loadbalancer"
+  vpc_id = var.vpc_id
+  tags   = var.tags
+}
+
+resource "aws_security_group_rule" "allow-all-incoming-traffic-to-loadbalancer" {
+  count             = local.groups
+  type              = "ingress"
+  protocol          = "-1"
+  from_port         = 0
+  to_port           = 65535
+  cidr_blocks       = var.public_network_allow_list
+  security_group_id = aws_security_group.loadbalancer[0].id
+}
+
+resource "aws_security_group_rule" "allow-all-outgoing-traffic-to-nodes" {
+  count                    = local.groups
+  type                     = "egress"
+  protocol                 = "-1"
+  from_port                = 0
+  to_port                  = 65535
+  security_group_id        = aws_security_group.loadbalancer[0].id
+  source_security_group_id = aws_security_group.node[0].id
+}
+
+resource "aws_security_group" "ssh-accessible" {
+  count  = local.ssh_groups
+  name   = "${var.prefix}-ssh-accessible"
+  vpc_id = var.vpc_id
+  tags   = var.tags
+}
+
+resource "aws_security_group_rule" "allow-ssh-for-everyone" {
+  count             = local.ssh_groups
+  type              = "ingress"
+  protocol          = "tcp"
+  from_port         = 22
+  to_port           = 22
+  cidr_blocks       = var.ssh_allow_list
+  security_group_id = aws_security_group.ssh-accessible[0].id
+}
+
+output "node_group_id" {
+  description = "The node group, or null when disabled."
+  value       = one(aws_security_group.node[*].id)
+}
+
+output "load_balancer_group_id" {
+  description = "The load-balancer group (the CCM's ElbSecurityGroup), or null when disabled."
+  value       = one(aws_security_group.loadbalancer[*].id)
+}
+
+output "node_group_ids" {
+  description = "The groups every node carries: the node group, then the SSH group (empty when disabled)."
+  value       = concat(aws_security_group.node[*].id, aws_security_group.ssh-accessible[*].id)
 }

@@ -8,12 +8,12 @@ module "config" {
   nodeGroupName                = var.nodeGroupName
 }
 
-data "aws_availability_zones" "available" {
-  state = "available"
-}
+data "aws_availability_zones" "available" {}
 
 locals {
   prefix = module.config.prefix
-  # The configured zones, else the region's first 4 (one subnet slot each).
-  zones = sort(length(module.config.zones) > 0 ? module.config.zones : slice(sort(data.aws_availability_zones.available.names), 0, min(4, length(data.aws_availability_zones.available.names))))
+  # Every zone of the region, in the region's order: subnet n is in zone n (as in Deckhouse).
+  region_zones = data.aws_availability_zones.available.names
+  # The zones nodes go to: the configured ones the region has, else all of them.
+  zones = module.config.zones == null ? local.region_zones : sort(setintersection(local.region_zones, module.config.zones))
 }

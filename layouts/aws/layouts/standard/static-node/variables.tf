@@ -1,0 +1,1 @@
+../../../terraform-modules/cluster-config/variables.tf
