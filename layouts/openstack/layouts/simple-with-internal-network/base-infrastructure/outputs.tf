@@ -12,7 +12,6 @@ output "cloud_discovery_data" {
       sshKeyPairName = module.base.keypair_name
       imageName      = module.config.master.image_name
       mainNetwork    = data.openstack_networking_network_v2.internal.name
-      securityGroups = module.base.security_group_names
     }
     loadBalancer = {
       subnetID          = data.openstack_networking_subnet_v2.internal.id
