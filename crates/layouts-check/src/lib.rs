@@ -11,6 +11,7 @@ pub mod aws_contract;
 pub mod catalog;
 pub mod config_usage;
 pub mod module;
+pub mod schema;
 pub mod structure;
 pub mod tofu;
 pub mod versions;

@@ -33,14 +33,14 @@ pub fn check_cloud(root: &Path, spec: &CloudSpec) -> Vec<Problem> {
     let versions = match Versions::load(&cloud_dir) {
         Ok(v) => v,
         Err(e) => {
-            problems.push(problem(spec.cloud, Versions::FILE, e.to_string()));
+            problems.push(problem(spec.cloud, Versions::file_name(&cloud_dir), e.to_string()));
             return problems;
         }
     };
     if !versions.providers.contains_key(spec.provider) {
         problems.push(problem(
             spec.cloud,
-            Versions::FILE,
+            Versions::file_name(&cloud_dir),
             format!("names no version of provider {}", spec.provider),
         ));
     }
@@ -96,7 +96,7 @@ fn check_module(
             &place,
             "required_version",
             format!(
-                "is {:?}, versions.yml says {:?}",
+                "is {:?}, the pin file says {:?}",
                 m.required_version, versions.opentofu.required_version
             ),
         ));
@@ -119,7 +119,7 @@ fn check_module(
                         &place,
                         "required_providers",
                         format!(
-                            "{} is {:?} {:?}, versions.yml says {} {}",
+                            "{} is {:?} {:?}, the pin file says {} {}",
                             spec.provider, req.source, req.version, want.source, want.version
                         ),
                     ));

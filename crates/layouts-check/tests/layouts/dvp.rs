@@ -156,6 +156,16 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
     let discovery = base["cloud_discovery_data"].as_object().unwrap();
     let keys: Vec<&str> = discovery.keys().map(String::as_str).collect();
     assert_eq!(keys, ["apiVersion", "kind", "zones"], "{discovery:?}");
+    let schema = fixture("deckhouse/dvp-cloud-discovery-data.schema.json");
+    let problems = stratus_layouts_check::schema::violations(&schema, &base["cloud_discovery_data"]);
+    assert!(problems.is_empty(), "{problems:#?}");
+    // The schema check can fail: the key Stratus used to emit is refused by name.
+    let mut with_layout = base["cloud_discovery_data"].clone();
+    with_layout["layout"] = "Standard".into();
+    assert_eq!(
+        stratus_layouts_check::schema::violations(&schema, &with_layout),
+        ["$.layout: is not allowed"]
+    );
 
     // region pins the VMs like zones do; instanceClass.additionalLabels label the masters;
     // tolerationSeconds reaches the VM; etcdDisk.storageClass left out takes the default class.

@@ -5,6 +5,7 @@
 
 mod aws;
 mod common;
+mod discovery;
 mod dvp;
 mod openstack;
 mod structure;

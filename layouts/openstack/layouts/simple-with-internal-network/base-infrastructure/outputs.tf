@@ -13,10 +13,11 @@ output "cloud_discovery_data" {
       imageName      = module.config.master.image_name
       mainNetwork    = data.openstack_networking_network_v2.internal.name
     }
-    loadBalancer = {
-      subnetID          = data.openstack_networking_subnet_v2.internal.id
-      floatingNetworkID = try(data.openstack_networking_network_v2.external[0].id, "")
-    }
+    # Deckhouse's schema wants no empty floatingNetworkID: left out without an external network.
+    loadBalancer = merge(
+      { subnetID = data.openstack_networking_subnet_v2.internal.id },
+      { for n in data.openstack_networking_network_v2.external : "floatingNetworkID" => n.id },
+    )
   }
 }
 

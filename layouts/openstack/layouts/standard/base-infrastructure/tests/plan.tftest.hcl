@@ -123,6 +123,11 @@ run "creates_network_router_groups_bastion" {
   command = apply
 
   assert {
+    condition     = join(",", keys(output.cloud_discovery_data)) == "apiVersion,externalNetworkNames,instances,internalNetworkNames,kind,layout,loadBalancer,podNetworkMode,zones" && join(",", keys(output.cloud_discovery_data.instances)) == "imageName,mainNetwork,securityGroups,sshKeyPairName"
+    error_message = "the discovery data must carry exactly the keys Deckhouse's OpenStackCloudDiscoveryData schema allows for this layout (additionalProperties: false)"
+  }
+
+  assert {
     condition     = length(module.base.security_rules) == 8
     error_message = "the cluster group must have 8 ingress rules: within the cluster, NodePorts from anywhere, and SSH, the Kubernetes API and ICMP from each of the 2 allow-list CIDRs"
   }
