@@ -13,6 +13,7 @@ pub mod config_usage;
 pub mod module;
 pub mod schema;
 pub mod structure;
+pub mod takeover;
 pub mod tofu;
 pub mod versions;
 pub mod workspace;

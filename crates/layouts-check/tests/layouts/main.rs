@@ -9,3 +9,4 @@ mod discovery;
 mod dvp;
 mod openstack;
 mod structure;
+mod takeover;
