@@ -30,10 +30,16 @@ fn check(schema: &Value, doc: &Value, path: &str, out: &mut Vec<String>) {
     }
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
         if !allowed.contains(doc) {
-            out.push(format!("{path}: {doc} is not one of {}", Value::from(allowed.clone())));
+            out.push(format!(
+                "{path}: {doc} is not one of {}",
+                Value::from(allowed.clone())
+            ));
         }
     }
-    if let (Some(min), Some(s)) = (schema.get("minLength").and_then(Value::as_u64), doc.as_str()) {
+    if let (Some(min), Some(s)) = (
+        schema.get("minLength").and_then(Value::as_u64),
+        doc.as_str(),
+    ) {
         if (s.chars().count() as u64) < min {
             out.push(format!("{path}: shorter than {min} characters"));
         }
@@ -59,7 +65,12 @@ fn check(schema: &Value, doc: &Value, path: &str, out: &mut Vec<String>) {
     }
     if let Some(fields) = doc.as_object() {
         let properties = schema.get("properties").and_then(Value::as_object);
-        for name in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
+        for name in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(name) = name.as_str() {
                 if !fields.contains_key(name) {
                     out.push(format!("{path}.{name}: is required"));
@@ -113,12 +124,24 @@ mod tests {
             }
         });
         assert!(violations(&schema, &json!({"kind": "A", "zones": ["z"]})).is_empty());
-        let v = violations(&schema, &json!({"kind": "B", "zones": ["z", "z", ""], "layout": "x"}));
+        let v = violations(
+            &schema,
+            &json!({"kind": "B", "zones": ["z", "z", ""], "layout": "x"}),
+        );
         assert_eq!(v.len(), 4, "{v:?}");
         assert!(v.iter().any(|m| m == "$.layout: is not allowed"), "{v:?}");
-        assert!(v.iter().any(|m| m.starts_with("$.zones[1]: repeats")), "{v:?}");
-        assert!(v.iter().any(|m| m.starts_with("$.zones[2]: shorter")), "{v:?}");
-        assert_eq!(violations(&schema, &json!({"kind": "A"})), ["$.zones: is required"]);
+        assert!(
+            v.iter().any(|m| m.starts_with("$.zones[1]: repeats")),
+            "{v:?}"
+        );
+        assert!(
+            v.iter().any(|m| m.starts_with("$.zones[2]: shorter")),
+            "{v:?}"
+        );
+        assert_eq!(
+            violations(&schema, &json!({"kind": "A"})),
+            ["$.zones: is required"]
+        );
     }
 
     #[test]

@@ -33,7 +33,11 @@ pub fn check_cloud(root: &Path, spec: &CloudSpec) -> Vec<Problem> {
     let versions = match Versions::load(&cloud_dir) {
         Ok(v) => v,
         Err(e) => {
-            problems.push(problem(spec.cloud, Versions::file_name(&cloud_dir), e.to_string()));
+            problems.push(problem(
+                spec.cloud,
+                Versions::file_name(&cloud_dir),
+                e.to_string(),
+            ));
             return problems;
         }
     };

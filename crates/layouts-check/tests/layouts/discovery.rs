@@ -32,7 +32,12 @@ fn doc(layout: &str) -> serde_json::Value {
 #[test]
 fn every_layouts_discovery_data_is_valid_and_old_extra_keys_are_refused() {
     let schema = fixture("deckhouse/openstack-cloud-discovery-data.schema.json");
-    for layout in ["Standard", "StandardWithNoRouter", "Simple", "SimpleWithInternalNetwork"] {
+    for layout in [
+        "Standard",
+        "StandardWithNoRouter",
+        "Simple",
+        "SimpleWithInternalNetwork",
+    ] {
         let problems = violations(&schema, &doc(layout));
         assert!(problems.is_empty(), "{layout}: {problems:#?}");
     }
@@ -45,7 +50,9 @@ fn every_layouts_discovery_data_is_valid_and_old_extra_keys_are_refused() {
     groups["instances"]["securityGroups"] = json!(["c1"]);
     let problems = violations(&schema, &groups);
     assert!(
-        problems.iter().any(|p| p.contains("$.instances.securityGroups: is not allowed")),
+        problems
+            .iter()
+            .any(|p| p.contains("$.instances.securityGroups: is not allowed")),
         "{problems:#?}"
     );
     let mut empty = doc("SimpleWithInternalNetwork");

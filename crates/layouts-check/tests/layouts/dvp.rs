@@ -157,7 +157,8 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
     let keys: Vec<&str> = discovery.keys().map(String::as_str).collect();
     assert_eq!(keys, ["apiVersion", "kind", "zones"], "{discovery:?}");
     let schema = fixture("deckhouse/dvp-cloud-discovery-data.schema.json");
-    let problems = stratus_layouts_check::schema::violations(&schema, &base["cloud_discovery_data"]);
+    let problems =
+        stratus_layouts_check::schema::violations(&schema, &base["cloud_discovery_data"]);
     assert!(problems.is_empty(), "{problems:#?}");
     // The schema check can fail: the key Stratus used to emit is refused by name.
     let mut with_layout = base["cloud_discovery_data"].clone();
@@ -170,7 +171,10 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
     // region pins the VMs like zones do; instanceClass.additionalLabels label the masters;
     // tolerationSeconds reaches the VM; etcdDisk.storageClass left out takes the default class.
     let spec0 = &masters[0]["spec"];
-    assert_eq!(spec0["nodeSelector"]["topology.kubernetes.io/region"], "region-a", "{spec0}");
+    assert_eq!(
+        spec0["nodeSelector"]["topology.kubernetes.io/region"], "region-a",
+        "{spec0}"
+    );
     assert_eq!(masters[0]["metadata"]["labels"]["tier"], "control");
     assert!(
         spec0["tolerations"]
@@ -279,8 +283,8 @@ fn dvp_layout_validation_refuses_a_bad_instance_class_naming_the_field() {
     bootloader["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]
         ["virtualMachine"]["bootloader"] = "UEFI".into();
     let mut seconds = offline_vars();
-    seconds["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]
-        ["virtualMachine"]["tolerations"][0]["tolerationSeconds"] = 60.into();
+    seconds["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]["virtualMachine"]
+        ["tolerations"][0]["tolerationSeconds"] = 60.into();
     let mut region = offline_vars();
     region["providerClusterConfiguration"]["region"] = "".into();
     for (vars, message) in [
@@ -288,7 +292,10 @@ fn dvp_layout_validation_refuses_a_bad_instance_class_naming_the_field() {
             seconds,
             "tolerationSeconds a whole number given only with effect NoExecute",
         ),
-        (region, "providerClusterConfiguration.region, when set, must not be empty"),
+        (
+            region,
+            "providerClusterConfiguration.region, when set, must not be empty",
+        ),
         (
             cores,
             "instanceClass.virtualMachine.cpu.cores must be a whole number of at least 1",

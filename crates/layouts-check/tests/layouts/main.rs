@@ -8,5 +8,7 @@ mod common;
 mod discovery;
 mod dvp;
 mod openstack;
+mod openstack_api;
+mod openstack_takeover;
 mod structure;
 mod takeover;
