@@ -64,7 +64,7 @@ async fn answer(State((base, log)): State<Shared>, request: Request) -> Response
     let uri = request.uri().clone();
     log.lock().unwrap().push(format!("{method} {uri}"));
     let path = uri.path();
-    let query: Vec<(String, String)> = uri.query().map(|q| url_pairs(q)).unwrap_or_default();
+    let query: Vec<(String, String)> = uri.query().map(url_pairs).unwrap_or_default();
     let param = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     if method == "POST" && path.ends_with("/auth/tokens") {
         let mut headers = HeaderMap::new();
