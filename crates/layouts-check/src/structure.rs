@@ -33,14 +33,18 @@ pub fn check_cloud(root: &Path, spec: &CloudSpec) -> Vec<Problem> {
     let versions = match Versions::load(&cloud_dir) {
         Ok(v) => v,
         Err(e) => {
-            problems.push(problem(spec.cloud, Versions::FILE, e.to_string()));
+            problems.push(problem(
+                spec.cloud,
+                Versions::file_name(&cloud_dir),
+                e.to_string(),
+            ));
             return problems;
         }
     };
     if !versions.providers.contains_key(spec.provider) {
         problems.push(problem(
             spec.cloud,
-            Versions::FILE,
+            Versions::file_name(&cloud_dir),
             format!("names no version of provider {}", spec.provider),
         ));
     }

@@ -1,10 +1,7 @@
-//! The toolchain file of one cloud's layouts: the OpenTofu version the layouts are checked with,
-//! the `required_version` every module declares, and each provider's source and exact version.
-//!
-//! One file per cloud: `terraform_versions.yml` in the shape of Deckhouse's own pin file (one
-//! top-level entry per provider with `namespace`, `type`, `version`, artifact names and
-//! `useOpentofu`, beside `opentofu:`), or the older `versions.yml` (`opentofu:` and
-//! `providers: {name: {source, version}}`) where a cloud still has it.
+//! The pin file of a cloud's layouts: the OpenTofu version, the `required_version` every module
+//! declares, and each provider's source and exact version. Read from Deckhouse's
+//! `terraform_versions.yml` (`opentofu: X`, one map per provider with `namespace`, `type`,
+//! `version`; modules require `>= X`) where the cloud ships one, else from `versions.yml`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -59,117 +56,109 @@ pub enum VersionsError {
     },
 }
 
-/// One provider of a Deckhouse-shaped `terraform_versions.yml`.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DeckhouseProvider {
-    /// The registry namespace (`hashicorp`).
-    pub namespace: String,
-    /// The provider type (`aws`).
+/// One provider of `terraform_versions.yml`, as Deckhouse writes it (other keys are ignored).
+#[derive(Debug, Clone, Deserialize)]
+struct DeckhouseProvider {
+    namespace: String,
     #[serde(rename = "type")]
-    pub kind: String,
-    /// Its exact version.
-    pub version: String,
-    /// The artifact built or fetched.
-    pub artifact: String,
-    /// The binary inside the artifact.
-    pub artifact_binary: String,
-    /// The binary's name in the plugin directory.
-    pub destination_binary: String,
-    /// Whether OpenTofu (not Terraform) runs the layouts.
-    pub use_opentofu: bool,
-}
-
-#[derive(Deserialize)]
-struct DeckhouseShape {
-    opentofu: OpenTofuVersion,
-    #[serde(flatten)]
-    providers: BTreeMap<String, DeckhouseProvider>,
+    kind: String,
+    version: String,
 }
 
 impl Versions {
-    /// The file name inside `layouts/<cloud>/`, in Deckhouse's shape.
-    pub const FILE: &'static str = "terraform_versions.yml";
-    /// The older file name, read when a cloud has no [`Versions::FILE`].
-    pub const LEGACY_FILE: &'static str = "versions.yml";
+    /// The file name inside `layouts/<cloud>/`.
+    pub const FILE: &'static str = "versions.yml";
+    /// Deckhouse's pin file inside `layouts/<cloud>/`; preferred when present.
+    pub const DECKHOUSE_FILE: &'static str = "terraform_versions.yml";
 
-    /// Reads `<cloud_dir>/terraform_versions.yml`, else `<cloud_dir>/versions.yml`.
-    pub fn load(cloud_dir: &Path) -> Result<Versions, VersionsError> {
-        let deckhouse = cloud_dir.join(Self::FILE);
-        if deckhouse.is_file() {
-            let text = read(&deckhouse)?;
-            return Self::parse_deckhouse(&text).map_err(|source| VersionsError::Parse {
-                path: deckhouse,
-                source,
-            });
+    /// The pin file a cloud directory ships: `terraform_versions.yml`, else `versions.yml`.
+    pub fn file_name(cloud_dir: &Path) -> &'static str {
+        if cloud_dir.join(Self::DECKHOUSE_FILE).is_file() {
+            Self::DECKHOUSE_FILE
+        } else {
+            Self::FILE
         }
-        let path = cloud_dir.join(Self::LEGACY_FILE);
-        let text = read(&path)?;
-        serde_yaml::from_str(&text).map_err(|source| VersionsError::Parse { path, source })
     }
 
-    /// Parses a Deckhouse-shaped pin file: each provider's source is `<namespace>/<type>`.
-    pub fn parse_deckhouse(text: &str) -> Result<Versions, serde_yaml::Error> {
-        let shape: DeckhouseShape = serde_yaml::from_str(text)?;
-        Ok(Versions {
-            opentofu: shape.opentofu,
-            providers: shape
-                .providers
-                .into_iter()
-                .map(|(name, p)| {
-                    let source = format!("{}/{}", p.namespace, p.kind);
-                    (
-                        name,
-                        ProviderVersion {
-                            source,
-                            version: p.version,
-                        },
-                    )
-                })
-                .collect(),
-        })
+    /// Reads `<cloud_dir>/terraform_versions.yml` (Deckhouse's shape) or `versions.yml`.
+    pub fn load(cloud_dir: &Path) -> Result<Versions, VersionsError> {
+        if Self::file_name(cloud_dir) == Self::DECKHOUSE_FILE {
+            return Self::load_deckhouse(&cloud_dir.join(Self::DECKHOUSE_FILE));
+        }
+        let path = cloud_dir.join(Self::FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| VersionsError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        serde_yaml::from_str(&text).map_err(|source| VersionsError::Parse { path, source })
     }
 }
 
-fn read(path: &Path) -> Result<String, VersionsError> {
-    std::fs::read_to_string(path).map_err(|source| VersionsError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
+impl Versions {
+    fn load_deckhouse(path: &Path) -> Result<Versions, VersionsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| VersionsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse_deckhouse(&text).map_err(|source| VersionsError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// Parses Deckhouse's `terraform_versions.yml`: `opentofu` (or `terraform`) and a map per
+    /// provider; a key whose value is not a provider map is skipped.
+    pub fn parse_deckhouse(text: &str) -> Result<Versions, serde_yaml::Error> {
+        let doc: BTreeMap<String, serde_yaml::Value> = serde_yaml::from_str(text)?;
+        let tool = doc
+            .get("opentofu")
+            .or_else(|| doc.get("terraform"))
+            .cloned()
+            .unwrap_or(serde_yaml::Value::Null);
+        let version: String = serde_yaml::from_value(tool)?;
+        let mut providers = BTreeMap::new();
+        for (name, value) in &doc {
+            if !value.is_mapping() {
+                continue;
+            }
+            let p: DeckhouseProvider = serde_yaml::from_value(value.clone())?;
+            providers.insert(
+                name.clone(),
+                ProviderVersion {
+                    source: format!("{}/{}", p.namespace, p.kind),
+                    version: p.version,
+                },
+            );
+        }
+        Ok(Versions {
+            opentofu: OpenTofuVersion {
+                required_version: format!(">= {version}"),
+                version,
+            },
+            providers,
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const DECKHOUSE_SHAPED: &str = "opentofu:\n  version: 1.12.6\n  required_version: \">= 1.9.0\"\naws:\n  namespace: hashicorp\n  type: aws\n  version: 5.100.0\n  artifact: terraform-provider-aws\n  artifactBinary: terraform-provider-aws\n  destinationBinary: terraform-provider-aws\n  useOpentofu: true\n";
-
     #[test]
-    fn a_deckhouse_shaped_file_names_the_provider_source_and_version() {
-        let v = Versions::parse_deckhouse(DECKHOUSE_SHAPED).unwrap();
-        assert_eq!(v.opentofu.version, "1.12.6");
+    fn deckhouse_pin_file_names_tool_and_providers() {
+        let v = Versions::parse_deckhouse(
+            "opentofu: 1.9.4\nopenstack:\n  namespace: terraform-provider-openstack\n  type: openstack\n  version: 1.54.1\n  useOpentofu: true\n",
+        )
+        .unwrap();
+        assert_eq!(v.opentofu.version, "1.9.4");
+        assert_eq!(v.opentofu.required_version, ">= 1.9.4");
         assert_eq!(
-            v.providers["aws"],
+            v.providers["openstack"],
             ProviderVersion {
-                source: "hashicorp/aws".into(),
-                version: "5.100.0".into()
+                source: "terraform-provider-openstack/openstack".into(),
+                version: "1.54.1".into()
             }
         );
-    }
-
-    #[test]
-    fn a_provider_entry_missing_a_field_or_with_an_unknown_one_is_refused() {
-        let missing = DECKHOUSE_SHAPED.replace("  useOpentofu: true\n", "");
-        assert!(Versions::parse_deckhouse(&missing).is_err());
-        let unknown = DECKHOUSE_SHAPED.replace("useOpentofu", "useOpenTofu");
-        assert!(Versions::parse_deckhouse(&unknown).is_err());
-    }
-
-    #[test]
-    fn the_aws_layouts_ship_the_deckhouse_shaped_file() {
-        let cloud = crate::catalog::layouts_root(&crate::catalog::repo_root()).join("aws");
-        assert!(cloud.join(Versions::FILE).is_file());
-        let v = Versions::load(&cloud).unwrap();
-        assert_eq!(v.providers["aws"].source, "hashicorp/aws");
+        assert!(Versions::parse_deckhouse("opentofu: 1.9.4\nx:\n  type: y\n").is_err());
     }
 }

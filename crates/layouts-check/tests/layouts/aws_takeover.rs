@@ -193,7 +193,7 @@ fn moved_pairs(text: &str) -> Vec<(String, String)> {
 fn aws_migration_doc_lists_every_deckhouse_address_the_layouts_move() {
     let doc = std::fs::read_to_string(crate::common::repo().join("docs/src/layouts.md")).unwrap();
     let section = doc
-        .split("## Taking over a cluster Deckhouse built")
+        .split("## Taking over a cluster Deckhouse built with Terraform 0.14 (AWS)")
         .nth(1)
         .expect("the layouts page has the migration section");
     let root = layouts();

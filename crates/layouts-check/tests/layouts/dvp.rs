@@ -132,6 +132,8 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
         let mut v = vars.clone();
         v["nodeIndex"] = index.into();
         let out = render("master-manifests", v).await?;
+        let etcd = &out["disks"]["kubernetes-data"]["spec"]["persistentVolumeClaim"];
+        assert!(etcd.get("storageClassName").is_none(), "{etcd}");
         masters.push(out["virtual_machine"].clone());
         objects.extend(node_objects(&out));
         let ip = &out["ip_address"]["spec"];
@@ -146,6 +148,42 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
     v["nodeGroupName"] = "worker".into();
     let worker = render("static-node-manifests", v).await?;
     objects.extend(node_objects(&worker));
+    // Static nodes take their address from the group's ipAddresses too.
+    assert_eq!(worker["ip_address"]["spec"]["staticIP"], "10.66.10.21");
+
+    // Deckhouse's discovery schema allows no other key than apiVersion, kind, zones (and
+    // storageClasses, which the discoverer adds).
+    let discovery = base["cloud_discovery_data"].as_object().unwrap();
+    let keys: Vec<&str> = discovery.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["apiVersion", "kind", "zones"], "{discovery:?}");
+    let schema = fixture("deckhouse/dvp-cloud-discovery-data.schema.json");
+    let problems =
+        stratus_layouts_check::schema::violations(&schema, &base["cloud_discovery_data"]);
+    assert!(problems.is_empty(), "{problems:#?}");
+    // The schema check can fail: the key Stratus used to emit is refused by name.
+    let mut with_layout = base["cloud_discovery_data"].clone();
+    with_layout["layout"] = "Standard".into();
+    assert_eq!(
+        stratus_layouts_check::schema::violations(&schema, &with_layout),
+        ["$.layout: is not allowed"]
+    );
+
+    // region pins the VMs like zones do; instanceClass.additionalLabels label the masters;
+    // tolerationSeconds reaches the VM; etcdDisk.storageClass left out takes the default class.
+    let spec0 = &masters[0]["spec"];
+    assert_eq!(
+        spec0["nodeSelector"]["topology.kubernetes.io/region"], "region-a",
+        "{spec0}"
+    );
+    assert_eq!(masters[0]["metadata"]["labels"]["tier"], "control");
+    assert!(
+        spec0["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["tolerationSeconds"] == 300 && t["effect"] == "NoExecute"),
+        "{spec0}"
+    );
 
     // The labels the DVP CCM and capdvp look VMs up by.
     for vm in masters.iter().chain([&worker["virtual_machine"]]) {
@@ -244,7 +282,20 @@ fn dvp_layout_validation_refuses_a_bad_instance_class_naming_the_field() {
     let mut bootloader = offline_vars();
     bootloader["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]
         ["virtualMachine"]["bootloader"] = "UEFI".into();
+    let mut seconds = offline_vars();
+    seconds["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]["virtualMachine"]
+        ["tolerations"][0]["tolerationSeconds"] = 60.into();
+    let mut region = offline_vars();
+    region["providerClusterConfiguration"]["region"] = "".into();
     for (vars, message) in [
+        (
+            seconds,
+            "tolerationSeconds a whole number given only with effect NoExecute",
+        ),
+        (
+            region,
+            "providerClusterConfiguration.region, when set, must not be empty",
+        ),
         (
             cores,
             "instanceClass.virtualMachine.cpu.cores must be a whole number of at least 1",

@@ -51,7 +51,7 @@ fn openstack_validate_fails_when_a_required_argument_is_removed() {
     let ws = Workspace::copy(&layouts()).unwrap();
     let master = catalog::shared_module_dir(&ws.root(), "openstack", "master").join("main.tf");
     let text = std::fs::read_to_string(&master).unwrap();
-    let broken = text.replacen("  size              = var.etcd_disk_size_gb\n", "", 1);
+    let broken = text.replacen("  size                 = var.etcd_disk_size_gb\n", "", 1);
     assert_ne!(
         text, broken,
         "the etcd volume's size argument moved; update this test"
@@ -126,7 +126,9 @@ fn openstack_tofu_test_fails_when_a_layout_creates_something_else() {
     let security =
         catalog::shared_module_dir(&ws.root(), "openstack", "network-security").join("main.tf");
     let text = std::fs::read_to_string(&security).unwrap();
-    std::fs::write(&security, text.replace("port = 22 }", "port = 2222 }")).unwrap();
+    let broken = text.replace("port_range_min    = 22\n", "port_range_min    = 2222\n");
+    assert_ne!(text, broken, "the SSH rule moved; update this test");
+    std::fs::write(&security, broken).unwrap();
     let dir = catalog::layout_module_dir(&ws.root(), "openstack", "simple", "base-infrastructure");
     let tofu = tofu();
     tofu.init(&dir).unwrap();

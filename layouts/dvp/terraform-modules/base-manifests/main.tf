@@ -12,7 +12,7 @@ locals {
     apiVersion = "networking.k8s.io/v1"
     kind       = "NetworkPolicy"
     metadata = {
-      name      = "${module.config.prefix}-isolation"
+      name      = "isolated-${module.config.prefix}"
       namespace = module.config.namespace
       labels    = module.config.cluster_labels
     }
@@ -37,7 +37,6 @@ output "cloud_discovery_data" {
   value = {
     apiVersion = "deckhouse.io/v1"
     kind       = "DVPCloudDiscoveryData"
-    layout     = module.config.layout
     zones      = length(module.config.zones) > 0 ? module.config.zones : ["default"]
   }
 }

@@ -34,6 +34,11 @@ output "ssh_public_key" {
   value       = local.pcc.sshPublicKey
 }
 
+output "region" {
+  description = "Region of the parent cluster the VMs are pinned to (null: none)."
+  value       = local.pcc.region
+}
+
 output "zones" {
   description = "Zones of the parent cluster the nodes may use (empty: no zone pinning)."
   value       = local.pcc.zones

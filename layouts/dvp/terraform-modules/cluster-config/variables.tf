@@ -20,6 +20,7 @@ variable "providerClusterConfiguration" {
   type = object({
     layout       = string
     sshPublicKey = string
+    region       = optional(string)
     zones        = optional(list(string), [])
     provider = object({
       kubeconfigDataBase64 = string
@@ -50,10 +51,11 @@ variable "providerClusterConfiguration" {
           nodeSelector            = optional(map(string), {})
           priorityClassName       = optional(string)
           tolerations = optional(list(object({
-            key      = optional(string)
-            operator = optional(string)
-            value    = optional(string)
-            effect   = optional(string)
+            key               = optional(string)
+            operator          = optional(string)
+            value             = optional(string)
+            effect            = optional(string)
+            tolerationSeconds = optional(number)
           })), [])
         })
         rootDisk = object({
@@ -66,12 +68,13 @@ variable "providerClusterConfiguration" {
         })
         etcdDisk = object({
           size         = string
-          storageClass = string
+          storageClass = optional(string)
         })
         additionalDisks = optional(list(object({
           size         = string
           storageClass = optional(string)
         })), [])
+        additionalLabels = optional(map(string), {})
       })
     })
     nodeGroups = optional(list(object({
@@ -91,15 +94,17 @@ variable "providerClusterConfiguration" {
           bootloader              = optional(string, "EFI")
           runPolicy               = optional(string, "AlwaysOnUnlessStoppedManually")
           liveMigrationPolicy     = optional(string, "PreferForced")
+          ipAddresses             = optional(list(string), [])
           additionalLabels        = optional(map(string), {})
           additionalAnnotations   = optional(map(string), {})
           nodeSelector            = optional(map(string), {})
           priorityClassName       = optional(string)
           tolerations = optional(list(object({
-            key      = optional(string)
-            operator = optional(string)
-            value    = optional(string)
-            effect   = optional(string)
+            key               = optional(string)
+            operator          = optional(string)
+            value             = optional(string)
+            effect            = optional(string)
+            tolerationSeconds = optional(number)
           })), [])
         })
         rootDisk = object({
@@ -174,12 +179,29 @@ variable "providerClusterConfiguration" {
     error_message = "instanceClass.rootDisk: image.kind must be ClusterVirtualImage, VirtualImage or VirtualDisk, image.name must be set and size must be a quantity such as 30Gi."
   }
   validation {
-    condition     = can(regex("^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$", var.providerClusterConfiguration.masterNodeGroup.instanceClass.etcdDisk.size)) && var.providerClusterConfiguration.masterNodeGroup.instanceClass.etcdDisk.storageClass != ""
-    error_message = "masterNodeGroup.instanceClass.etcdDisk needs a size such as 10Gi and a storageClass."
+    condition     = can(regex("^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$", var.providerClusterConfiguration.masterNodeGroup.instanceClass.etcdDisk.size)) && try(var.providerClusterConfiguration.masterNodeGroup.instanceClass.etcdDisk.storageClass, "x") != ""
+    error_message = "masterNodeGroup.instanceClass.etcdDisk needs a size such as 10Gi; its storageClass, when set, must not be empty (left out, the parent's default StorageClass is used)."
   }
   validation {
     condition     = alltrue([for ip in var.providerClusterConfiguration.masterNodeGroup.instanceClass.virtualMachine.ipAddresses : ip == "Auto" || can(cidrnetmask("${ip}/32"))])
     error_message = "masterNodeGroup.instanceClass.virtualMachine.ipAddresses must hold IPv4 addresses or Auto."
+  }
+  validation {
+    condition     = alltrue(flatten([for ng in var.providerClusterConfiguration.nodeGroups : [for ip in ng.instanceClass.virtualMachine.ipAddresses : ip == "Auto" || can(cidrnetmask("${ip}/32"))]]))
+    error_message = "nodeGroups[].instanceClass.virtualMachine.ipAddresses must hold IPv4 addresses or Auto."
+  }
+  validation {
+    condition = alltrue(flatten([
+      for vm in concat([var.providerClusterConfiguration.masterNodeGroup.instanceClass.virtualMachine], [for ng in var.providerClusterConfiguration.nodeGroups : ng.instanceClass.virtualMachine]) : [
+        for t in vm.tolerations :
+        contains(["Exists", "Equal"], coalesce(t.operator, "Equal")) && contains(["", "NoSchedule", "PreferNoSchedule", "NoExecute"], coalesce(t.effect, "")) && (t.tolerationSeconds == null || (coalesce(t.effect, "") == "NoExecute" && try(floor(t.tolerationSeconds) == t.tolerationSeconds, false)))
+      ]
+    ]))
+    error_message = "instanceClass.virtualMachine.tolerations: operator must be Exists or Equal, effect NoSchedule, PreferNoSchedule or NoExecute, and tolerationSeconds a whole number given only with effect NoExecute."
+  }
+  validation {
+    condition     = try(var.providerClusterConfiguration.region, "x") != ""
+    error_message = "providerClusterConfiguration.region, when set, must not be empty (it pins the VMs to topology.kubernetes.io/region of the parent)."
   }
   validation {
     condition     = alltrue([for ng in var.providerClusterConfiguration.nodeGroups : can(regex("^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$", ng.name)) && ng.replicas >= 0]) && length(distinct([for ng in var.providerClusterConfiguration.nodeGroups : ng.name])) == length(var.providerClusterConfiguration.nodeGroups)

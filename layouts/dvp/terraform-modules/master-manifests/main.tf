@@ -14,6 +14,8 @@ module "node" {
   node_group       = "master"
   cluster_labels   = module.config.cluster_labels
   vm_labels        = module.config.vm_labels
+  region           = module.config.region
+  instance_labels  = local.master.instanceClass.additionalLabels
   zone             = length(local.zones) > 0 ? element(local.zones, var.nodeIndex) : null
   ip_address       = var.nodeIndex < length(local.ips) ? local.ips[var.nodeIndex] : "Auto"
   cloud_config     = var.cloudConfig

@@ -34,6 +34,18 @@ variable "zone" {
   default     = null
 }
 
+variable "region" {
+  description = "Region of the parent cluster to pin the VM to; null for none."
+  type        = string
+  default     = null
+}
+
+variable "instance_labels" {
+  description = "instanceClass.additionalLabels of the group: labels of the VirtualMachine."
+  type        = map(string)
+  default     = {}
+}
+
 variable "ip_address" {
   description = "Static IPv4 address of the VM, or Auto."
   type        = string
@@ -64,10 +76,11 @@ variable "virtual_machine" {
     nodeSelector            = map(string)
     priorityClassName       = string
     tolerations = list(object({
-      key      = string
-      operator = string
-      value    = string
-      effect   = string
+      key               = string
+      operator          = string
+      value             = string
+      effect            = string
+      tolerationSeconds = number
     }))
   })
 }
@@ -106,7 +119,7 @@ locals {
     "dvp.deckhouse.io/hostname"   = var.name
     "dvp.deckhouse.io/node-group" = var.node_group
   })
-  vm_labels = merge(var.virtual_machine.additionalLabels, var.vm_labels, local.labels)
+  vm_labels = merge(var.instance_labels, var.virtual_machine.additionalLabels, var.vm_labels, local.labels)
 
   metadata = {
     for suffix in ["cloud-init", "root", "kubernetes-data"] : suffix => {
@@ -161,10 +174,10 @@ locals {
     kind       = "VirtualDisk"
     metadata   = local.metadata["kubernetes-data"]
     spec = {
-      persistentVolumeClaim = {
-        size             = var.etcd_disk.size
-        storageClassName = var.etcd_disk.storageClass
-      }
+      persistentVolumeClaim = merge(
+        { size = var.etcd_disk.size },
+        var.etcd_disk.storageClass == null ? {} : { storageClassName = var.etcd_disk.storageClass },
+      )
     }
   }
 
@@ -192,7 +205,11 @@ locals {
     [for d in local.additional_disks : d.metadata.name],
   )
 
-  node_selector = merge(var.virtual_machine.nodeSelector, var.zone == null ? {} : { "topology.kubernetes.io/zone" = var.zone })
+  node_selector = merge(
+    var.zone == null ? {} : { "topology.kubernetes.io/zone" = var.zone },
+    var.region == null ? {} : { "topology.kubernetes.io/region" = var.region },
+    var.virtual_machine.nodeSelector,
+  )
 
   virtual_machine = {
     apiVersion = "virtualization.deckhouse.io/v1alpha2"
@@ -229,7 +246,7 @@ locals {
         }
         tolerations = [
           for t in var.virtual_machine.tolerations :
-          { for k, v in { key = t.key, operator = t.operator, value = t.value, effect = t.effect } : k => v if v != null }
+          { for k, v in { key = t.key, operator = t.operator, value = t.value, effect = t.effect, tolerationSeconds = t.tolerationSeconds } : k => v if v != null }
         ]
       },
       length(local.node_selector) == 0 ? {} : { nodeSelector = local.node_selector },

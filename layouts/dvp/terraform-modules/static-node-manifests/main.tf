@@ -4,6 +4,7 @@
 locals {
   group = module.config.node_groups[var.nodeGroupName]
   zones = length(local.group.zones) > 0 ? local.group.zones : module.config.zones
+  ips   = local.group.instanceClass.virtualMachine.ipAddresses
 }
 
 module "node" {
@@ -13,7 +14,9 @@ module "node" {
   node_group       = var.nodeGroupName
   cluster_labels   = module.config.cluster_labels
   vm_labels        = module.config.vm_labels
+  region           = module.config.region
   zone             = length(local.zones) > 0 ? element(local.zones, var.nodeIndex) : null
+  ip_address       = var.nodeIndex < length(local.ips) ? local.ips[var.nodeIndex] : "Auto"
   cloud_config     = var.cloudConfig
   virtual_machine  = local.group.instanceClass.virtualMachine
   root_disk        = local.group.instanceClass.rootDisk

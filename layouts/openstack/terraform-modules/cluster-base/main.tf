@@ -69,3 +69,8 @@ output "security_rules" {
   description = "Ingress rules of the cluster's security group."
   value       = module.network_security.rules
 }
+
+output "security_group_ids" {
+  description = "IDs of the cluster's security groups (empty without port security)."
+  value       = module.network_security.security_group_ids
+}

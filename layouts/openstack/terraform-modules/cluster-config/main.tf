@@ -63,14 +63,17 @@ locals {
       create_internal       = false
       create_router         = false
       external_network_name = local.internal_external == null ? "" : local.internal_external
-      external_network_dhcp = true
+      external_network_dhcp = try(local.pcc.simpleWithInternalNetwork.externalNetworkDHCP, true)
       external_port         = false
       port_security         = local.internal_mode == "DirectRoutingWithPortSecurityEnabled"
       pod_network_mode      = local.internal_mode
       master_floating_ip    = try(local.pcc.simpleWithInternalNetwork.masterWithExternalFloatingIP, true)
     }
   }
-  network = local.networks[local.pcc.layout]
+  network = merge(local.networks[local.pcc.layout], {
+    # Servers read their network configuration from a config drive where DHCP does not give it.
+    master_config_drive = local.pcc.layout == "Standard" ? false : !local.networks[local.pcc.layout].external_network_dhcp
+  })
 
   server_group = local.pcc.masterNodeGroup.serverGroup
   master = {
@@ -83,6 +86,7 @@ locals {
     metadata                   = merge(local.pcc.tags, local.pcc.masterNodeGroup.instanceClass.additionalTags)
     volume_type_map            = local.pcc.masterNodeGroup.volumeTypeMap
     anti_affinity              = try(local.server_group.policy, "") == "AntiAffinity"
+    server_group_policy        = try(local.server_group.policy, "")
     server_group_id            = try(local.server_group.manuallyManaged.id, "")
   }
 
@@ -110,5 +114,6 @@ locals {
     flavor_name    = local.pcc.standard.bastion.instanceClass.flavorName
     image_name     = local.pcc.standard.bastion.instanceClass.imageName
     root_disk_size = local.pcc.standard.bastion.instanceClass.rootDiskSize
+    metadata       = merge(local.pcc.tags, local.pcc.standard.bastion.instanceClass.additionalTags)
   }
 }

@@ -83,9 +83,10 @@ variable "providerClusterConfiguration" {
         zone       = optional(string)
         volumeType = optional(string)
         instanceClass = object({
-          flavorName   = string
-          imageName    = string
-          rootDiskSize = optional(number, 50)
+          flavorName     = string
+          imageName      = string
+          rootDiskSize   = optional(number, 50)
+          additionalTags = optional(map(string), {})
         })
       }))
     }))
@@ -104,6 +105,7 @@ variable "providerClusterConfiguration" {
       internalSubnetName           = string
       podNetworkMode               = optional(string, "DirectRoutingWithPortSecurityEnabled")
       externalNetworkName          = optional(string)
+      externalNetworkDHCP          = optional(bool, true)
       masterWithExternalFloatingIP = optional(bool, true)
     }))
   })

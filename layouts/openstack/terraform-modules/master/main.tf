@@ -1,9 +1,16 @@
-# A master: the server on the given ports (booted from a volume when rootDiskSize is set), the
-# etcd data volume attached to it, and a floating IP when the layout gives masters one.
+# A master at Deckhouse's addresses inside module.master: its root volume (when rootDiskSize is
+# set), its anti-affinity server group (AntiAffinity without a shared group given), the server
+# on the given ports or network, the etcd volume attached to it (kubernetes_data) and a
+# floating IP when the layout gives masters one.
 
-variable "name" {
-  description = "Name of the server."
+variable "prefix" {
+  description = "The cluster prefix: stem of every name, name of the server group."
   type        = string
+}
+
+variable "node_index" {
+  description = "Index of the master."
+  type        = number
 }
 
 variable "cloud_config" {
@@ -47,18 +54,38 @@ variable "keypair_name" {
 }
 
 variable "port_ids" {
-  description = "Ports of the server; the first one is its main interface."
+  description = "Ports of the server, the first one its main interface; empty attaches network_name."
   type        = list(string)
 }
 
+variable "network_name" {
+  description = "Network the server is attached to by name when it has no ports (Simple)."
+  type        = string
+  default     = ""
+}
+
+variable "security_groups" {
+  description = "Security groups of a server attached by network name (Simple)."
+  type        = list(string)
+  default     = []
+}
+
+variable "config_drive" {
+  description = "Whether the server gets a config drive (the external network has no DHCP)."
+  type        = bool
+}
+
 variable "floating_ip_pool" {
-  description = "External network to take a floating IP from for the first port; empty for none."
+  description = "External network to take a floating IP from; empty for none."
   type        = string
 }
 
-variable "server_group_id" {
-  description = "Server group to schedule into; empty for none."
-  type        = string
+variable "server_group" {
+  description = "masterNodeGroup.serverGroup: policy (AntiAffinity, ManuallyManaged or empty) and the group ID to use (a shared or manually managed group; empty creates one for AntiAffinity)."
+  type = object({
+    policy = string
+    id     = string
+  })
 }
 
 variable "metadata" {
@@ -66,31 +93,65 @@ variable "metadata" {
   type        = map(string)
 }
 
-data "openstack_images_image_v2" "image" {
+locals {
+  name              = "${var.prefix}-master-${var.node_index}"
+  create_group      = var.server_group.policy == "AntiAffinity" && var.server_group.id == ""
+  server_group_id   = local.create_group ? openstack_compute_servergroup_v2.master[0].id : var.server_group.id
+  floating_ip_count = var.floating_ip_pool == "" ? 0 : 1
+}
+
+data "openstack_images_image_v2" "master" {
   name        = var.image_name
   most_recent = true
 }
 
+resource "openstack_blockstorage_volume_v3" "master" {
+  count                = var.root_disk_size == null ? 0 : 1
+  name                 = "${var.prefix}-master-root-volume-${var.node_index}"
+  size                 = var.root_disk_size
+  image_id             = data.openstack_images_image_v2.master.id
+  volume_type          = var.volume_type
+  availability_zone    = var.zone
+  metadata             = var.metadata
+  enable_online_resize = true
+
+  lifecycle {
+    ignore_changes = [metadata, availability_zone, image_id]
+  }
+}
+
+resource "openstack_compute_servergroup_v2" "master" {
+  count    = local.create_group ? 1 : 0
+  name     = var.prefix
+  policies = ["anti-affinity"]
+}
+
 resource "openstack_compute_instance_v2" "master" {
-  name              = var.name
+  name              = local.name
+  image_name        = data.openstack_images_image_v2.master.name
   flavor_name       = var.flavor_name
-  image_id          = var.root_disk_size == null ? data.openstack_images_image_v2.image.id : null
   key_pair          = var.keypair_name
+  config_drive      = var.config_drive
   availability_zone = var.zone
   user_data         = var.cloud_config == "" ? null : base64decode(var.cloud_config)
-  config_drive      = true
+  security_groups   = length(var.port_ids) == 0 ? var.security_groups : null
   metadata          = var.metadata
 
   dynamic "block_device" {
-    for_each = var.root_disk_size == null ? [] : [var.root_disk_size]
+    for_each = openstack_blockstorage_volume_v3.master
     content {
-      uuid                  = data.openstack_images_image_v2.image.id
-      source_type           = "image"
+      uuid                  = block_device.value.id
+      source_type           = "volume"
       destination_type      = "volume"
       boot_index            = 0
-      volume_size           = block_device.value
-      volume_type           = var.volume_type
       delete_on_termination = true
+    }
+  }
+
+  dynamic "network" {
+    for_each = length(var.port_ids) == 0 ? [var.network_name] : []
+    content {
+      name = network.value
     }
   }
 
@@ -102,40 +163,50 @@ resource "openstack_compute_instance_v2" "master" {
   }
 
   dynamic "scheduler_hints" {
-    for_each = var.server_group_id == "" ? [] : [var.server_group_id]
+    for_each = contains(["AntiAffinity", "ManuallyManaged"], var.server_group.policy) ? [local.server_group_id] : []
     content {
       group = scheduler_hints.value
     }
   }
 
   lifecycle {
-    ignore_changes = [user_data, image_id]
+    ignore_changes = [user_data]
   }
 }
 
-resource "openstack_blockstorage_volume_v3" "etcd" {
-  name              = "${var.name}-kubernetes-data"
-  size              = var.etcd_disk_size_gb
-  volume_type       = var.volume_type
-  availability_zone = var.zone
-  metadata          = var.metadata
+resource "openstack_blockstorage_volume_v3" "kubernetes_data" {
+  name                 = "${var.prefix}-kubernetes-data-${var.node_index}"
+  description          = "etcd and Kubernetes certificates of ${local.name}"
+  size                 = var.etcd_disk_size_gb
+  volume_type          = var.volume_type
+  availability_zone    = var.zone
+  metadata             = var.metadata
+  enable_online_resize = true
+
+  lifecycle {
+    ignore_changes = [metadata, availability_zone, description]
+  }
 }
 
-resource "openstack_compute_volume_attach_v2" "etcd" {
+resource "openstack_compute_volume_attach_v2" "kubernetes_data" {
   instance_id = openstack_compute_instance_v2.master.id
-  volume_id   = openstack_blockstorage_volume_v3.etcd.id
+  volume_id   = openstack_blockstorage_volume_v3.kubernetes_data.id
 }
 
-resource "openstack_networking_floatingip_v2" "master" {
-  count = var.floating_ip_pool == "" ? 0 : 1
+resource "openstack_compute_floatingip_v2" "master" {
+  count = local.floating_ip_count
   pool  = var.floating_ip_pool
-  tags  = [for k, v in var.metadata : "${k}=${v}"]
 }
 
-resource "openstack_networking_floatingip_associate_v2" "master" {
-  count       = var.floating_ip_pool == "" ? 0 : 1
-  floating_ip = openstack_networking_floatingip_v2.master[0].address
-  port_id     = var.port_ids[0]
+resource "openstack_compute_floatingip_associate_v2" "master" {
+  count                 = local.floating_ip_count
+  floating_ip           = openstack_compute_floatingip_v2.master[0].address
+  instance_id           = openstack_compute_instance_v2.master.id
+  wait_until_associated = true
+
+  lifecycle {
+    ignore_changes = [wait_until_associated]
+  }
 }
 
 output "id" {
@@ -150,35 +221,37 @@ output "node_internal_ip_address" {
 
 output "master_ip_address_for_ssh" {
   description = "Where dhctl connects: the floating IP, else the main port's address."
-  value       = var.floating_ip_pool == "" ? openstack_compute_instance_v2.master.access_ip_v4 : openstack_networking_floatingip_v2.master[0].address
+  value       = var.floating_ip_pool == "" ? openstack_compute_instance_v2.master.access_ip_v4 : openstack_compute_floatingip_v2.master[0].address
 }
 
 output "kubernetes_data_device_path" {
   description = "Device of the etcd data volume inside the server."
-  value       = openstack_compute_volume_attach_v2.etcd.device
+  value       = openstack_compute_volume_attach_v2.kubernetes_data.device
 }
 
 output "etcd_volume" {
   description = "The etcd data volume: size, type and zone."
   value = {
-    size              = openstack_blockstorage_volume_v3.etcd.size
-    volume_type       = openstack_blockstorage_volume_v3.etcd.volume_type
-    availability_zone = openstack_blockstorage_volume_v3.etcd.availability_zone
+    size              = openstack_blockstorage_volume_v3.kubernetes_data.size
+    volume_type       = openstack_blockstorage_volume_v3.kubernetes_data.volume_type
+    availability_zone = openstack_blockstorage_volume_v3.kubernetes_data.availability_zone
   }
 }
 
 output "floating_ip_pools" {
   description = "Pools of the master's floating IPs (empty for none)."
-  value       = openstack_networking_floatingip_v2.master[*].pool
+  value       = openstack_compute_floatingip_v2.master[*].pool
 }
 
 output "server" {
-  description = "The server: flavor, zone, scheduler group and port count."
+  description = "The server: flavor, zone, scheduler group, config drive, port count and boot volume size."
   value = {
     flavor_name       = openstack_compute_instance_v2.master.flavor_name
     availability_zone = openstack_compute_instance_v2.master.availability_zone
-    server_group_id   = var.server_group_id
+    server_group_id   = local.server_group_id
+    created_group     = length(openstack_compute_servergroup_v2.master) == 1
+    config_drive      = openstack_compute_instance_v2.master.config_drive
     ports             = length(var.port_ids)
-    boot_volume_size  = var.root_disk_size
+    boot_volume_size  = try(openstack_blockstorage_volume_v3.master[0].size, null)
   }
 }

@@ -1,5 +1,6 @@
-# The cluster's security group: nodes talk to each other freely; SSH, ICMP and the Kubernetes
-# API are open to the allow list only. Neutron adds the default egress rules itself.
+# The cluster's security group, at Deckhouse's addresses (kube, allow_*): nodes talk to each
+# other freely; SSH and ICMP are open to the allow list; the NodePort range is open to anyone,
+# so Octavia's amphorae reach the members of load balancers. Neutron adds the egress rules.
 
 variable "prefix" {
   description = "Name of the security group (the cluster prefix)."
@@ -22,58 +23,96 @@ variable "metadata" {
 }
 
 locals {
-  # One rule per (CIDR, protocol, port) the allow list opens.
-  allow_rules = var.enabled ? flatten([
-    for cidr in var.allow_list : [
-      { key = "ssh-${cidr}", cidr = cidr, protocol = "tcp", port = 22 },
-      { key = "kube-api-${cidr}", cidr = cidr, protocol = "tcp", port = 6443 },
-      { key = "icmp-${cidr}", cidr = cidr, protocol = "icmp", port = null },
-    ]
-  ]) : []
+  # The one world-open source of this module: load balancers reach NodePorts from anywhere.
+  anywhere   = "0.0.0.0/0"
+  allow_list = var.enabled ? var.allow_list : []
+  node_ports = { min = 30000, max = 32767 }
 }
 
-resource "openstack_networking_secgroup_v2" "cluster" {
+resource "openstack_networking_secgroup_v2" "kube" {
   count       = var.enabled ? 1 : 0
   name        = var.prefix
   description = "Nodes of cluster ${var.prefix}"
   tags        = [for k, v in var.metadata : "${k}=${v}"]
 }
 
-resource "openstack_networking_secgroup_rule_v2" "within_cluster" {
+# Rules are immutable in Neutron: a description only labels the rules created here, a rule
+# taken over keeps its own.
+resource "openstack_networking_secgroup_rule_v2" "allow_internal_communication" {
   count             = var.enabled ? 1 : 0
   direction         = "ingress"
   ethertype         = "IPv4"
-  remote_group_id   = openstack_networking_secgroup_v2.cluster[0].id
-  security_group_id = openstack_networking_secgroup_v2.cluster[0].id
+  remote_group_id   = openstack_networking_secgroup_v2.kube[0].id
+  security_group_id = openstack_networking_secgroup_v2.kube[0].id
   description       = "every protocol between nodes of the cluster"
+  lifecycle {
+    ignore_changes = [description]
+  }
 }
 
-resource "openstack_networking_secgroup_rule_v2" "allow_list" {
-  for_each          = { for r in local.allow_rules : r.key => r }
+resource "openstack_networking_secgroup_rule_v2" "allow_node_ports" {
+  count             = var.enabled ? 1 : 0
   direction         = "ingress"
   ethertype         = "IPv4"
-  protocol          = each.value.protocol
-  port_range_min    = each.value.port
-  port_range_max    = each.value.port
-  remote_ip_prefix  = each.value.cidr
-  security_group_id = openstack_networking_secgroup_v2.cluster[0].id
-  description       = "from the allow list"
+  protocol          = "tcp"
+  port_range_min    = local.node_ports.min
+  port_range_max    = local.node_ports.max
+  remote_ip_prefix  = local.anywhere
+  security_group_id = openstack_networking_secgroup_v2.kube[0].id
+  description       = "NodePorts, for load balancers"
+  lifecycle {
+    ignore_changes = [description]
+  }
+}
+
+resource "openstack_networking_secgroup_rule_v2" "allow_ssh" {
+  count             = length(local.allow_list)
+  direction         = "ingress"
+  ethertype         = "IPv4"
+  protocol          = "tcp"
+  port_range_min    = 22
+  port_range_max    = 22
+  remote_ip_prefix  = local.allow_list[count.index]
+  security_group_id = openstack_networking_secgroup_v2.kube[0].id
+}
+
+resource "openstack_networking_secgroup_rule_v2" "allow_icmp" {
+  count             = length(local.allow_list)
+  direction         = "ingress"
+  ethertype         = "IPv4"
+  protocol          = "icmp"
+  remote_ip_prefix  = local.allow_list[count.index]
+  security_group_id = openstack_networking_secgroup_v2.kube[0].id
+}
+
+resource "openstack_networking_secgroup_rule_v2" "allow_kube_api" {
+  count             = length(local.allow_list)
+  direction         = "ingress"
+  ethertype         = "IPv4"
+  protocol          = "tcp"
+  port_range_min    = 6443
+  port_range_max    = 6443
+  remote_ip_prefix  = local.allow_list[count.index]
+  security_group_id = openstack_networking_secgroup_v2.kube[0].id
 }
 
 output "security_group_ids" {
   description = "The group's ID (empty when disabled)."
-  value       = openstack_networking_secgroup_v2.cluster[*].id
+  value       = openstack_networking_secgroup_v2.kube[*].id
 }
 
 output "security_group_names" {
   description = "The group's name (empty when disabled)."
-  value       = openstack_networking_secgroup_v2.cluster[*].name
+  value       = openstack_networking_secgroup_v2.kube[*].name
 }
 
 output "rules" {
-  description = "The ingress rules created: protocol, port and source (a CIDR, or the group itself)."
+  description = "The ingress rules created: protocol, port range and source (a CIDR, or the group itself)."
   value = concat(
-    [for r in openstack_networking_secgroup_rule_v2.within_cluster : { protocol = "any", port = null, source = "cluster" }],
-    [for r in openstack_networking_secgroup_rule_v2.allow_list : { protocol = r.protocol, port = r.port_range_min, source = r.remote_ip_prefix }],
+    [for r in openstack_networking_secgroup_rule_v2.allow_internal_communication : { protocol = "any", port = null, port_max = null, source = "cluster" }],
+    [for r in openstack_networking_secgroup_rule_v2.allow_node_ports : { protocol = r.protocol, port = r.port_range_min, port_max = r.port_range_max, source = r.remote_ip_prefix }],
+    [for r in openstack_networking_secgroup_rule_v2.allow_ssh : { protocol = r.protocol, port = r.port_range_min, port_max = r.port_range_max, source = r.remote_ip_prefix }],
+    [for r in openstack_networking_secgroup_rule_v2.allow_icmp : { protocol = r.protocol, port = null, port_max = null, source = r.remote_ip_prefix }],
+    [for r in openstack_networking_secgroup_rule_v2.allow_kube_api : { protocol = r.protocol, port = r.port_range_min, port_max = r.port_range_max, source = r.remote_ip_prefix }],
   )
 }

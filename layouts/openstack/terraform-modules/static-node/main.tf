@@ -1,6 +1,6 @@
-# A static node of a node group: one port per network of its instance class (unfiltered on the
-# networks listed in networksWithSecurityDisabled), the server, and a floating IP from the
-# first floatingIPPools entry when there is one.
+# A static node of a node group at Deckhouse's addresses inside module.node: one port per
+# network of its instance class (no security groups on networksWithSecurityDisabled), its root
+# volume (when rootDiskSize is set), the server, and a floating IP per floatingIPPools entry.
 
 variable "prefix" {
   description = "The cluster prefix (security group name, name stem)."
@@ -41,12 +41,12 @@ variable "available_zones" {
 }
 
 variable "port_security" {
-  description = "Whether the layout filters ports at all."
+  description = "Whether the layout filters ports at all (its security group exists)."
   type        = bool
 }
 
 variable "pod_subnet_cidr" {
-  description = "The pod network, an allowed address pair on filtered ports."
+  description = "The pod network, an allowed address pair on filtered ports of the cluster's own network."
   type        = string
 }
 
@@ -61,22 +61,23 @@ variable "keypair_name" {
 }
 
 locals {
-  name        = "${var.prefix}-${var.node_group_name}-${var.node_index}"
-  zones       = length(var.node_group.zones) > 0 ? sort(setintersection(var.node_group.zones, var.available_zones)) : sort(var.available_zones)
-  zone        = element(local.zones, var.node_index)
-  networks    = concat([var.node_group.main_network], var.node_group.additional_networks)
-  volume_type = lookup(var.node_group.volume_type_map, local.zone, null)
+  name     = "${var.prefix}-${var.node_group_name}-${var.node_index}"
+  zones    = length(var.node_group.zones) > 0 ? sort(setintersection(var.node_group.zones, var.available_zones)) : sort(var.available_zones)
+  zone     = element(local.zones, var.node_index)
+  networks = concat([var.node_group.main_network], var.node_group.additional_networks)
+  # The cluster's group (when the layout has one) and the instance class's extra groups.
+  security_group_names = concat(var.port_security ? [var.prefix] : [], var.node_group.additional_security_groups)
+  volume_type          = lookup(var.node_group.volume_type_map, local.zone, null)
 }
 
-module "ports" {
-  source               = "../port"
-  for_each             = { for i, n in local.networks : tostring(i) => n }
-  name                 = "${local.name}-${each.value}"
-  network_name         = each.value
-  port_security        = var.port_security && !contains(var.node_group.networks_without_security, each.value)
-  security_group_names = concat([var.prefix], var.node_group.additional_security_groups)
-  allowed_cidrs        = [var.pod_subnet_cidr]
-  metadata             = var.node_group.metadata
+data "openstack_networking_network_v2" "network" {
+  count = length(local.networks)
+  name  = local.networks[count.index]
+}
+
+data "openstack_networking_secgroup_v2" "groups" {
+  for_each = toset(local.security_group_names)
+  name     = each.value
 }
 
 data "openstack_images_image_v2" "image" {
@@ -84,50 +85,83 @@ data "openstack_images_image_v2" "image" {
   most_recent = true
 }
 
+resource "openstack_networking_port_v2" "port" {
+  count              = length(local.networks)
+  name               = local.name
+  network_id         = data.openstack_networking_network_v2.network[count.index].id
+  admin_state_up     = true
+  security_group_ids = contains(var.node_group.networks_without_security, local.networks[count.index]) ? [] : [for n in local.security_group_names : data.openstack_networking_secgroup_v2.groups[n].id]
+
+  dynamic "allowed_address_pairs" {
+    for_each = var.port_security && local.networks[count.index] == var.prefix ? [var.pod_subnet_cidr] : []
+    content {
+      ip_address = allowed_address_pairs.value
+    }
+  }
+}
+
+resource "openstack_blockstorage_volume_v3" "volume" {
+  count                = var.node_group.root_disk_size == null ? 0 : 1
+  name                 = local.name
+  size                 = var.node_group.root_disk_size
+  image_id             = data.openstack_images_image_v2.image.id
+  volume_type          = local.volume_type
+  availability_zone    = local.zone
+  metadata             = var.node_group.metadata
+  enable_online_resize = true
+
+  lifecycle {
+    ignore_changes = [metadata, availability_zone, image_id]
+  }
+}
+
 resource "openstack_compute_instance_v2" "node" {
   name              = local.name
+  image_name        = data.openstack_images_image_v2.image.name
   flavor_name       = var.node_group.flavor_name
-  image_id          = var.node_group.root_disk_size == null ? data.openstack_images_image_v2.image.id : null
   key_pair          = var.keypair_name
+  config_drive      = var.node_group.config_drive
   availability_zone = local.zone
   user_data         = var.cloud_config == "" ? null : base64decode(var.cloud_config)
-  config_drive      = var.node_group.config_drive
   metadata          = var.node_group.metadata
 
   dynamic "block_device" {
-    for_each = var.node_group.root_disk_size == null ? [] : [var.node_group.root_disk_size]
+    for_each = openstack_blockstorage_volume_v3.volume
     content {
-      uuid                  = data.openstack_images_image_v2.image.id
-      source_type           = "image"
+      uuid                  = block_device.value.id
+      source_type           = "volume"
       destination_type      = "volume"
       boot_index            = 0
-      volume_size           = block_device.value
-      volume_type           = local.volume_type
       delete_on_termination = true
     }
   }
 
   dynamic "network" {
-    for_each = range(length(local.networks))
+    for_each = openstack_networking_port_v2.port
     content {
-      port = module.ports[tostring(network.value)].id
+      port = network.value.id
     }
   }
 
   lifecycle {
-    ignore_changes = [user_data, image_id]
+    ignore_changes = [user_data]
   }
 }
 
-resource "openstack_networking_floatingip_v2" "node" {
-  count = length(var.node_group.floating_ip_pools) > 0 ? 1 : 0
-  pool  = var.node_group.floating_ip_pools[0]
+resource "openstack_compute_floatingip_v2" "floating_ip" {
+  count = length(var.node_group.floating_ip_pools)
+  pool  = var.node_group.floating_ip_pools[count.index]
 }
 
-resource "openstack_networking_floatingip_associate_v2" "node" {
-  count       = length(var.node_group.floating_ip_pools) > 0 ? 1 : 0
-  floating_ip = openstack_networking_floatingip_v2.node[0].address
-  port_id     = module.ports["0"].id
+resource "openstack_compute_floatingip_associate_v2" "node" {
+  count                 = length(var.node_group.floating_ip_pools)
+  floating_ip           = openstack_compute_floatingip_v2.floating_ip[count.index].address
+  instance_id           = openstack_compute_instance_v2.node.id
+  wait_until_associated = true
+
+  lifecycle {
+    ignore_changes = [wait_until_associated]
+  }
 }
 
 output "node_internal_ip_address" {
@@ -136,13 +170,13 @@ output "node_internal_ip_address" {
 }
 
 output "ports" {
-  description = "The node's ports by network: filtered or not."
-  value       = { for i, n in local.networks : n => module.ports[tostring(i)].port_security_enabled }
+  description = "The node's ports by network: whether security groups filter it."
+  value       = { for i, n in local.networks : n => length(openstack_networking_port_v2.port[i].security_group_ids) > 0 }
 }
 
 output "floating_ip_pools" {
   description = "Pools of the node's floating IPs (empty for none)."
-  value       = openstack_networking_floatingip_v2.node[*].pool
+  value       = openstack_compute_floatingip_v2.floating_ip[*].pool
 }
 
 output "zone" {

@@ -1,5 +1,5 @@
 terraform {
-  required_version = ">= 1.9.0"
+  required_version = ">= 1.12.0"
   required_providers {
     kubernetes = {
       source  = "hashicorp/kubernetes"

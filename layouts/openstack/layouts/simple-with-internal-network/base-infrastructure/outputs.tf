@@ -12,12 +12,12 @@ output "cloud_discovery_data" {
       sshKeyPairName = module.base.keypair_name
       imageName      = module.config.master.image_name
       mainNetwork    = data.openstack_networking_network_v2.internal.name
-      securityGroups = module.base.security_group_names
     }
-    loadBalancer = {
-      subnetID          = data.openstack_networking_subnet_v2.internal.id
-      floatingNetworkID = try(data.openstack_networking_network_v2.external[0].id, "")
-    }
+    # Deckhouse's schema wants no empty floatingNetworkID: left out without an external network.
+    loadBalancer = merge(
+      { subnetID = data.openstack_networking_subnet_v2.internal.id },
+      { for n in data.openstack_networking_network_v2.external : "floatingNetworkID" => n.id },
+    )
   }
 }
 

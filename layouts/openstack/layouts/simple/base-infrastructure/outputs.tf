@@ -6,14 +6,12 @@ output "cloud_discovery_data" {
     layout               = module.config.layout
     internalNetworkNames = [data.openstack_networking_network_v2.external.name]
     externalNetworkNames = [data.openstack_networking_network_v2.external.name]
-    externalNetworkDHCP  = local.net.external_network_dhcp
     podNetworkMode       = local.net.pod_network_mode
     zones                = local.zones
     instances = {
       sshKeyPairName = module.base.keypair_name
       imageName      = module.config.master.image_name
       mainNetwork    = data.openstack_networking_network_v2.external.name
-      securityGroups = module.base.security_group_names
     }
   }
 }

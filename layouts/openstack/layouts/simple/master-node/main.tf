@@ -1,38 +1,27 @@
-# A master: its port on the layout's main network (after an external port where the layout
-# has one), the server, its etcd volume, and a floating IP where the layout gives one.
+# A master at Deckhouse's addresses: its ports on the layout's networks (filtered or not, as the
+# layout's port security says), and module.master with the server, its volumes, its server group
+# and its floating IP. moved.tf takes over the addresses of Deckhouse's own layout.
 
 locals {
-  name            = "${local.prefix}-master-${var.nodeIndex}"
-  master_zones    = sort(setintersection(keys(module.config.master.volume_type_map), local.zones))
-  zone            = element(local.master_zones, var.nodeIndex)
-  security_groups = concat([local.prefix], module.config.master.additional_security_groups)
+  name         = "${local.prefix}-master-${var.nodeIndex}"
+  master_zones = sort(setintersection(keys(module.config.master.volume_type_map), local.zones))
+  zone         = element(local.master_zones, var.nodeIndex)
+  # The cluster's group where the layout has one, then the instance class's extra groups.
+  security_group_names = concat(local.net.port_security ? [local.prefix] : [], module.config.master.additional_security_groups)
+  security_group_ids   = [for n in local.security_group_names : data.openstack_networking_secgroup_v2.groups[n].id]
 }
 
-module "external_port" {
-  source               = "../../../terraform-modules/port"
-  count                = local.net.external_port ? 1 : 0
-  name                 = "${local.name}-external"
-  network_name         = local.net.external_network_name
-  port_security        = local.net.port_security
-  security_group_names = local.security_groups
-  allowed_cidrs        = [module.config.pod_subnet_cidr]
-  metadata             = module.config.metadata
+data "openstack_networking_secgroup_v2" "groups" {
+  for_each = toset(local.security_group_names)
+  name     = each.value
 }
 
-module "main_port" {
-  source               = "../../../terraform-modules/port"
-  name                 = "${local.name}-main"
-  network_name         = local.net.internal_network_name
-  subnet_name          = local.net.internal_subnet_name
-  port_security        = local.net.port_security
-  security_group_names = local.security_groups
-  allowed_cidrs        = [module.config.pod_subnet_cidr]
-  metadata             = module.config.metadata
-}
+# Simple: the server sits on the external network by name, without ports of its own.
 
 module "master" {
   source            = "../../../terraform-modules/master"
-  name              = local.name
+  prefix            = local.prefix
+  node_index        = var.nodeIndex
   cloud_config      = var.cloudConfig
   flavor_name       = module.config.master.flavor_name
   image_name        = module.config.master.image_name
@@ -41,8 +30,16 @@ module "master" {
   volume_type       = module.config.master.volume_type_map[local.zone]
   etcd_disk_size_gb = module.config.master.etcd_disk_size_gb
   keypair_name      = local.prefix
-  port_ids          = concat(module.external_port[*].id, [module.main_port.id])
+  port_ids          = []
+  network_name      = local.net.external_network_name
+  security_groups   = local.security_group_names
+  config_drive      = local.net.master_config_drive
   floating_ip_pool  = local.net.master_floating_ip ? local.net.external_network_name : ""
-  server_group_id   = module.config.master.anti_affinity ? var.masterServerGroupID : module.config.master.server_group_id
   metadata          = merge(module.config.metadata, module.config.master.metadata)
+  server_group = {
+    policy = module.config.master.server_group_policy
+    # A shared group from base-infrastructure (masterServerGroupID), else the manually managed
+    # one; empty makes module.master create the group as Deckhouse does.
+    id = module.config.master.anti_affinity ? var.masterServerGroupID : module.config.master.server_group_id
+  }
 }

@@ -6,7 +6,6 @@ output "cloud_discovery_data" {
     layout               = module.config.layout
     internalNetworkNames = [openstack_networking_network_v2.internal.name]
     externalNetworkNames = [data.openstack_networking_network_v2.external.name]
-    externalNetworkDHCP  = local.net.external_network_dhcp
     podNetworkMode       = local.net.pod_network_mode
     zones                = local.zones
     instances = {

@@ -28,7 +28,7 @@ output "node_network_cidr" {
 
 output "bastion_ip_address_for_ssh" {
   description = "The bastion's floating IP, empty without a bastion."
-  value       = try(openstack_networking_floatingip_v2.bastion[0].address, "")
+  value       = try(openstack_compute_floatingip_v2.bastion[0].address, "")
 }
 
 output "master_server_group_id" {

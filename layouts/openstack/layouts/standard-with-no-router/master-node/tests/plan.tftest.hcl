@@ -139,7 +139,7 @@ run "master_with_external_and_internal_ports" {
   }
 
   assert {
-    condition     = module.master.server.ports == 2 && module.external_port[0].port_security_enabled
+    condition     = module.master.server.ports == 2 && length(openstack_networking_port_v2.master_external_with_security) == 1
     error_message = "the master must have a filtered external port and an internal one"
   }
 

@@ -148,7 +148,7 @@ run "master_behind_bastion" {
   }
 
   assert {
-    condition     = module.main_port.port_security_enabled && length(module.main_port.allowed_address_pairs) == 1 && module.main_port.allowed_address_pairs[0] == "10.111.0.0/16"
+    condition     = length(openstack_networking_port_v2.master_internal_with_security[0].security_group_ids) >= 1 && contains([for p in openstack_networking_port_v2.master_internal_with_security[0].allowed_address_pairs : p.ip_address], "10.111.0.0/16")
     error_message = "the master port must be filtered and let the pod network through"
   }
 
