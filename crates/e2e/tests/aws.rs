@@ -4,19 +4,23 @@
 //!
 //! - the cloud-controller-manager chart: the CCM pod runs as the chart says (non-root,
 //!   read-only root file system, probes passing) and initialises the kubelet-registered Node;
-//!   a LoadBalancer Service gets a classic ELB whose instance is the node.
+//!   a LoadBalancer Service gets a classic ELB whose instance is the node;
+//! - the cloud-data-discoverer chart: its pod (on the pod network, AWS through a relay on the
+//!   node IP) writes the instance-type catalog and the cloud conditions.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Service};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 use stratus_e2e::aws::{env_values, node_instance, CLUSTER_ID, ZONE};
 use stratus_e2e::{chart, pods};
 use stratus_scenarios::wait::wait_for;
+use stratus_testenv::node::forward::NodeForward;
 use stratus_testenv::node::{images, netns, RealCluster, NODE_NAME};
 use stratus_testenv::AwsEnv;
 
+const DISCOVERER: &str = "app.kubernetes.io/instance=cdd";
 const CCM: &str = "app.kubernetes.io/name=aws-cloud-controller-manager";
 const POD_DEADLINE: Duration = Duration::from_secs(90);
 
@@ -27,7 +31,10 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
         let ec2 = stratus_scenarios::ec2_fixture::client(aws.moto_endpoint()).await;
         let instance = node_instance(&ec2).await.expect("the node's instance");
         let out = tempdir();
-        let images = vec![images::stratus("cloud-controller-manager", &out).unwrap()];
+        let images: Vec<_> = ["cloud-controller-manager", "cloud-data-discoverer"]
+            .into_iter()
+            .map(|name| images::stratus(name, &out).unwrap())
+            .collect();
         let cluster = RealCluster::start(&images).await.expect("the real cluster");
         println!(
             "{{\"real_cluster_start_seconds\": {:.2}}}",
@@ -137,6 +144,77 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
             vec![instance.as_str()],
             "the node is the ELB's instance"
         );
+
+        // The cloud-data-discoverer, on the pod network: AWS through a relay on the node IP.
+        let relay = NodeForward::start(
+            aws.aws_endpoint()
+                .trim_start_matches("http://")
+                .parse()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        let pod_env: Vec<(String, String)> = aws
+            .env_vars()
+            .into_iter()
+            .map(|(k, v)| {
+                if k == "AWS_ENDPOINT_URL" {
+                    (k, relay.http_url())
+                } else {
+                    (k, v)
+                }
+            })
+            .collect();
+        chart::install_with(
+            &cluster,
+            "cloud-data-discoverer",
+            "cdd",
+            "kube-system",
+            &json!({
+                "image": {"pullPolicy": "Never"},
+                "cloudProvider": "aws",
+                "clusterID": CLUSTER_ID,
+                "env": env_values(&pod_env),
+            }),
+        )
+        .expect("helm install the discoverer chart");
+        pods::wait_ready(&client, "kube-system", DISCOVERER, 1, POD_DEADLINE)
+            .await
+            .expect("the discoverer pod runs");
+        let catalogs = Api::<DynamicObject>::all_with(
+            client.clone(),
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("deckhouse.io", "v1alpha1", "InstanceTypesCatalog"),
+                "instancetypescatalogs",
+            ),
+        );
+        let catalog = match wait_for(
+            "the discoverer's instance-type catalog",
+            POD_DEADLINE,
+            || {
+                let catalogs = catalogs.clone();
+                async move { Ok(catalogs.get_opt("for-cluster-autoscaler").await?) }
+            },
+        )
+        .await
+        {
+            Ok(catalog) => catalog,
+            Err(e) => panic!(
+                "{e:#}\n{}",
+                pods::logs(&client, "kube-system", DISCOVERER).await
+            ),
+        };
+        let types = catalog.data["instanceTypes"].as_array().map_or(0, Vec::len);
+        assert!(
+            types > 0,
+            "the catalog lists moto's instance types: {:?}",
+            catalog.data
+        );
+        let conditions = Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+            .get_opt("d8-cloud-provider-conditions")
+            .await
+            .unwrap();
+        assert!(conditions.is_some(), "the discoverer writes its conditions");
 
         cluster.teardown().await.expect("teardown leaves nothing");
     });

@@ -17,6 +17,7 @@ pub mod agents;
 pub mod cluster;
 pub mod containerd;
 pub mod control_plane;
+pub mod forward;
 pub mod host_state;
 pub mod images;
 pub mod netns;
