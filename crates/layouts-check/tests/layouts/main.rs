@@ -12,6 +12,7 @@ mod dvp;
 mod dvp_takeover;
 mod openstack;
 mod openstack_api;
+mod openstack_plans;
 mod openstack_takeover;
 mod structure;
 mod takeover;
