@@ -14,7 +14,9 @@
 //   - aws_subnet: id "subnet-for-<Name tag>"; its zone is the zone at the index the Name ends
 //     with ("<prefix>-public-2" is the third zone), or the zone the Name ends with;
 //   - aws_security_group: id "sg-for-<name>"; aws_vpc: the CIDR in $STRATUS_AWS_VPC_CIDR, else
-//     10.0.0.0/16; aws_internet_gateway: "igw-for-<vpc>"; aws_caller_identity: 000000000000.
+//     10.0.0.0/16; aws_internet_gateway: "igw-for-<vpc>"; aws_caller_identity: 000000000000;
+//   - aws_subnets (by its vpc-id filter): ["subnet-in-<vpc>"]; aws_route_table (by subnet_id):
+//     "rtb-for-<subnet>".
 package main
 
 import (
@@ -163,6 +165,9 @@ var dataSources = map[string]spec{
 	"aws_vpc":              {attrs: []attr{{"id", str, "optcomp", false}, {"cidr_block", str, "optcomp", false}, {"tags", strMap, "optcomp", false}}, blocks: []block{filter}},
 	"aws_internet_gateway": {attrs: []attr{{"internet_gateway_id", str, "optcomp", false}, {"tags", strMap, "optcomp", false}}, blocks: []block{filter}},
 	"aws_caller_identity":  {attrs: []attr{{"account_id", str, "comp", false}, {"arn", str, "comp", false}}},
+	"aws_subnets":          {attrs: []attr{{"ids", strList, "comp", false}, {"tags", strMap, "optcomp", false}}, blocks: []block{filter}},
+	"aws_route_table": {attrs: []attr{{"subnet_id", str, "optcomp", false}, {"route_table_id", str, "optcomp", false},
+		{"vpc_id", str, "optcomp", false}, {"tags", strMap, "optcomp", false}}, blocks: []block{filter}},
 }
 
 func elem(k kind) (schema.ValueType, *schema.Schema) {
@@ -368,6 +373,20 @@ func readData(name string) schema.ReadContextFunc {
 			vpc := nameFrom(d, "attachment.vpc-id")
 			d.SetId("igw-for-" + vpc)
 			set("internet_gateway_id", "igw-for-"+vpc)
+		case "aws_subnets":
+			vpc := nameFrom(d, "vpc-id")
+			if vpc == "" {
+				return diag.Errorf("the stand-in lists subnets by their vpc-id filter only")
+			}
+			d.SetId(vpc)
+			set("ids", []string{"subnet-in-" + vpc})
+		case "aws_route_table":
+			subnet := d.Get("subnet_id").(string)
+			if subnet == "" {
+				return diag.Errorf("the stand-in finds route tables by subnet_id only")
+			}
+			d.SetId("rtb-for-" + subnet)
+			set("route_table_id", "rtb-for-"+subnet)
 		case "aws_caller_identity":
 			d.SetId("000000000000")
 			set("account_id", "000000000000")

@@ -195,7 +195,7 @@ fn aws_full_configuration_in_a_six_zone_region() {
         .change("module.iam.aws_iam_role_policy.additional[0]")
         .is_some());
     assert_eq!(
-        base.instances("module.network.aws_vpc_peering_connection.peer")
+        base.instances("module.network.aws_vpc_peering_connection.kube")
             .len(),
         1
     );
@@ -241,7 +241,7 @@ fn aws_each_optional_field_left_out_takes_deckhouse_default() {
         .is_none());
     let base = plan(&without(&["peeredVPCs"]), "base-infrastructure");
     assert!(base
-        .instances("module.network.aws_vpc_peering_connection.peer")
+        .instances("module.network.aws_vpc_peering_connection.kube")
         .is_empty());
     let base = plan(
         &without(&["withNAT", "bastionInstance"]),

@@ -71,6 +71,69 @@ fn aws_takeover_of_deckhouse_states_destroys_and_replaces_nothing() {
 }
 
 #[test]
+fn aws_takeover_of_deckhouse_vpc_peerings_moves_them_and_destroys_nothing() {
+    // WithNAT declares its peerings at the top level, WithoutNAT (and Standard) in
+    // module.vpc-peering[0]; both states peer with two VPCs.
+    for (layout, prefix) in [("with-nat", ""), ("without-nat", "module.vpc-peering[0].")] {
+        let ws = Workspace::copy(&layouts()).unwrap();
+        let dir = catalog::layout_module_dir(&ws.root(), "aws", layout, "base-infrastructure");
+        let vars = fixture(&format!("deckhouse-aws/{layout}-peered.tfvars.json"));
+        let state = fixture(&format!(
+            "deckhouse-aws/{layout}-peered-base-infrastructure.tfstate"
+        ));
+        let summary = plan_takeover(&aws_tofu(&ZONES), &dir, &vars, &state)
+            .unwrap_or_else(|e| panic!("{layout}: {e}"));
+        assert!(
+            summary.destructive().is_empty(),
+            "{layout} would destroy or replace:\n{summary}"
+        );
+        for resource in [
+            "aws_vpc_peering_connection.kube",
+            "aws_vpc_peering_connection_accepter.kube",
+            "aws_route.kube",
+            "aws_route.target",
+        ] {
+            for i in 0..2 {
+                let to = format!("module.network.{resource}[{i}]");
+                let change = summary
+                    .change(&to)
+                    .unwrap_or_else(|| panic!("{layout}: {to} is not planned:\n{summary}"));
+                assert_eq!(
+                    change.previous_address.as_deref(),
+                    Some(format!("{prefix}{resource}[{i}]").as_str()),
+                    "{layout}: {change}"
+                );
+                assert!(!change.is_create(), "{layout}: {change}");
+            }
+        }
+        // The peer routes back to the cluster's VPC from its first subnet's table.
+        let back = after_of(&summary, "module.network.aws_route.target[1]");
+        assert_eq!(back["destination_cidr_block"], "10.241.0.0/16", "{layout}");
+        assert_eq!(
+            back["route_table_id"], "rtb-for-subnet-in-vpc-0peer0000000000b",
+            "{layout}"
+        );
+        let nodes_table = if layout == "with-nat" {
+            "rtb-internal"
+        } else {
+            "rtb-public"
+        };
+        assert_eq!(
+            after_of(&summary, "module.network.aws_route.kube[0]")["route_table_id"],
+            nodes_table,
+            "{layout}: the route to the peer is in the nodes' table"
+        );
+    }
+}
+
+fn after_of<'a>(summary: &'a PlanSummary, address: &str) -> &'a Value {
+    &summary
+        .change(address)
+        .unwrap_or_else(|| panic!("{address} is not planned:\n{summary}"))
+        .after
+}
+
+#[test]
 fn aws_takeover_moves_each_deckhouse_address() {
     let summary = takeover("with-nat", "base-infrastructure");
     for (from, to) in [

@@ -1,7 +1,7 @@
 # The network of a cluster, as Deckhouse's layouts build it: one public subnet per zone of the
 # whole region (nodeNetworkCIDR, else the VPC's CIDR, cut into equal parts), with an internal
 # subnet per zone behind a NAT gateway in WithNAT and Standard; the internet gateway, route
-# tables, and VPC peerings. Resource names are Deckhouse's, so the layouts move Deckhouse's
+# tables, and VPC peerings with routes both ways. Resource names are Deckhouse's, so the layouts move Deckhouse's
 # state here with `moved` blocks. Subnets carry the role tags and the cluster tags, and the route
 # table the CCM adds pod routes to carries the cluster tags.
 
@@ -36,8 +36,18 @@ variable "internal_subnet" {
 }
 
 variable "peered_vpc_ids" {
-  description = "VPCs to peer with (peeredVPCs)."
+  description = "VPCs of this account and region to peer with (peeredVPCs)."
   type        = list(string)
+}
+
+variable "region" {
+  description = "The region of the VPC and its peers."
+  type        = string
+}
+
+variable "vpc_cidr" {
+  description = "The VPC's CIDR: the peers route it to the peering."
+  type        = string
 }
 
 variable "tags" {
@@ -142,27 +152,59 @@ resource "aws_route_table_association" "kube_internal" {
   route_table_id = aws_route_table.kube_internal[0].id
 }
 
-data "aws_vpc" "peer" {
-  for_each = toset(var.peered_vpc_ids)
-  id       = each.value
+# VPC peerings as Deckhouse makes them (same account and region): the request, its acceptance,
+# a route to each peer from the nodes' route table, and a route back from the route table of
+# the peer's first subnet. Count-indexed, in peeredVPCs' order, at Deckhouse's names, so
+# moved.tf takes Deckhouse's peerings over.
+data "aws_caller_identity" "kube" {}
+
+data "aws_vpc" "target" {
+  count = length(var.peered_vpc_ids)
+  id    = var.peered_vpc_ids[count.index]
 }
 
-resource "aws_vpc_peering_connection" "peer" {
-  for_each    = toset(var.peered_vpc_ids)
-  vpc_id      = var.vpc_id
-  peer_vpc_id = each.value
-  auto_accept = true
-  tags        = merge(var.tags, { Name = "${var.prefix}-${each.value}" })
-}
-
-resource "aws_route" "peer" {
-  for_each = {
-    for pair in setproduct(var.peered_vpc_ids, var.internal_subnet ? ["public", "internal"] : ["public"]) :
-    "${pair[0]}-${pair[1]}" => { vpc = pair[0], table = pair[1] }
+data "aws_subnets" "target" {
+  count = length(var.peered_vpc_ids)
+  filter {
+    name   = "vpc-id"
+    values = [var.peered_vpc_ids[count.index]]
   }
-  route_table_id            = each.value.table == "public" ? aws_route_table.kube_public.id : aws_route_table.kube_internal[0].id
-  destination_cidr_block    = data.aws_vpc.peer[each.value.vpc].cidr_block
-  vpc_peering_connection_id = aws_vpc_peering_connection.peer[each.value.vpc].id
+}
+
+data "aws_route_table" "target" {
+  count     = length(var.peered_vpc_ids)
+  subnet_id = data.aws_subnets.target[count.index].ids[0]
+}
+
+resource "aws_vpc_peering_connection" "kube" {
+  count         = length(var.peered_vpc_ids)
+  vpc_id        = var.vpc_id
+  peer_vpc_id   = var.peered_vpc_ids[count.index]
+  peer_owner_id = data.aws_caller_identity.kube.account_id
+  peer_region   = var.region
+  auto_accept   = false
+  tags          = merge(var.tags, { Name = var.prefix })
+}
+
+resource "aws_vpc_peering_connection_accepter" "kube" {
+  count                     = length(var.peered_vpc_ids)
+  vpc_peering_connection_id = aws_vpc_peering_connection.kube[count.index].id
+  auto_accept               = true
+  tags                      = merge(var.tags, { Name = var.prefix })
+}
+
+resource "aws_route" "kube" {
+  count                     = length(var.peered_vpc_ids)
+  route_table_id            = var.internal_subnet ? aws_route_table.kube_internal[0].id : aws_route_table.kube_public.id
+  destination_cidr_block    = data.aws_vpc.target[count.index].cidr_block
+  vpc_peering_connection_id = aws_vpc_peering_connection.kube[count.index].id
+}
+
+resource "aws_route" "target" {
+  count                     = length(var.peered_vpc_ids)
+  route_table_id            = data.aws_route_table.target[count.index].id
+  destination_cidr_block    = var.vpc_cidr
+  vpc_peering_connection_id = aws_vpc_peering_connection.kube[count.index].id
 }
 
 output "zone_to_public_subnet_id" {

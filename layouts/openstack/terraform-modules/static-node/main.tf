@@ -171,7 +171,8 @@ output "node_internal_ip_address" {
 
 output "ports" {
   description = "The node's ports by network: whether security groups filter it."
-  value       = { for i, n in local.networks : n => length(openstack_networking_port_v2.port[i].security_group_ids) > 0 }
+  # An unfiltered port plans its security_group_ids as null.
+  value = { for i, n in local.networks : n => try(length(openstack_networking_port_v2.port[i].security_group_ids), 0) > 0 }
 }
 
 output "floating_ip_pools" {

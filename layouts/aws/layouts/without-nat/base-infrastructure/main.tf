@@ -17,6 +17,8 @@ module "network" {
   zones                = local.region_zones
   internal_subnet      = module.config.internal_subnet
   peered_vpc_ids       = module.config.vpc.peered_ids
+  region               = module.config.region
+  vpc_cidr             = module.vpc.cidr_block
   tags                 = module.config.tags
   cluster_tags         = module.config.cluster_tags
   public_subnet_tags   = module.config.public_subnet_tags

@@ -85,3 +85,46 @@ moved {
   from = aws_eip_association.bastion[0]
   to   = module.bastion[0].aws_eip_association.eip[0]
 }
+
+# VPC peerings: WithNAT declares them at the top level, WithoutNAT and Standard in
+# module.vpc-peering; both chain to module.network.
+
+moved {
+  from = module.vpc-peering[0].aws_vpc_peering_connection.kube
+  to   = aws_vpc_peering_connection.kube
+}
+
+moved {
+  from = aws_vpc_peering_connection.kube
+  to   = module.network.aws_vpc_peering_connection.kube
+}
+
+moved {
+  from = module.vpc-peering[0].aws_vpc_peering_connection_accepter.kube
+  to   = aws_vpc_peering_connection_accepter.kube
+}
+
+moved {
+  from = aws_vpc_peering_connection_accepter.kube
+  to   = module.network.aws_vpc_peering_connection_accepter.kube
+}
+
+moved {
+  from = module.vpc-peering[0].aws_route.kube
+  to   = aws_route.kube
+}
+
+moved {
+  from = aws_route.kube
+  to   = module.network.aws_route.kube
+}
+
+moved {
+  from = module.vpc-peering[0].aws_route.target
+  to   = aws_route.target
+}
+
+moved {
+  from = aws_route.target
+  to   = module.network.aws_route.target
+}
