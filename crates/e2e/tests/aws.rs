@@ -6,21 +6,27 @@
 //!   read-only root file system, probes passing) and initialises the kubelet-registered Node;
 //!   a LoadBalancer Service gets a classic ELB whose instance is the node;
 //! - the cloud-data-discoverer chart: its pod (on the pod network, AWS through a relay on the
-//!   node IP) writes the instance-type catalog and the cloud conditions.
+//!   node IP) writes the instance-type catalog (AWS has no discovery-data Secret);
+//! - the node-termination-handler chart in IMDS mode (amazon-ec2-metadata-mock announcing a
+//!   Spot interruption): the node is cordoned and drained, a PodDisruptionBudget honoured.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use serde_json::json;
 use stratus_e2e::aws::{env_values, node_instance, CLUSTER_ID, ZONE};
 use stratus_e2e::{chart, pods};
 use stratus_scenarios::wait::wait_for;
 use stratus_testenv::node::forward::NodeForward;
 use stratus_testenv::node::{images, netns, RealCluster, NODE_NAME};
+use stratus_testenv::tools::ec2_metadata_mock::Aemm;
 use stratus_testenv::AwsEnv;
 
 const DISCOVERER: &str = "app.kubernetes.io/instance=cdd";
+const NTH: &str = "app.kubernetes.io/instance=nth";
 const CCM: &str = "app.kubernetes.io/name=aws-cloud-controller-manager";
 const POD_DEADLINE: Duration = Duration::from_secs(90);
 
@@ -33,6 +39,7 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
         let out = tempdir();
         let images: Vec<_> = ["cloud-controller-manager", "cloud-data-discoverer"]
             .into_iter()
+            .chain(["node-termination-handler"])
             .map(|name| images::stratus(name, &out).unwrap())
             .collect();
         let cluster = RealCluster::start(&images).await.expect("the real cluster");
@@ -210,14 +217,119 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
             "the catalog lists moto's instance types: {:?}",
             catalog.data
         );
-        let conditions = Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
-            .get_opt("d8-cloud-provider-conditions")
-            .await
-            .unwrap();
-        assert!(conditions.is_some(), "the discoverer writes its conditions");
+
+        spot_interruption_drains_within_the_budget(&cluster, &client).await;
 
         cluster.teardown().await.expect("teardown leaves nothing");
     });
+}
+
+/// The termination handler's chart in IMDS mode, AEMM announcing a Spot interruption: the node
+/// is cordoned and its pods evicted, but a PodDisruptionBudget of one unavailable pod keeps the
+/// second replica running (its replacement cannot schedule on the cordoned node).
+async fn spot_interruption_drains_within_the_budget(cluster: &RealCluster, client: &kube::Client) {
+    let web: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1", "imagePullPolicy": "Never"}]}
+            }
+        }
+    }))
+    .unwrap();
+    Api::<Deployment>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &web)
+        .await
+        .unwrap();
+    let budget: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}
+    }))
+    .unwrap();
+    Api::<PodDisruptionBudget>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &budget)
+        .await
+        .unwrap();
+    pods::wait_ready(client, "default", "app=web", 2, POD_DEADLINE)
+        .await
+        .expect("two web pods");
+
+    let in_two_minutes = (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(120))
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let aemm = Aemm::start(&["spot", "-t", &in_two_minutes]).await.unwrap();
+    chart::install_with(
+        cluster,
+        "node-termination-handler",
+        "nth",
+        "kube-system",
+        &json!({
+            "image": {"pullPolicy": "Never"},
+            "instanceMetadataURL": aemm.url(),
+        }),
+    )
+    .expect("helm install the termination handler chart");
+    pods::wait_ready(client, "kube-system", NTH, 1, POD_DEADLINE)
+        .await
+        .expect("the termination handler pod runs");
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let web_pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let drained = wait_for("a drain stopped by the budget", POD_DEADLINE, || {
+        let (nodes, web_pods) = (nodes.clone(), web_pods.clone());
+        async move {
+            let node = nodes.get(NODE_NAME).await?;
+            let cordoned = node.spec.and_then(|s| s.unschedulable) == Some(true);
+            let list = web_pods
+                .list(&ListParams::default().labels("app=web"))
+                .await?;
+            let running = list
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none() && pods::is_ready(p))
+                .count();
+            let pending = list
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"))
+                .count();
+            Ok((cordoned && running == 1 && pending >= 1).then_some(()))
+        }
+    })
+    .await;
+    if let Err(e) = drained {
+        panic!(
+            "{e:#}\n{}\nAEMM: {}",
+            pods::logs(client, "kube-system", NTH).await,
+            aemm.log()
+        );
+    }
+    // The handler kept asking: the apiserver refused its evictions of the last replica for the
+    // budget (429), as the audit log of the apiserver records.
+    let refused = wait_for("evictions refused for the budget", POD_DEADLINE, || async {
+        Ok((refused_evictions(cluster)? > 0).then_some(()))
+    })
+    .await;
+    if let Err(e) = refused {
+        panic!("{e:#}\n{}", pods::logs(client, "kube-system", NTH).await);
+    }
+}
+
+/// Evictions the termination handler asked for and the apiserver refused with 429.
+fn refused_evictions(cluster: &RealCluster) -> anyhow::Result<usize> {
+    let log = std::fs::read_to_string(cluster.audit_log())?;
+    Ok(log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| {
+            event["objectRef"]["subresource"] == "eviction"
+                && event["responseStatus"]["code"] == 429
+                && event["user"]["username"]
+                    .as_str()
+                    .is_some_and(|u| u.contains("node-termination-handler"))
+        })
+        .count())
 }
 
 fn tempdir() -> std::path::PathBuf {
