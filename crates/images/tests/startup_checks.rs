@@ -441,10 +441,20 @@ fn ecr_cache(dir: &Path, junk: &Path) -> PathBuf {
 }
 
 /// Binaries without a config file or credential input: why.
-const NO_CONFIG_INPUT: &[(&str, &str)] = &[(
-    "ebs-csi-driver",
-    "flags and the standard AWS environment only (the region is checked in part 2)",
-)];
+const NO_CONFIG_INPUT: &[(&str, &str)] = &[
+    (
+        "ebs-csi-driver",
+        "flags and the standard AWS environment only (the region is checked in part 2)",
+    ),
+    (
+        "csi-node-driver-registrar",
+        "flags and the driver's socket only: no file is read, no credential held",
+    ),
+    (
+        "csi-livenessprobe",
+        "flags and the driver's socket only: no file is read, no credential held",
+    ),
+];
 
 /// One junk input: its bytes, and what must never appear in the output.
 struct Junk {
@@ -988,6 +998,62 @@ const MODES: &[Mode] = &[
             "DVP_KUBERNETES_CONFIG_BASE64",
             "DVP_NAMESPACE",
             NO_KUBECONFIG,
+        ],
+    ),
+    // csi-node-driver-registrar: no registration path; every flag wrong at once; no driver
+    // answering on its socket (it gives up after --timeout, before binding anything); the exec
+    // probe mode before the kubelet reported a registration.
+    mode(
+        "csi-node-driver-registrar",
+        &[
+            "--csi-address=unix://{dir}/csi.sock",
+            "--http-endpoint=127.0.0.1:{port}",
+        ],
+        &["--kubelet-registration-path"],
+    ),
+    mode(
+        "csi-node-driver-registrar",
+        &[
+            "--csi-address=csi.sock",
+            "--kubelet-registration-path=csi.sock",
+            "--timeout=0s",
+            "--http-endpoint=127.0.0.1:{port}",
+        ],
+        &["--csi-address", "--kubelet-registration-path", "--timeout"],
+    ),
+    mode(
+        "csi-node-driver-registrar",
+        &[
+            "--csi-address=unix://{dir}/absent-driver.sock",
+            "--kubelet-registration-path=/var/lib/kubelet/plugins/test.csi.stratus.dev/csi.sock",
+            "--plugin-registration-path={dir}",
+        ],
+        &["absent-driver.sock"],
+    ),
+    mode(
+        "csi-node-driver-registrar",
+        &[
+            "--mode=kubelet-registration-probe",
+            "--kubelet-registration-path={dir}/csi.sock",
+        ],
+        &["registration hasn't succeeded"],
+    ),
+    // csi-livenessprobe: nothing is required (it serves before the driver answers), so every
+    // flag wrong at once.
+    mode(
+        "csi-livenessprobe",
+        &[
+            "--csi-address=csi.sock",
+            "--http-endpoint=127.0.0.1:{port}",
+            "--health-port=9000",
+            "--metrics-path=metrics",
+            "--probe-timeout=0s",
+        ],
+        &[
+            "--csi-address",
+            "--http-endpoint, --health-port",
+            "--metrics-path",
+            "--probe-timeout",
         ],
     ),
     // ecr-credential-provider: a run per image pull, without a request it has nothing to do.
