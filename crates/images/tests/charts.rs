@@ -145,12 +145,6 @@ const THIRD_PARTY: &[ThirdParty] = &[
         tested: None,
         differs: None,
     },
-    ThirdParty {
-        repository: "registry.k8s.io/sig-storage/csi-node-driver-registrar",
-        tag: "v2.13.0",
-        tested: None,
-        differs: None,
-    },
 ];
 
 /// What an exception allows.
@@ -173,8 +167,8 @@ struct Exception {
 }
 
 /// The CSI node plugins mount (Bidirectional propagation needs privileged; mount(2) needs root),
-/// and their registrars write root-owned kubelet directories and sockets as root, with no
-/// capability.
+/// their registrars write root-owned kubelet directories and sockets as root, and their
+/// liveness-probes connect to the root-owned plugin socket as root, both with no capability.
 const EXCEPTIONS: &[Exception] = &[
     Exception {
         chart: "aws-ebs-csi-driver",
@@ -191,6 +185,13 @@ const EXCEPTIONS: &[Exception] = &[
         values_key: "sidecars.nodeDriverRegistrar.securityContext",
     },
     Exception {
+        chart: "aws-ebs-csi-driver",
+        workload: "ebs-csi-node",
+        container: "liveness-probe",
+        allow: &[Allow::Root],
+        values_key: "sidecars.livenessProbe.nodeSecurityContext",
+    },
+    Exception {
         chart: "cinder-csi-plugin",
         workload: "csi-cinder-nodeplugin",
         container: "cinder-csi-plugin",
@@ -203,6 +204,13 @@ const EXCEPTIONS: &[Exception] = &[
         container: "node-driver-registrar",
         allow: &[Allow::Root],
         values_key: "sidecars.nodeDriverRegistrar.securityContext",
+    },
+    Exception {
+        chart: "cinder-csi-plugin",
+        workload: "csi-cinder-nodeplugin",
+        container: "liveness-probe",
+        allow: &[Allow::Root],
+        values_key: "sidecars.livenessProbe.nodeSecurityContext",
     },
     Exception {
         chart: "dvp-csi-driver",
@@ -269,7 +277,15 @@ const ATTACHER_PEAKS: &[(&str, &str)] = &[
     ),
 ];
 
-/// A sidecar of a CSI chart's controller Deployment.
+/// Stratus' own CSI sidecars, measured by bench-sidecars under the kubelet's probes.
+const REGISTRAR_PEAKS: &[(&str, &str)] = &[(
+    "bench-sidecars.json",
+    "/csi-node-driver-registrar/peak_rss_mib",
+)];
+const LIVENESSPROBE_PEAKS: &[(&str, &str)] =
+    &[("bench-sidecars.json", "/csi-livenessprobe/peak_rss_mib")];
+
+/// A sidecar of a CSI chart's controller Deployment or node DaemonSet.
 const fn sidecar(
     chart: &'static str,
     workload: &'static str,
@@ -428,6 +444,54 @@ const SIZING: &[Sizing] = &[
         "csi-dvp-controllerplugin",
         "csi-resizer",
         PROVISIONER_PEAKS,
+    ),
+    sidecar(
+        "aws-ebs-csi-driver",
+        "ebs-csi-node",
+        "node-driver-registrar",
+        REGISTRAR_PEAKS,
+    ),
+    sidecar(
+        "cinder-csi-plugin",
+        "csi-cinder-nodeplugin",
+        "node-driver-registrar",
+        REGISTRAR_PEAKS,
+    ),
+    sidecar(
+        "dvp-csi-driver",
+        "csi-dvp-nodeplugin",
+        "node-driver-registrar",
+        REGISTRAR_PEAKS,
+    ),
+    sidecar(
+        "aws-ebs-csi-driver",
+        "ebs-csi-controller",
+        "liveness-probe",
+        LIVENESSPROBE_PEAKS,
+    ),
+    sidecar(
+        "aws-ebs-csi-driver",
+        "ebs-csi-node",
+        "liveness-probe",
+        LIVENESSPROBE_PEAKS,
+    ),
+    sidecar(
+        "cinder-csi-plugin",
+        "csi-cinder-controllerplugin",
+        "liveness-probe",
+        LIVENESSPROBE_PEAKS,
+    ),
+    sidecar(
+        "cinder-csi-plugin",
+        "csi-cinder-nodeplugin",
+        "liveness-probe",
+        LIVENESSPROBE_PEAKS,
+    ),
+    sidecar(
+        "dvp-csi-driver",
+        "csi-dvp-controllerplugin",
+        "liveness-probe",
+        LIVENESSPROBE_PEAKS,
     ),
 ];
 
