@@ -3,7 +3,8 @@
 //! - The node DaemonSet's `node-driver-registrar` is `make images`' registrar image; its
 //!   arguments, with the container's variables filled in, are accepted by the registrar's own
 //!   flag parser and point at the driver's socket in the plugin directory the kubelet sees, the
-//!   registration directory is the kubelet's, and its probes ask `/healthz` on its endpoint.
+//!   registration directory is the kubelet's, a volume takes its probe file (the root file system
+//!   is read-only), and its probes ask `/healthz` on its endpoint.
 //! - A `liveness-probe` container (our livenessprobe image, its flags accepted by its parser)
 //!   reaches the driver's socket and listens on the port the driver container's liveness probe
 //!   names `healthz`, in every pod where upstream's chart has one.
@@ -269,6 +270,17 @@ fn check_registrar(what: &str, pod: &Value, driver: &str) -> Vec<String> {
             config.csi_socket
         )),
     }
+    // The root file system is read-only: the probe file beside the registration path needs a
+    // volume there.
+    let probe_dir = config
+        .kubelet_registration_path
+        .parent()
+        .unwrap_or(Path::new("/"));
+    if volume_holding(c, &probe_dir.join("registration")).is_none() {
+        out.push(format!(
+            "{what}: the registrar cannot write its probe file in {probe_dir:?} (no volume there)"
+        ));
+    }
     let registry = Path::new("/var/lib/kubelet/plugins_registry");
     let mounted = mount_of(c, "registration-dir");
     if mounted.as_deref() != Some(config.plugin_registration_dir.as_path())
@@ -404,7 +416,8 @@ fn node_daemonsets_run_our_registrar_and_controllers_and_nodes_our_livenessprobe
 #[test]
 fn the_checks_catch_upstream_images_and_wrong_wiring() {
     // The checks must be able to fail: the registrar's upstream image, a wrong registration
-    // path, a liveness-probe without a socket, a driver probing its own port.
+    // path, no volume for the probe file, a liveness-probe without a socket, a driver probing
+    // its own port.
     let helm = helm();
     let docs = render(
         &helm,
@@ -424,6 +437,19 @@ fn the_checks_catch_upstream_images_and_wrong_wiring() {
     assert!(
         !check_registrar("node", node, "other.csi.example").is_empty(),
         "a registration path of another driver passes"
+    );
+    let mut no_probe_dir = node.clone();
+    for c in no_probe_dir["containers"].as_sequence_mut().unwrap() {
+        if c["name"] == "node-driver-registrar" {
+            c["image"] = Value::from(our_image("csi-node-driver-registrar"));
+            let mounts = c["volumeMounts"].as_sequence_mut().unwrap();
+            mounts.retain(|m| m["name"] != "probe-dir");
+        }
+    }
+    let registrar = check_registrar("node", &no_probe_dir, "ebs.csi.aws.com");
+    assert!(
+        registrar.len() == 1 && registrar[0].contains("probe file"),
+        "{registrar:?}"
     );
     // The liveness-probe moved to 9900 with the driver's `healthz` port: still consistent.
     assert!(check_livenessprobe("node", node, "ebs-plugin").is_empty());
