@@ -28,7 +28,7 @@ NTH_NODES ?= 1000
 OS_REFRESH ?= 20
 OS_IDLE_PERIODS ?= 3
 
-.PHONY: all install tools build lint unit test docs docs-check docs-tools demo bench bench-nodes bench-tagging bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi bench-module env-up env-down clean-env images e2e
+.PHONY: all install tools build lint unit test docs docs-check docs-tools demo bench bench-nodes bench-tagging bench-lb bench-openstack-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-discoverer bench-dvp bench-capdvp bench-albc bench-csi bench-module bench-sidecars env-up env-down clean-env images e2e
 
 all: test
 
@@ -123,7 +123,7 @@ bench-faults: install
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-faults --nodes $(FAULT_NODES) --services $(FAULT_SERVICES) --throttle-rate $(THROTTLE) --throttle-seconds $(THROTTLE_SECONDS) --outage-seconds $(OUTAGE_SECONDS) --svg bench/results/bench-faults.svg | tee bench/results/bench-faults.json
 
 ## bench: every benchmark (nodes, load balancers, faults, ECR credential provider); JSON and SVG in bench/results/
-bench: bench-nodes bench-tagging bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-openstack-lb bench-discoverer bench-csi bench-module
+bench: bench-nodes bench-tagging bench-lb bench-faults bench-ecr bench-nth bench-openstack-nodes bench-openstack-lb bench-discoverer bench-csi bench-module bench-sidecars
 
 ## bench-ecr: ecr-credential-provider cold and cached invocation latency and peak RSS, ECR_RUNS per phase (JSON, release build)
 # (no install prerequisite: the benchmark installs moto on demand; only the two binaries are built)
@@ -157,6 +157,14 @@ bench-csi: install
 	$(CARGO) build -q --release -p ebs-csi-driver -p cinder-csi-plugin -p stratus-bench --bin ebs-csi-driver --bin cinder-csi-plugin --bin stratus-bench-csi
 	mkdir -p bench/results
 	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-csi --volumes $(CSI_VOLUMES) --backend $(CSI_BACKEND) | tee bench/results/bench-csi.json
+
+## bench-sidecars: the release csi-node-driver-registrar and csi-livenessprobe against a fake CSI driver, registered as the kubelet does, SIDECAR_PROBES /healthz requests each: seconds and peak RSS (JSON); the CSI charts size the sidecars from it
+SIDECAR_PROBES ?= 2000
+bench-sidecars:
+	$(CARGO) build -q --release -p csi-node-driver-registrar -p csi-livenessprobe --bin csi-node-driver-registrar --bin csi-livenessprobe
+	$(CARGO) build -q --release -p stratus-bench --bin stratus-bench-sidecars
+	mkdir -p bench/results
+	set -o pipefail; $(CARGO_TARGET_DIR)/release/stratus-bench-sidecars --probes $(SIDECAR_PROBES) --registrar $(CARGO_TARGET_DIR)/release/csi-node-driver-registrar --livenessprobe $(CARGO_TARGET_DIR)/release/csi-livenessprobe | tee bench/results/bench-sidecars.json
 
 ## bench-openstack-nodes: NODES servers and uninitialised Nodes with --cloud-provider=openstack, then OS_IDLE_PERIODS idle cache refreshes of OS_REFRESH seconds (JSON, release build)
 bench-openstack-nodes: install

@@ -27,3 +27,43 @@ readinessProbe:
   periodSeconds: 10
   timeoutSeconds: 5
 {{- end -}}
+
+
+{{- /* A Stratus sidecar image: dict "image" (repository, tag) "root" $; the tag defaults to the chart's appVersion, as the driver's does. */ -}}
+{{- define "dvp.sidecarImage" -}}
+{{ .image.repository }}:{{ default .root.Chart.AppVersion .image.tag }}
+{{- end -}}
+
+{{- /* The liveness-probe container: it answers the driver container's liveness probe (/healthz on the port named healthz) by calling Identity.Probe over the driver's socket. dict "root" $ "socketDir" (where the socket's volume is mounted, ending in /) "volume" (that volume) "securityContext" (the container's). */ -}}
+{{- define "dvp.livenessProbeSidecar" -}}
+{{- $lp := .root.Values.sidecars.livenessProbe -}}
+- name: liveness-probe
+  image: {{ include "dvp.sidecarImage" (dict "image" $lp.image "root" .root) }}
+  imagePullPolicy: {{ $lp.image.pullPolicy }}
+  args:
+    - --csi-address={{ .socketDir }}csi.sock
+    - --http-endpoint=:{{ $lp.httpPort }}
+    - --v={{ $lp.logLevel }}
+  volumeMounts:
+    - name: {{ .volume }}
+      mountPath: {{ .socketDir }}
+  # Its own probes ask /metrics, which answers while its server runs: /healthz reflects the
+  # driver, and a driver fault must restart the driver, not this container.
+  livenessProbe:
+    httpGet:
+      path: /metrics
+      port: {{ $lp.httpPort }}
+    initialDelaySeconds: 10
+    periodSeconds: 20
+    timeoutSeconds: 5
+  readinessProbe:
+    httpGet:
+      path: /metrics
+      port: {{ $lp.httpPort }}
+    periodSeconds: 10
+    timeoutSeconds: 5
+  resources:
+    {{- toYaml $lp.resources | nindent 4 }}
+  securityContext:
+    {{- toYaml .securityContext | nindent 4 }}
+{{- end -}}

@@ -45,6 +45,8 @@ pub const BINARIES: &[Binary] = &[
     bin("capdvp-controller-manager", Kind::Image),
     bin("aws-load-balancer-controller", Kind::Image),
     bin("module-controller", Kind::Image),
+    bin("csi-node-driver-registrar", Kind::Image),
+    bin("csi-livenessprobe", Kind::Image),
     bin("ecr-credential-provider", Kind::NodeTarball),
 ];
 

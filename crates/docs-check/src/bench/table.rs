@@ -379,6 +379,20 @@ pub const BENCHES: &[Bench] = &[
         ],
     },
     Bench {
+        file: "bench-sidecars.json",
+        title: "Stratus' CSI sidecars under the kubelet's probes.",
+        command: "make bench-sidecars",
+        what: "The release csi-node-driver-registrar and csi-livenessprobe against a fake CSI driver on a unix socket: the registrar registered as the kubelet does, then /healthz requests to each (one in ten a /metrics scrape for the livenessprobe), several in flight; the CSI charts size both containers from the peaks.",
+        rows: &[
+            row("/healthz requests per sidecar", "/probes", ""),
+            row("requests in flight", "/concurrency", ""),
+            row("registrar: seconds for the requests", "/csi-node-driver-registrar/seconds", ""),
+            row("registrar: peak RSS (MiB)", "/csi-node-driver-registrar/peak_rss_mib", ""),
+            row("livenessprobe: seconds for the requests", "/csi-livenessprobe/seconds", ""),
+            row("livenessprobe: peak RSS (MiB)", "/csi-livenessprobe/peak_rss_mib", ""),
+        ],
+    },
+    Bench {
         file: "bench-discoverer.json",
         title: "cloud-data-discoverer on AWS: the first run.",
         command: "make bench-discoverer",
