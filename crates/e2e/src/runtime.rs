@@ -51,7 +51,11 @@ pub fn host_network_process(program: &str) -> Result<ProcessView> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").context("listing /proc")? {
         let Ok(entry) = entry else { continue };
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         let dir = entry.path();
@@ -129,7 +133,7 @@ pub fn root_read_only(mountinfo: &str) -> Option<bool> {
             let options = fields.next()?;
             (mount_point == "/").then(|| options.split(',').any(|o| o == "ro"))
         })
-        .last()
+        .next_back()
 }
 
 #[cfg(test)]
@@ -141,8 +145,14 @@ mod tests {
     #[test]
     fn argv0_is_the_program_name() {
         for (cmdline, want) in [
-            (&b"/usr/local/bin/cloud-controller-manager\0--v=2\0"[..], Some("cloud-controller-manager")),
-            (b"cloud-controller-manager", Some("cloud-controller-manager")),
+            (
+                &b"/usr/local/bin/cloud-controller-manager\0--v=2\0"[..],
+                Some("cloud-controller-manager"),
+            ),
+            (
+                b"cloud-controller-manager",
+                Some("cloud-controller-manager"),
+            ),
             (b"", None),
             (b"/\0", None),
         ] {
@@ -155,7 +165,11 @@ mod tests {
         let mut view = parse_status(7, STATUS).unwrap();
         view.read_only_root = true;
         assert_eq!(view.uids, [65532; 4]);
-        assert!(view.problems(65532).is_empty(), "{:?}", view.problems(65532));
+        assert!(
+            view.problems(65532).is_empty(),
+            "{:?}",
+            view.problems(65532)
+        );
     }
 
     #[test]
@@ -184,6 +198,9 @@ mod tests {
         let rw = ro.replace("/ / ro,relatime", "/ / rw,relatime");
         assert_eq!(root_read_only(ro), Some(true));
         assert_eq!(root_read_only(&rw), Some(false));
-        assert_eq!(root_read_only("601 600 0:91 / /proc rw - proc proc rw\n"), None);
+        assert_eq!(
+            root_read_only("601 600 0:91 / /proc rw - proc proc rw\n"),
+            None
+        );
     }
 }

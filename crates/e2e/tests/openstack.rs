@@ -140,7 +140,14 @@ fn openstack_module_components_run_as_pods_on_a_real_node() {
                 pods::recent_events(&client, "default").await
             ),
         };
-        let node_port = services.get("web").await.unwrap().spec.unwrap().ports.unwrap()[0]
+        let node_port = services
+            .get("web")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .ports
+            .unwrap()[0]
             .node_port
             .expect("a node port");
         let balancer = balancer_behind(&sim, &ingress).expect("the floating IP's load balancer");
