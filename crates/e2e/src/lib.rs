@@ -7,4 +7,5 @@ pub mod chart;
 pub mod openstack;
 pub mod phases;
 pub mod pods;
+pub mod probes;
 pub mod runtime;

@@ -4,9 +4,10 @@
 //! server named as the node has the node IP.
 //!
 //! - the cloud-controller-manager chart with Deckhouse's OpenStack arguments: the CCM pod runs
-//!   as the chart says (probes passing; the kernel shows its process non-root, without
-//!   capabilities or new privileges, on a read-only root), initialises the kubelet-registered
-//!   Node from the server, gives it a pod CIDR and routes that CIDR to the node on the router;
+//!   as the chart says (the kubelet counts its liveness and readiness probes passing; the
+//!   kernel shows its process non-root, without capabilities or new privileges, on a read-only
+//!   root), initialises the kubelet-registered Node from the server, gives it a pod CIDR and
+//!   routes that CIDR to the node on the router;
 //! - a LoadBalancer Service gets an Octavia load balancer with the node as its member and the
 //!   floating IP in its status; deleting the Service deletes both.
 
@@ -17,7 +18,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{json, Value};
 use stratus_e2e::openstack::{ccm_values, cloud_conf, node_server, CCM_NAME, FLAVOR, ZONE};
 use stratus_e2e::phases::Phases;
-use stratus_e2e::{chart, pods, runtime};
+use stratus_e2e::{chart, pods, probes, runtime};
 use stratus_openstack_sim::SimHandle;
 use stratus_scenarios::wait::wait_for;
 use stratus_testenv::node::netns::NODE_IP;
@@ -25,6 +26,8 @@ use stratus_testenv::node::{images, netns, RealCluster, NODE_NAME};
 use stratus_testenv::OpenStackEnv;
 
 const DEADLINE: Duration = Duration::from_secs(90);
+/// The chart's container name.
+const CCM_CONTAINER: &str = "cloud-controller-manager";
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 /// The chart's `podSecurityContext.runAsUser`.
 const CHART_USER: u32 = 65532;
@@ -62,9 +65,13 @@ fn openstack_module_components_run_as_pods_on_a_real_node() {
             &ccm_values(&conf),
         )
         .expect("helm install the CCM chart");
-        pods::wait_ready(&client, "kube-system", &ccm_selector, 1, DEADLINE)
+        let ccm_pods = pods::wait_ready(&client, "kube-system", &ccm_selector, 1, DEADLINE)
             .await
             .expect("the CCM pod runs");
+        let ccm_pod = ccm_pods[0].metadata.name.clone().unwrap_or_default();
+        probes::wait_passing(&client, NODE_NAME, &ccm_pod, CCM_CONTAINER, DEADLINE)
+            .await
+            .expect("the CCM's probes pass");
         let process = runtime::host_network_process("cloud-controller-manager")
             .expect("the CCM's process on the node");
         assert_eq!(
