@@ -1,12 +1,14 @@
 //! How a container really runs on the node, read from the host's `/proc`: its process's user,
 //! effective capabilities, no-new-privileges flag and whether its root file system is mounted
-//! read-only — so a suite checks what the runtime did with the chart's security context, not
-//! only what the pod spec asked for. Host-network pods share the test's network namespace,
-//! which tells this test's containers from any other on the machine.
+//! read-only, compared with what its pod's security context asks for — so a suite checks what
+//! the runtime did with the chart's settings, not only what the pod spec says. Host-network
+//! pods share the test's network namespace, which tells this test's containers from any other
+//! on the machine.
 
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use k8s_openapi::api::core::v1::Pod;
 
 /// What the kernel says about a container's main process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,21 +25,80 @@ pub struct ProcessView {
     pub read_only_root: bool,
 }
 
+/// Which users a container may run as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum User {
+    /// Exactly this user ID (`runAsUser`).
+    Exactly(u32),
+    /// Any user but root (`runAsNonRoot` without `runAsUser`).
+    NonRoot,
+    /// The image's user, whatever it is.
+    Any,
+}
+
+/// What a container's security context (over its pod's) asks the runtime for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expected {
+    /// The user.
+    pub user: User,
+    /// `readOnlyRootFilesystem: true`.
+    pub read_only_root: bool,
+    /// `allowPrivilegeEscalation: false`.
+    pub no_new_privs: bool,
+    /// `capabilities.drop: [ALL]` with nothing added, not privileged.
+    pub no_capabilities: bool,
+}
+
+impl Expected {
+    /// What the spec of `pod` asks for its container `container`.
+    pub fn of(pod: &Pod, container: &str) -> Result<Expected> {
+        let spec = pod.spec.as_ref().context("the pod has no spec")?;
+        let found = spec
+            .containers
+            .iter()
+            .find(|c| c.name == container)
+            .with_context(|| format!("the pod has no container {container}"))?;
+        let own = found.security_context.clone().unwrap_or_default();
+        let pod_level = spec.security_context.clone().unwrap_or_default();
+        let uid = own.run_as_user.or(pod_level.run_as_user);
+        let non_root = own.run_as_non_root.or(pod_level.run_as_non_root) == Some(true);
+        let user = match uid {
+            Some(uid) => User::Exactly(u32::try_from(uid).context("runAsUser out of range")?),
+            None if non_root => User::NonRoot,
+            None => User::Any,
+        };
+        let caps = own.capabilities.unwrap_or_default();
+        Ok(Expected {
+            user,
+            read_only_root: own.read_only_root_filesystem == Some(true),
+            no_new_privs: own.allow_privilege_escalation == Some(false),
+            no_capabilities: own.privileged != Some(true)
+                && caps.drop.unwrap_or_default().iter().any(|c| c == "ALL")
+                && caps.add.unwrap_or_default().is_empty(),
+        })
+    }
+}
+
 impl ProcessView {
-    /// Whether the process runs as `uid` (every user ID) without capabilities, unable to gain
-    /// privileges, on a read-only root: a restricted container's security context at work.
-    pub fn problems(&self, uid: u32) -> Vec<String> {
+    /// Where the process runs otherwise than `expected` says (empty: as asked).
+    pub fn problems(&self, expected: &Expected) -> Vec<String> {
         let mut problems = Vec::new();
-        if self.uids.is_empty() || self.uids.iter().any(|u| *u != uid) {
-            problems.push(format!("user IDs {:?}, not {uid}", self.uids));
+        let users_ok = !self.uids.is_empty()
+            && match expected.user {
+                User::Exactly(uid) => self.uids.iter().all(|u| *u == uid),
+                User::NonRoot => self.uids.iter().all(|u| *u != 0),
+                User::Any => true,
+            };
+        if !users_ok {
+            problems.push(format!("user IDs {:?}, not {:?}", self.uids, expected.user));
         }
-        if self.cap_eff != 0 {
+        if expected.no_capabilities && self.cap_eff != 0 {
             problems.push(format!("effective capabilities {:#x}", self.cap_eff));
         }
-        if !self.no_new_privs {
+        if expected.no_new_privs && !self.no_new_privs {
             problems.push("may gain privileges (NoNewPrivs 0)".into());
         }
-        if !self.read_only_root {
+        if expected.read_only_root && !self.read_only_root {
             problems.push("root file system writable".into());
         }
         problems
@@ -160,16 +221,19 @@ mod tests {
         }
     }
 
+    const RESTRICTED: Expected = Expected {
+        user: User::Exactly(65532),
+        read_only_root: true,
+        no_new_privs: true,
+        no_capabilities: true,
+    };
+
     #[test]
     fn a_restricted_process_has_no_problems() {
         let mut view = parse_status(7, STATUS).unwrap();
         view.read_only_root = true;
         assert_eq!(view.uids, [65532; 4]);
-        assert!(
-            view.problems(65532).is_empty(),
-            "{:?}",
-            view.problems(65532)
-        );
+        assert_eq!(view.problems(&RESTRICTED), Vec::<String>::new());
     }
 
     #[test]
@@ -179,11 +243,43 @@ mod tests {
             .replace("CapEff:\t0000000000000000", "CapEff:\t00000000a80425fb")
             .replace("NoNewPrivs:\t1", "NoNewPrivs:\t0");
         let view = parse_status(7, &status).unwrap();
-        let problems = view.problems(65532);
+        let problems = view.problems(&RESTRICTED);
         assert_eq!(problems.len(), 4, "{problems:?}");
         assert!(problems[0].contains("[0, 65532, 65532, 65532]"));
         assert!(problems[1].contains("0xa80425fb"));
         assert!(problems[3].contains("writable"));
+        let non_root = Expected {
+            user: User::NonRoot,
+            ..RESTRICTED
+        };
+        assert_eq!(view.problems(&non_root).len(), 4);
+        let loose = Expected {
+            user: User::Any,
+            read_only_root: false,
+            no_new_privs: false,
+            no_capabilities: false,
+        };
+        assert_eq!(view.problems(&loose), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_container_context_wins_over_the_pod_context() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({"spec": {
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 1000},
+            "containers": [
+                {"name": "a", "securityContext": {"runAsUser": 65532, "readOnlyRootFilesystem": true,
+                    "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}},
+                {"name": "b"},
+                {"name": "c", "securityContext": {"privileged": true, "capabilities": {"drop": ["ALL"]}}},
+            ]}}))
+        .unwrap();
+        assert_eq!(Expected::of(&pod, "a").unwrap(), RESTRICTED);
+        let b = Expected::of(&pod, "b").unwrap();
+        assert_eq!(b.user, User::Exactly(1000));
+        assert!(!b.read_only_root && !b.no_new_privs && !b.no_capabilities);
+        assert!(!Expected::of(&pod, "c").unwrap().no_capabilities);
+        let err = Expected::of(&pod, "d").unwrap_err();
+        assert!(format!("{err:#}").contains("no container d"), "{err:#}");
     }
 
     #[test]

@@ -29,8 +29,6 @@ const DEADLINE: Duration = Duration::from_secs(90);
 /// The chart's container name.
 const CCM_CONTAINER: &str = "cloud-controller-manager";
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
-/// The chart's `podSecurityContext.runAsUser`.
-const CHART_USER: u32 = 65532;
 
 #[test]
 fn openstack_module_components_run_as_pods_on_a_real_node() {
@@ -43,8 +41,12 @@ fn openstack_module_components_run_as_pods_on_a_real_node() {
         let server = node_server(&sim).expect("the node's server");
         let conf = cloud_conf(&cloud, &sim, &server).expect("the CCM's cloud.conf");
         phases.mark("cloud_start");
-        let out = tempdir();
-        let images = vec![images::stratus("cloud-controller-manager", &out).unwrap()];
+        // The archives are imported by the cluster's start; the directory goes with the guard.
+        let out = tempfile::Builder::new()
+            .prefix("stratus-e2e-images-")
+            .tempdir()
+            .unwrap();
+        let images = vec![images::stratus("cloud-controller-manager", out.path()).unwrap()];
         phases.mark("images");
         let cluster = RealCluster::start(&images).await.expect("the real cluster");
         println!(
@@ -72,10 +74,21 @@ fn openstack_module_components_run_as_pods_on_a_real_node() {
         probes::wait_passing(&client, NODE_NAME, &ccm_pod, CCM_CONTAINER, DEADLINE)
             .await
             .expect("the CCM's probes pass");
+        let expected = runtime::Expected::of(&ccm_pods[0], CCM_CONTAINER).unwrap();
+        assert_eq!(
+            expected,
+            runtime::Expected {
+                user: runtime::User::Exactly(65532),
+                read_only_root: true,
+                no_new_privs: true,
+                no_capabilities: true,
+            },
+            "the chart's defaults restrict the CCM"
+        );
         let process = runtime::host_network_process("cloud-controller-manager")
             .expect("the CCM's process on the node");
         assert_eq!(
-            process.problems(CHART_USER),
+            process.problems(&expected),
             Vec::<String>::new(),
             "the CCM runs as the chart says: {process:?}"
         );
@@ -250,10 +263,4 @@ fn balancer_behind(sim: &SimHandle, address: &str) -> Option<Value> {
     sim.load_balancers()
         .into_iter()
         .find(|lb| lb["vip_port_id"] == floating["port_id"])
-}
-
-fn tempdir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("stratus-e2e-images-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
