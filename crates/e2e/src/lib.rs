@@ -4,4 +4,8 @@
 
 pub mod aws;
 pub mod chart;
+pub mod openstack;
+pub mod phases;
 pub mod pods;
+pub mod probes;
+pub mod runtime;
