@@ -36,11 +36,16 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
         let aws = AwsEnv::start().await.expect("moto");
         let ec2 = stratus_scenarios::ec2_fixture::client(aws.moto_endpoint()).await;
         let instance = node_instance(&ec2).await.expect("the node's instance");
-        let out = tempdir();
+        // The archives are imported by the cluster's start; the directory goes with the guard.
+        let out = tempfile::Builder::new()
+            .prefix("stratus-e2e-images-")
+            .tempdir()
+            .unwrap();
+        let out = out.path();
         let images: Vec<_> = ["cloud-controller-manager", "cloud-data-discoverer"]
             .into_iter()
             .chain(["node-termination-handler"])
-            .map(|name| images::stratus(name, &out).unwrap())
+            .map(|name| images::stratus(name, out).unwrap())
             .collect();
         let cluster = RealCluster::start(&images).await.expect("the real cluster");
         println!(
@@ -330,10 +335,4 @@ fn refused_evictions(cluster: &RealCluster) -> anyhow::Result<usize> {
                     .is_some_and(|u| u.contains("node-termination-handler"))
         })
         .count())
-}
-
-fn tempdir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("stratus-e2e-images-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
