@@ -360,10 +360,14 @@ async fn dvp_local_traffic_policy_targets_only_nodes_with_local_endpoints() {
 
     // The ingress write comes back through the watch and syncs the Service once more (targets
     // only); wait for that sync, so that what follows sees no sync but the ones it causes.
+    // A sync that found the parent's load balancer not ready yet requeues itself: a later sync
+    // with no outside trigger. Settled means the last sync left the targets unchanged.
     wait_for("the follow-up sync of the ingress write", WAIT, || async {
-        Ok(ccm
-            .log()
-            .contains("load balancer targets unchanged")
+        let log = ccm.log();
+        let unchanged = log.rfind("load balancer targets unchanged");
+        let pending = log.rfind("load balancer not ready yet");
+        Ok(unchanged
+            .is_some_and(|u| pending.is_none_or(|p| p < u))
             .then_some(()))
     })
     .await
