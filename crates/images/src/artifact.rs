@@ -9,7 +9,7 @@ use stratus_runtime::build_info::BuildInfo;
 
 use crate::rootfs::{self, Entry, Inputs, Plan, Source};
 use crate::table::{Binary, Kind};
-use crate::{ldd, oci, tarball};
+use crate::{host_tools, ldd, oci, tarball};
 
 /// What packaging one binary produced (one line of the manifest).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -73,10 +73,24 @@ fn image(
     tag: String,
     file: String,
 ) -> Result<Artifact> {
+    let root = Path::new("/");
+    let tools = host_tools::find(binary.tools, root)?;
+    let mut libraries = ldd::libraries(sources.binary)?;
+    for tool in &tools {
+        libraries.extend(ldd::libraries(&tool.host_path)?);
+    }
+    libraries.sort();
+    libraries.dedup();
+    let tool_files = host_tools::present_files(binary.tools, root);
     let plan = rootfs::plan(&Inputs {
         entrypoint: binary.entrypoint(),
         binary: sources.binary.to_owned(),
-        libraries: ldd::libraries(sources.binary)?,
+        tools: tools
+            .into_iter()
+            .map(|t| (t.image_path, t.host_path))
+            .collect(),
+        tool_files,
+        libraries,
         ca_bundle: sources.ca_bundle.to_owned(),
     });
     let layout = out_dir.join(format!(".layout-{}", binary.name));

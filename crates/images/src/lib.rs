@@ -4,6 +4,7 @@
 //! debug binaries through the same code and unpack the images with crane.
 
 pub mod artifact;
+pub mod host_tools;
 pub mod ldd;
 pub mod oci;
 pub mod report;

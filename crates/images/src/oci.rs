@@ -35,6 +35,14 @@ pub fn labels(build: &BuildInfo) -> BTreeMap<String, String> {
     .collect()
 }
 
+/// The image's `PATH`: its binary's directory, then the host tools' (empty in most images).
+pub fn path() -> String {
+    std::iter::once("/usr/local/bin")
+        .chain(crate::host_tools::DIRS.iter().copied())
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// The image config: one layer, the binary as entrypoint, run as the non-root user.
 pub fn config(entrypoint: &str, build: &BuildInfo, layer: &Written) -> Value {
     let mut config = json!({
@@ -44,7 +52,7 @@ pub fn config(entrypoint: &str, build: &BuildInfo, layer: &Written) -> Value {
             "User": format!("{NONROOT_UID}:{NONROOT_UID}"),
             "Entrypoint": [entrypoint],
             "Env": [
-                "PATH=/usr/local/bin",
+                format!("PATH={}", path()),
                 format!("SSL_CERT_FILE={CA_BUNDLE}"),
             ],
             "WorkingDir": "/",

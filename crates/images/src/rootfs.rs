@@ -1,6 +1,7 @@
-//! The file tree of an image, as a plan: the binary, exactly the shared libraries `ldd` names,
-//! CA certificates, a passwd and group file with the non-root user, and nothing else (no
-//! shell, no package manager). Pure: reading the host's files is the layer writer's job.
+//! The file tree of an image, as a plan: the binary, the host tools it runs (a CSI driver's
+//! `mkfs`, `mount`…) with the configuration they read, exactly the shared libraries `ldd` names
+//! for all of them, CA certificates, a passwd and group file with the non-root user, and
+//! nothing else (no shell, no package manager). Pure: reading the host's files is the layer writer's job.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -9,6 +10,9 @@ use std::path::PathBuf;
 pub const NONROOT_UID: u32 = 65532;
 /// Where the CA bundle goes (and where rustls-native-certs and OpenSSL look first).
 pub const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// The mounted file systems' table, a link to the kernel's view in an image with host tools.
+pub const MTAB: &str = "/etc/mtab";
 
 /// Where a file's bytes come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +32,11 @@ pub enum Entry {
         mode: u32,
         /// Owner (user and group).
         owner: u32,
+    },
+    /// A symbolic link owned by root.
+    Symlink {
+        /// What it points at.
+        target: String,
     },
     /// A regular file owned by root.
     File {
@@ -52,7 +61,12 @@ pub struct Inputs {
     pub entrypoint: String,
     /// The binary on the build machine.
     pub binary: PathBuf,
-    /// The libraries `ldd` names, at the paths it names them (the same paths in the image).
+    /// The host tools: path in the image, file on the build machine.
+    pub tools: Vec<(String, PathBuf)>,
+    /// Configuration files the tools read: path in the image, file on the build machine.
+    pub tool_files: Vec<(String, PathBuf)>,
+    /// The libraries `ldd` names for the binary and the tools, at the paths it names them (the
+    /// same paths in the image).
     pub libraries: Vec<PathBuf>,
     /// The build machine's CA bundle.
     pub ca_bundle: PathBuf,
@@ -66,6 +80,23 @@ pub fn plan(inputs: &Inputs) -> Plan {
         0o755,
         Source::Host(inputs.binary.clone()),
     );
+    // Tools lose any setuid bit: they run as the container's user or not at all.
+    for (path, host) in &inputs.tools {
+        plan.file(path, 0o755, Source::Host(host.clone()));
+    }
+    for (path, host) in &inputs.tool_files {
+        plan.file(path, 0o644, Source::Host(host.clone()));
+    }
+    if !inputs.tools.is_empty() {
+        // mount, resize2fs and e2fsck look for mounted file systems in /etc/mtab.
+        plan.parents(MTAB);
+        plan.entries.insert(
+            MTAB.to_owned(),
+            Entry::Symlink {
+                target: "/proc/self/mounts".to_owned(),
+            },
+        );
+    }
     for lib in &inputs.libraries {
         plan.file(&lib.to_string_lossy(), 0o755, Source::Host(lib.clone()));
     }
@@ -119,7 +150,7 @@ impl Plan {
     pub fn files(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().filter_map(|(p, e)| match e {
             Entry::File { .. } => Some(p.as_str()),
-            Entry::Dir { .. } => None,
+            Entry::Dir { .. } | Entry::Symlink { .. } => None,
         })
     }
 }
@@ -133,6 +164,8 @@ mod tests {
         let p = plan(&Inputs {
             entrypoint: "/usr/local/bin/ccm".into(),
             binary: "/build/ccm".into(),
+            tools: vec![],
+            tool_files: vec![],
             libraries: vec![
                 "/lib/x86_64-linux-gnu/libc.so.6".into(),
                 "/lib64/ld-linux-x86-64.so.2".into(),
@@ -178,5 +211,47 @@ mod tests {
             }
         ));
         assert!(passwd().contains(":65532:65532:"));
+    }
+
+    #[test]
+    fn tools_and_their_files_join_the_tree_without_setuid() {
+        let p = plan(&Inputs {
+            entrypoint: "/usr/local/bin/csi".into(),
+            binary: "/build/csi".into(),
+            tools: vec![
+                ("/usr/bin/mount".into(), "/usr/bin/mount".into()),
+                ("/usr/sbin/mkfs.ext4".into(), "/sbin/mkfs.ext4".into()),
+            ],
+            tool_files: vec![("/etc/mke2fs.conf".into(), "/etc/mke2fs.conf".into())],
+            libraries: vec!["/lib/x86_64-linux-gnu/libmount.so.1".into()],
+            ca_bundle: "/etc/ssl/certs/ca-certificates.crt".into(),
+        });
+        assert_eq!(
+            p.entries["/usr/bin/mount"],
+            Entry::File {
+                mode: 0o755,
+                source: Source::Host("/usr/bin/mount".into())
+            }
+        );
+        assert_eq!(
+            p.entries["/usr/sbin/mkfs.ext4"],
+            Entry::File {
+                mode: 0o755,
+                source: Source::Host("/sbin/mkfs.ext4".into())
+            }
+        );
+        assert!(matches!(
+            p.entries["/etc/mke2fs.conf"],
+            Entry::File { mode: 0o644, .. }
+        ));
+        assert!(p
+            .files()
+            .any(|f| f == "/lib/x86_64-linux-gnu/libmount.so.1"));
+        assert_eq!(
+            p.entries[MTAB],
+            Entry::Symlink {
+                target: "/proc/self/mounts".into()
+            }
+        );
     }
 }

@@ -20,6 +20,54 @@ pub struct Binary {
     pub kind: Kind,
     /// The cargo profile its release build uses ([`RELEASE`] or [`RELEASE_MIN`]).
     pub profile: &'static str,
+    /// The host programs it runs (placed in its image with their libraries).
+    pub tools: &'static [HostTool],
+}
+
+/// A program a binary runs (`mkfs.ext4`, `mount`…), taken from the build machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostTool {
+    /// The program's name, as the binary runs it through `PATH`.
+    pub name: &'static str,
+    /// The Debian package that ships it (named when the build machine lacks it).
+    pub package: &'static str,
+    /// Configuration files it reads when they exist (copied when the build machine has them).
+    pub files: &'static [&'static str],
+}
+
+/// What a CSI node plugin runs to stage, expand and inspect volumes (`crates/csi`'s mounter and
+/// loop devices): format, probe, mount, check, grow and size block devices.
+pub const STORAGE_TOOLS: &[HostTool] = &[
+    HostTool {
+        files: MKE2FS_CONF,
+        ..tool("mkfs.ext4", "e2fsprogs")
+    },
+    HostTool {
+        files: MKE2FS_CONF,
+        ..tool("mkfs.ext3", "e2fsprogs")
+    },
+    tool("e2fsck", "e2fsprogs"),
+    tool("resize2fs", "e2fsprogs"),
+    tool("dumpe2fs", "e2fsprogs"),
+    tool("mkfs.xfs", "xfsprogs"),
+    tool("xfs_growfs", "xfsprogs"),
+    tool("xfs_db", "xfsprogs"),
+    tool("blkid", "util-linux"),
+    tool("blockdev", "util-linux"),
+    tool("losetup", "mount"),
+    tool("mount", "mount"),
+    tool("umount", "mount"),
+];
+
+/// mke2fs's file-system defaults (it has built-in ones when the file is absent).
+const MKE2FS_CONF: &[&str] = &["/etc/mke2fs.conf"];
+
+const fn tool(name: &'static str, package: &'static str) -> HostTool {
+    HostTool {
+        name,
+        package,
+        files: &[],
+    }
 }
 
 /// The profile of most release binaries: optimised for size, thin LTO.
@@ -39,9 +87,9 @@ pub const BINARIES: &[Binary] = &[
         ..bin("cloud-data-discoverer", Kind::Image)
     },
     bin("node-termination-handler", Kind::Image),
-    bin("ebs-csi-driver", Kind::Image),
-    bin("cinder-csi-plugin", Kind::Image),
-    bin("dvp-csi-driver", Kind::Image),
+    csi("ebs-csi-driver"),
+    csi("cinder-csi-plugin"),
+    csi("dvp-csi-driver"),
     bin("capdvp-controller-manager", Kind::Image),
     bin("aws-load-balancer-controller", Kind::Image),
     bin("module-controller", Kind::Image),
@@ -57,6 +105,15 @@ const fn bin(name: &'static str, kind: Kind) -> Binary {
         package: name,
         kind,
         profile: RELEASE,
+        tools: &[],
+    }
+}
+
+/// A CSI driver: one image for controller and node, so it carries the storage tools.
+const fn csi(name: &'static str) -> Binary {
+    Binary {
+        tools: STORAGE_TOOLS,
+        ..bin(name, Kind::Image)
     }
 }
 
@@ -96,5 +153,14 @@ mod tests {
             .iter()
             .all(|b| b.profile == RELEASE || b.profile == RELEASE_MIN));
         assert_eq!(find("cloud-data-discoverer").unwrap().profile, RELEASE_MIN);
+        let with_tools: Vec<_> = BINARIES
+            .iter()
+            .filter(|b| !b.tools.is_empty())
+            .map(|b| b.name)
+            .collect();
+        assert_eq!(
+            with_tools,
+            ["ebs-csi-driver", "cinder-csi-plugin", "dvp-csi-driver"]
+        );
     }
 }

@@ -98,6 +98,14 @@ pub fn write(plan: &Plan, out: &Path) -> Result<Written> {
                 header.set_size(0);
                 tar.append_data(&mut header, format!("{name}/"), io::empty())?;
             }
+            Entry::Symlink { target } => {
+                header.set_entry_type(tar::EntryType::Symlink);
+                header.set_mode(0o777);
+                header.set_uid(0);
+                header.set_gid(0);
+                header.set_size(0);
+                tar.append_link(&mut header, name, target)?;
+            }
             Entry::File { mode, source } => {
                 header.set_entry_type(tar::EntryType::Regular);
                 header.set_mode(*mode);
@@ -154,6 +162,12 @@ mod tests {
                 source: Source::Bytes(b"root:x:0:0::/:/sbin/nologin\n".to_vec()),
             },
         );
+        entries.insert(
+            "/etc/mtab".to_owned(),
+            Entry::Symlink {
+                target: "/proc/self/mounts".to_owned(),
+            },
+        );
         let plan = Plan { entries };
         let a = write(&plan, &dir.path().join("a.tar.gz")).unwrap();
         let b = write(&plan, &dir.path().join("b.tar.gz")).unwrap();
@@ -166,11 +180,22 @@ mod tests {
             .unwrap();
         assert_eq!(blob_of(&tar), a.uncompressed);
         let mut archive = tar::Archive::new(tar.as_slice());
-        let names: Vec<String> = archive
+        let names: Vec<(String, Option<String>)> = archive
             .entries()
             .unwrap()
-            .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+            .map(|e| {
+                let e = e.unwrap();
+                let link = e.link_name().unwrap().map(|l| l.to_string_lossy().into());
+                (e.path().unwrap().to_string_lossy().into_owned(), link)
+            })
             .collect();
-        assert_eq!(names, ["etc/", "etc/passwd"]);
+        assert_eq!(
+            names,
+            [
+                ("etc/".into(), None),
+                ("etc/mtab".into(), Some("/proc/self/mounts".into())),
+                ("etc/passwd".into(), None)
+            ]
+        );
     }
 }

@@ -538,3 +538,50 @@ fn csi_charts_name_only_our_images_or_upstream_controller_sidecars() {
     assert!(images > 0, "no container rendered");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Upstream's `node.additionalArgs`/`node.env` and `controller.additionalArgs`/`controller.env`
+/// reach the driver's container, after the chart's own flags and variables (which stay).
+#[test]
+fn additional_args_and_env_reach_the_driver_containers() {
+    let helm = helm();
+    for c in CHARTS {
+        let mut sets = c.required.to_vec();
+        sets.extend([
+            "node.additionalArgs[0]=--loop-devices-dir=/var/lib/kubelet/loops",
+            "node.env[0].name=CSI_NODE_ID",
+            "node.env[0].value=node-a",
+            "controller.additionalArgs[0]=--v=5",
+            "controller.env[0].name=EXTRA",
+            "controller.env[0].value=on",
+        ]);
+        let docs = render(&helm, c.chart, &sets);
+        let defaults = render(&helm, c.chart, c.required);
+        for (kind, name, arg, var) in [
+            (
+                "DaemonSet",
+                c.node,
+                "--loop-devices-dir=/var/lib/kubelet/loops",
+                ("CSI_NODE_ID", "node-a"),
+            ),
+            ("Deployment", c.controller, "--v=5", ("EXTRA", "on")),
+        ] {
+            let what = format!("{}/{kind}/{name}", c.chart);
+            let driver = container(pod(&docs, kind, name), c.driver_container).unwrap();
+            let plain = container(pod(&defaults, kind, name), c.driver_container).unwrap();
+            let args = strs(&driver["args"]);
+            let mut expected = strs(&plain["args"]);
+            expected.push(arg.to_owned());
+            assert_eq!(args, expected, "{what}");
+            let env = driver["env"].as_sequence().unwrap();
+            let plain_env = plain["env"].as_sequence().unwrap();
+            assert_eq!(env[..plain_env.len()], plain_env[..], "{what}");
+            assert_eq!(env.len(), plain_env.len() + 1, "{what}");
+            let added = env.last().unwrap();
+            assert_eq!(
+                (added["name"].as_str(), added["value"].as_str()),
+                (Some(var.0), Some(var.1)),
+                "{what}"
+            );
+        }
+    }
+}

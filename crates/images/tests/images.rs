@@ -1,6 +1,7 @@
 //! Every shipped binary packaged from its debug build: the image is pushed to crane's registry,
 //! validated and exported by crane, unpacked, and its binary run with `chroot` as uid 65532
-//! (`--version` says the expected version, `--help` works); node tarballs unpack and run.
+//! (`--version` says the expected version, `--help` works), and a CSI driver's storage tools run
+//! from inside its image; node tarballs unpack and run.
 
 mod common;
 
@@ -56,6 +57,20 @@ fn every_image_runs_its_binary_as_nonroot() {
         );
         let passwd = std::fs::read_to_string(root.join("etc/passwd")).unwrap();
         assert!(passwd.contains("nonroot:x:65532:65532:"), "{passwd}");
+
+        for tool in binary.tools {
+            assert!(
+                oci::path()
+                    .split(':')
+                    .any(|dir| root.join(&dir[1..]).join(tool.name).is_file()),
+                "{}: {} is not on the image's PATH",
+                binary.name,
+                tool.name
+            );
+        }
+        if !binary.tools.is_empty() {
+            common::storage::tools_work(root, binary.name);
+        }
 
         let version = run_in(root, &binary.entrypoint(), &["--version"]).unwrap();
         assert!(
@@ -123,4 +138,31 @@ fn node_tarballs_hold_a_runnable_binary() {
             format!("{} {}", binary.name, BUILD.version_line())
         );
     }
+}
+
+/// Every program the CSI node code runs (`run("…")`, `Command::new("…")`, `mkfs.<fs>`) is one
+/// of the storage tools the CSI images carry, and each tool is one it runs.
+#[test]
+fn storage_tools_are_what_the_csi_code_runs() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../csi/src");
+    let mut run = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for opener in ["run(", "Command::new("] {
+            for piece in text.split(opener).skip(1) {
+                if let Some(quoted) = piece.trim_start().strip_prefix('"') {
+                    run.insert(quoted.split('"').next().unwrap().to_owned());
+                }
+            }
+        }
+        // `mkfs_command` formats these three (its own tests say so) as `mkfs.<type>`.
+        if text.contains("format!(\"mkfs.{fs_type}\")") {
+            run.extend(["mkfs.ext4", "mkfs.ext3", "mkfs.xfs"].map(String::from));
+        }
+    }
+    let carried: std::collections::BTreeSet<_> = stratus_images::table::STORAGE_TOOLS
+        .iter()
+        .map(|t| t.name.to_owned())
+        .collect();
+    assert_eq!(run, carried);
 }

@@ -3,6 +3,8 @@
 //! it and run its binary with `chroot` as the non-root user.
 #![allow(dead_code)]
 
+pub mod storage;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -168,7 +170,7 @@ pub fn in_root(root: &Path, program: &str) -> Command {
         .arg(root)
         .arg(program)
         .env_clear()
-        .env("PATH", "/usr/local/bin");
+        .env("PATH", stratus_images::oci::path());
     cmd
 }
 

@@ -46,6 +46,7 @@ pub fn pause(binary: &Path, out_dir: &Path) -> Result<ImageArchive> {
         package: "pause",
         kind: Kind::Image,
         profile: table::RELEASE,
+        tools: &[],
     };
     let made = artifact::package(
         &pause,
