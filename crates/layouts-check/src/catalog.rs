@@ -109,12 +109,33 @@ pub fn shared_module_dir(root: &Path, cloud: &str, name: &str) -> PathBuf {
     root.join(cloud).join("terraform-modules").join(name)
 }
 
-/// The shared modules of a cloud, sorted.
+/// The shared modules of a cloud, sorted: each directory of `terraform-modules/` and each module
+/// nested in one (a subdirectory holding `.tf` files, such as `cluster-config/typed`).
 pub fn shared_modules(root: &Path, cloud: &str) -> std::io::Result<Vec<PathBuf>> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join(cloud).join("terraform-modules"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
+    let subdirs = |dir: &Path| -> std::io::Result<Vec<PathBuf>> {
+        Ok(std::fs::read_dir(dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_dir()
+                    && !p
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            })
+            .collect())
+    };
+    let has_tf = |dir: &Path| {
+        std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.path().extension().is_some_and(|x| x == "tf"))
+        })
+    };
+    let mut dirs = Vec::new();
+    for dir in subdirs(&root.join(cloud).join("terraform-modules"))? {
+        let nested: Vec<PathBuf> = subdirs(&dir)?.into_iter().filter(|d| has_tf(d)).collect();
+        dirs.push(dir);
+        dirs.extend(nested);
+    }
     dirs.sort();
     Ok(dirs)
 }

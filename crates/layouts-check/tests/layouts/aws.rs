@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::{json, Value};
 use stratus_aws_api::ec2::SecurityGroup;
 use stratus_aws_api::node_rules::node_group_of;
 use stratus_aws_api::subnets::{select_subnets, SubnetInfo, ROLE_ELB, ROLE_INTERNAL_ELB};
@@ -12,7 +13,7 @@ use stratus_layouts_check::aws_contract::{self, same_policy, CCM_POLICY_FILE};
 use stratus_layouts_check::catalog;
 use stratus_layouts_check::workspace::Workspace;
 
-use crate::common::{fixture, layouts, lines, repo, squash, tofu};
+use crate::common::{assert_refused, fixture, layouts, lines, repo, tofu};
 
 const AWS_LAYOUTS: [&str; 3] = ["without-nat", "with-nat", "standard"];
 /// The tag the node-termination-handler (queue mode) requires before acting on an instance.
@@ -183,69 +184,119 @@ fn aws_tag_values_drive_the_ccm_to_the_layout_subnets_and_group() {
     }
 }
 
-/// Configurations Deckhouse's schema refuses, one bad field at a time (tofu stops at the first
-/// failing validation of a variable): each refusal names the field.
+/// Configurations Deckhouse's schema refuses, one bad field at a time: each refusal names the
+/// field, a bad value and an unknown field alike (at every level the schema fixes).
 #[test]
 fn aws_configuration_deckhouse_refuses_is_refused_naming_the_field() {
-    let cases: Vec<(&[&str], serde_json::Value, &str)> = vec![
+    let unknown = |path: &str| {
+        format!(
+            "Deckhouse's AWSClusterConfiguration has no field providerClusterConfiguration.{path}:"
+        )
+    };
+    let unknown_fields = [
+        ("/vpcNetworkCidr", "vpcNetworkCidr"),
+        ("/provider/zone", "provider.zone"),
+        ("/masterNodeGroup/diskType", "masterNodeGroup.diskType"),
+        // Deckhouse puts additionalTags beside instanceClass: inside it, it would be dropped.
         (
-            &["layout"],
+            "/masterNodeGroup/instanceClass/additionalTags",
+            "masterNodeGroup.instanceClass.additionalTags",
+        ),
+        (
+            "/masterNodeGroup/instanceClass/etcdDisk/iops",
+            "masterNodeGroup.instanceClass.etcdDisk.iops",
+        ),
+        ("/nodeGroups/0/labels", "nodeGroups[0].labels"),
+        (
+            "/nodeGroups/0/instanceClass/etcdDisk",
+            "nodeGroups[0].instanceClass.etcdDisk",
+        ),
+        (
+            "/nodeGroups/0/nodeTemplate/tains",
+            "nodeGroups[0].nodeTemplate.tains",
+        ),
+        (
+            "/nodeGroups/0/nodeTemplate/taints/0/operator",
+            "nodeGroups[0].nodeTemplate.taints[0].operator",
+        ),
+        ("/withNAT/bastion", "withNAT.bastion"),
+        (
+            "/withNAT/bastionInstance/replicas",
+            "withNAT.bastionInstance.replicas",
+        ),
+        (
+            "/withNAT/bastionInstance/instanceClass/etcdDisk",
+            "withNAT.bastionInstance.instanceClass.etcdDisk",
+        ),
+        ("/withoutNAT", "withoutNAT.bastionInstance"),
+        ("/standard", "standard.bastionInstance"),
+    ];
+    let messages: Vec<String> = unknown_fields
+        .iter()
+        .map(|(_, path)| unknown(path))
+        .collect();
+    let section = || json!({"bastionInstance": {}});
+    let mut cases: Vec<(&str, Value, &str)> = unknown_fields
+        .iter()
+        .zip(&messages)
+        .map(|((pointer, _), message)| {
+            let value = match *pointer {
+                "/withoutNAT" | "/standard" => section(),
+                _ => json!("x"),
+            };
+            (*pointer, value, message.as_str())
+        })
+        .collect();
+    cases.extend([
+        (
+            "/layout",
             "Simple".into(),
             "providerClusterConfiguration.layout must be WithoutNAT, WithNAT or Standard",
         ),
         (
-            &["existingVPCID"],
+            "/existingVPCID",
             "vpc-0123456789abcdef0".into(),
             "set exactly one of vpcNetworkCIDR (a new VPC) and existingVPCID",
         ),
         (
-            &["nodeNetworkCIDR"],
+            "/nodeNetworkCIDR",
             "10.241.32.0/33".into(),
             "vpcNetworkCIDR and nodeNetworkCIDR must be IPv4 CIDRs",
         ),
         (
-            &["publicNetworkAllowList"],
-            serde_json::json!(["anywhere"]),
+            "/publicNetworkAllowList",
+            json!(["anywhere"]),
             "sshAllowList and publicNetworkAllowList must hold IPv4 CIDRs",
         ),
         (
-            &["additionalRolePolicies"],
-            serde_json::json!(["ec2 Describe"]),
+            "/additionalRolePolicies",
+            json!(["ec2 Describe"]),
             "additionalRolePolicies must hold at least one IAM action",
         ),
         (
-            &["additionalRolePolicies"],
-            serde_json::json!([]),
+            "/additionalRolePolicies",
+            json!([]),
             "additionalRolePolicies must hold at least one IAM action",
         ),
         (
-            &["zones"],
-            serde_json::json!([]),
+            "/zones",
+            json!([]),
             "zones and masterNodeGroup.zones must name at least one zone",
         ),
         (
-            &["masterNodeGroup", "replicas"],
+            "/masterNodeGroup/replicas",
             0.into(),
             "masterNodeGroup.replicas must be a whole number of at least 1",
         ),
         (
-            &["masterNodeGroup", "instanceClass", "diskType"],
+            "/masterNodeGroup/instanceClass/diskType",
             "gp9".into(),
             "instanceClass.diskType (masterNodeGroup, nodeGroups, withNAT.bastionInstance) must be one of",
         ),
-    ];
+    ]);
     let ws = Workspace::copy(&layouts()).unwrap();
     let dir = catalog::shared_module_dir(&ws.root(), "aws", "cluster-config");
-    for (path, value, message) in cases {
-        let mut vars = fixture("aws-with-nat.tfvars.json");
-        let mut field = &mut vars["providerClusterConfiguration"];
-        for key in path {
-            field = &mut field[*key];
-        }
-        *field = value;
-        let output = squash(&tofu().apply_failure(&dir, &vars).unwrap());
-        assert!(output.contains(message), "{path:?}: {output}");
-    }
+    assert_refused(&dir, &fixture("aws-with-nat.tfvars.json"), &cases);
 }
 
 /// The three AWS layouts share their files (the configuration's layout decides): a copy edited in

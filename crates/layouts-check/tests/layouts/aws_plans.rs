@@ -343,13 +343,6 @@ fn aws_master_and_static_nodes_carry_their_group_settings() {
         .instances("module.master-node.aws_eip.eip")
         .is_empty());
 
-    // additionalTags where Deckhouse does not put it (inside instanceClass) does nothing.
-    let mut misplaced = without(&["masterNodeGroup", "additionalTags"]);
-    misplaced["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]
-        ["additionalTags"] = serde_json::json!({"role": "master"});
-    let master = plan(&misplaced, "master-node");
-    assert!(!tags(after(&master, "module.master-node.aws_instance.node")).contains_key("role"));
-
     // WithoutNAT: the master is public with an Elastic IP.
     let vars = with(without(&["withNAT"]), "layout", "WithoutNAT".into());
     let master = plan(&vars, "master-node");
@@ -377,6 +370,26 @@ fn aws_master_and_static_nodes_carry_their_group_settings() {
         .as_array()
         .unwrap()
         .contains(&Value::from("sg-0123456789abcdef1")));
+}
+
+/// A field Deckhouse's schema does not have fails the layout's plan, named (cluster-config's
+/// table of refusals checks each level; this is the same check reached through a layout module).
+#[test]
+fn aws_layout_plan_fails_on_an_unknown_field_naming_it() {
+    let mut vars = full();
+    vars["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]["additionalTags"] =
+        serde_json::json!({"role": "master"});
+    let ws = Workspace::copy(&layouts()).unwrap();
+    let dir = catalog::layout_module_dir(&ws.root(), "aws", "with-nat", "master-node");
+    let error = plan_module(&aws_tofu(&ZONES6), &dir, &vars)
+        .map(|summary| summary.to_string())
+        .expect_err("a plan with a misplaced additionalTags");
+    assert!(
+        crate::common::squash(&error.to_string()).contains(
+            "has no field providerClusterConfiguration.masterNodeGroup.instanceClass.additionalTags:"
+        ),
+        "{error}"
+    );
 }
 
 #[test]

@@ -76,3 +76,50 @@ pub fn aws_tofu(zones: &[&str]) -> Tofu {
     let t = opentofu();
     Tofu::new(&t.tofu, &aws_schema().cli_config).with_env("STRATUS_AWS_ZONES", zones.join(","))
 }
+
+/// `vars` with the field at `pointer` (a JSON pointer under `providerClusterConfiguration`, such
+/// as `/nodeGroups/0/instanceClass/diskType`) set to `value`; an object field is added if missing.
+pub fn with_field(
+    mut vars: serde_json::Value,
+    pointer: &str,
+    value: serde_json::Value,
+) -> serde_json::Value {
+    let (parent, key) = pointer.rsplit_once('/').expect("a JSON pointer");
+    let at = vars["providerClusterConfiguration"]
+        .pointer_mut(parent)
+        .unwrap_or_else(|| panic!("the fixture has no {parent}"));
+    match at {
+        serde_json::Value::Object(fields) => {
+            fields.insert(key.to_string(), value);
+        }
+        serde_json::Value::Array(items) => items[key.parse::<usize>().expect("an index")] = value,
+        other => panic!("{parent} is {other}, neither an object nor an array"),
+    }
+    vars
+}
+
+/// Configurations refused by the provider-free module `dir` (a `cluster-config`), one bad field
+/// at a time (tofu stops at the first failing validation of a variable): `vars` with each case's
+/// field set must fail, the output containing the case's message.
+pub fn assert_refused(
+    dir: &std::path::Path,
+    vars: &serde_json::Value,
+    cases: &[(&str, serde_json::Value, &str)],
+) {
+    let mut wrong = Vec::new();
+    for (pointer, value, message) in cases {
+        let bad = with_field(vars.clone(), pointer, value.clone());
+        match tofu().apply_failure(dir, &bad) {
+            Ok(output) if squash(&output).contains(message) => {}
+            Ok(output) => wrong.push(format!("{pointer}: no {message:?} in {}", squash(&output))),
+            Err(e) => wrong.push(format!("{pointer}: {e}")),
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} refusals wrong:\n{}",
+        wrong.len(),
+        cases.len(),
+        wrong.join("\n")
+    );
+}

@@ -16,7 +16,7 @@ use stratus_testenv::tools::virtualization_crds::{
 };
 use stratus_testenv::{Identity, TestEnv};
 
-use crate::common::{fixture, layouts, squash, tofu};
+use crate::common::{fixture, layouts, tofu};
 
 const NAMESPACE: &str = "tenant-a";
 /// How long discovery may take to serve a freshly established CRD.
@@ -259,70 +259,4 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
         Err(other) => bail!("unexpected error: {other}"),
     }
     Ok(())
-}
-
-/// Variables with a kubeconfig the layouts can read (nothing is contacted).
-fn offline_vars() -> serde_json::Value {
-    let mut vars = fixture("dvp-standard.tfvars.json");
-    vars["providerClusterConfiguration"]["provider"]["kubeconfigDataBase64"] =
-        base64::engine::general_purpose::STANDARD
-            .encode("clusters:\n- name: p\n  cluster: {server: https://127.0.0.1:1}\n")
-            .into();
-    vars
-}
-
-#[test]
-fn dvp_layout_validation_refuses_a_bad_instance_class_naming_the_field() {
-    let ws = Workspace::copy(&layouts()).unwrap();
-    let dir = catalog::shared_module_dir(&ws.root(), "dvp", "master-manifests");
-    // One bad field at a time: tofu stops at the first failing validation of a variable.
-    let mut cores = offline_vars();
-    cores["providerClusterConfiguration"]["nodeGroups"][0]["instanceClass"]["virtualMachine"]
-        ["cpu"]["cores"] = 0.into();
-    let mut bootloader = offline_vars();
-    bootloader["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]
-        ["virtualMachine"]["bootloader"] = "UEFI".into();
-    let mut seconds = offline_vars();
-    seconds["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]["virtualMachine"]
-        ["tolerations"][0]["tolerationSeconds"] = 60.into();
-    let mut region = offline_vars();
-    region["providerClusterConfiguration"]["region"] = "".into();
-    for (vars, message) in [
-        (
-            seconds,
-            "tolerationSeconds a whole number given only with effect NoExecute",
-        ),
-        (
-            region,
-            "providerClusterConfiguration.region, when set, must not be empty",
-        ),
-        (
-            cores,
-            "instanceClass.virtualMachine.cpu.cores must be a whole number of at least 1",
-        ),
-        (
-            bootloader,
-            "bootloader must be BIOS, EFI or EFIWithSecureBoot",
-        ),
-    ] {
-        let output = squash(&tofu().apply_failure(&dir, &vars).unwrap());
-        assert!(output.contains(message), "{output}");
-    }
-}
-
-#[test]
-fn dvp_node_index_beyond_the_replicas_is_refused() {
-    let mut vars = offline_vars();
-    vars["nodeIndex"] = 3.into();
-    let ws = Workspace::copy(&layouts()).unwrap();
-    let output = tofu()
-        .apply_failure(
-            &catalog::shared_module_dir(&ws.root(), "dvp", "master-manifests"),
-            &vars,
-        )
-        .unwrap();
-    assert!(
-        squash(&output).contains("nodeIndex must be below the replicas of the node's group"),
-        "{output}"
-    );
 }

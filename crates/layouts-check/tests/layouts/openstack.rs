@@ -1,13 +1,16 @@
 //! The OpenStack layouts with the real provider (terraform-provider-openstack v1.54.1 from a
 //! filesystem mirror, no network): offline `init`, `validate` of every layout module (and a
-//! failure when a required argument is removed), and `tofu test` with a mocked provider.
+//! failure when a required argument is removed), `tofu test` with a mocked provider, and the
+//! configurations Deckhouse's schema refuses, refused naming the field.
 
 use std::path::PathBuf;
 
 use stratus_layouts_check::catalog::{self, CLOUDS, LAYOUT_MODULES};
 use stratus_layouts_check::workspace::Workspace;
 
-use crate::common::{layouts, squash, tofu};
+use serde_json::{json, Value};
+
+use crate::common::{assert_refused, layouts, squash, tofu};
 
 fn openstack_modules(root: &std::path::Path) -> Vec<PathBuf> {
     let spec = CLOUDS.iter().find(|c| c.cloud == "openstack").unwrap();
@@ -139,4 +142,132 @@ fn openstack_tofu_test_fails_when_a_layout_creates_something_else() {
         output.contains("SSH must be open to 203.0.113.0/24"),
         "{output}"
     );
+}
+
+/// Configurations Deckhouse's schema refuses, one bad field at a time: each refusal names the
+/// field, an unknown field at every level the schema fixes and a bad value alike.
+#[test]
+fn openstack_configuration_deckhouse_refuses_is_refused_naming_the_field() {
+    let unknown_fields: [(&str, Value, &str); 15] = [
+        ("/sshAllowlist", json!([]), "sshAllowlist"),
+        ("/provider/projectName", json!("x"), "provider.projectName"),
+        (
+            "/masterNodeGroup/instanceType",
+            json!("x"),
+            "masterNodeGroup.instanceType",
+        ),
+        // Only node groups choose their networks.
+        (
+            "/masterNodeGroup/instanceClass/mainNetwork",
+            json!("x"),
+            "masterNodeGroup.instanceClass.mainNetwork",
+        ),
+        (
+            "/masterNodeGroup/serverGroup/name",
+            json!("x"),
+            "masterNodeGroup.serverGroup.name",
+        ),
+        (
+            "/masterNodeGroup/serverGroup/manuallyManaged",
+            json!({"id": "x", "name": "x"}),
+            "masterNodeGroup.serverGroup.manuallyManaged.name",
+        ),
+        (
+            "/nodeGroups/0/rootDiskSize",
+            json!(30),
+            "nodeGroups[0].rootDiskSize",
+        ),
+        (
+            "/nodeGroups/0/instanceClass/etcdDiskSizeGb",
+            json!(10),
+            "nodeGroups[0].instanceClass.etcdDiskSizeGb",
+        ),
+        (
+            "/nodeGroups/0/nodeTemplate",
+            json!({"labels": {}, "taint": []}),
+            "nodeGroups[0].nodeTemplate.taint",
+        ),
+        (
+            "/standard/externalNetworkDHCP",
+            json!(true),
+            "standard.externalNetworkDHCP",
+        ),
+        (
+            "/standard/bastion/volumeSize",
+            json!(50),
+            "standard.bastion.volumeSize",
+        ),
+        (
+            "/standard/bastion/instanceClass/additionalSecurityGroups",
+            json!([]),
+            "standard.bastion.instanceClass.additionalSecurityGroups",
+        ),
+        (
+            "/standardWithNoRouter",
+            json!({"internalNetworkCIDR": "192.168.0.0/24", "externalNetworkName": "public", "internalNetworkDNSServers": []}),
+            "standardWithNoRouter.internalNetworkDNSServers",
+        ),
+        (
+            "/simple",
+            json!({"externalNetworkName": "public", "internalSubnetName": "x"}),
+            "simple.internalSubnetName",
+        ),
+        (
+            "/simpleWithInternalNetwork",
+            json!({"internalSubnetName": "x", "internalNetworkCIDR": "192.168.0.0/24"}),
+            "simpleWithInternalNetwork.internalNetworkCIDR",
+        ),
+    ];
+    let messages: Vec<String> = unknown_fields
+        .iter()
+        .map(|(_, _, path)| {
+            format!("Deckhouse's OpenStackClusterConfiguration has no field providerClusterConfiguration.{path}:")
+        })
+        .collect();
+    let mut cases: Vec<(&str, Value, &str)> = unknown_fields
+        .iter()
+        .zip(&messages)
+        .map(|((pointer, value, _), message)| (*pointer, value.clone(), message.as_str()))
+        .collect();
+    cases.extend([
+        (
+            "/layout",
+            json!("StandardWithNoRouter"),
+            "the section of the chosen layout is missing",
+        ),
+        (
+            "/simple",
+            json!({"externalNetworkName": "public", "podNetworkMode": "Geneve"}),
+            "providerClusterConfiguration.simple.podNetworkMode must be VXLAN or DirectRouting.",
+        ),
+        (
+            "/provider/authURL",
+            json!("keystone"),
+            "provider.authURL must be an http:// or https:// Keystone URL",
+        ),
+        (
+            "/provider/tenantID",
+            json!("x"),
+            "set exactly one of tenantName and tenantID",
+        ),
+        (
+            "/sshAllowList",
+            json!(["anywhere"]),
+            "sshAllowList must hold IPv4 CIDRs",
+        ),
+        (
+            "/masterNodeGroup/serverGroup/policy",
+            json!("Affinity"),
+            "serverGroup.policy must be AntiAffinity or ManuallyManaged",
+        ),
+        (
+            "/standard/internalNetworkCIDR",
+            json!("192.168.199.0/33"),
+            "standard: internalNetworkCIDR must be an IPv4 CIDR",
+        ),
+    ]);
+    let ws = Workspace::copy(&layouts()).unwrap();
+    let dir = catalog::shared_module_dir(&ws.root(), "openstack", "cluster-config");
+    let vars = crate::openstack_plans::full("http://127.0.0.1:9/v3");
+    assert_refused(&dir, &vars, &cases);
 }

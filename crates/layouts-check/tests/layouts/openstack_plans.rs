@@ -17,7 +17,7 @@ use crate::openstack_api;
 const RULES: &str = "module.base.module.network_security.openstack_networking_secgroup_rule_v2";
 
 /// Every optional field of a Standard configuration set.
-fn full(auth_url: &str) -> Value {
+pub(crate) fn full(auth_url: &str) -> Value {
     let mut vars = fixture("deckhouse-state/openstack-standard/static-node.tfvars.json");
     vars["providerClusterConfiguration"] = json!({
         "layout": "Standard",

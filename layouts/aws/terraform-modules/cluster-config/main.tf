@@ -3,8 +3,15 @@
 # tags Deckhouse's layouts put on the same resources, is decided here, once, and checked by
 # stratus-layouts-check against the CCM's own constants.
 
+# The document typed with Deckhouse's defaults and its values checked; fields.tf refuses the fields
+# the typing would drop.
+module "typed" {
+  source                       = "./typed"
+  providerClusterConfiguration = var.providerClusterConfiguration
+}
+
 locals {
-  pcc    = var.providerClusterConfiguration
+  pcc    = module.typed.providerClusterConfiguration
   prefix = var.clusterConfiguration.cloud.prefix
   # The world, where Deckhouse's schema defaults an allow list to it.
   anywhere = "0.0.0.0/0"

@@ -2,8 +2,15 @@
 # object carries (the DVP CCM finds a node's VM by dvp.deckhouse.io/hostname, capdvp and the
 # cleanup by dvp.deckhouse.io/cluster-uuid).
 
+# The document typed with Deckhouse's defaults and its values checked; fields.tf refuses the fields
+# the typing would drop.
+module "typed" {
+  source                       = "./typed"
+  providerClusterConfiguration = var.providerClusterConfiguration
+}
+
 locals {
-  pcc    = var.providerClusterConfiguration
+  pcc    = module.typed.providerClusterConfiguration
   prefix = var.clusterConfiguration.cloud.prefix
 
   # Labels on every object the layouts create in the parent namespace.

@@ -1,8 +1,15 @@
 # Normalises the cluster configuration for the layouts: one place decides names, networks,
 # security and defaults, so base-infrastructure, master-node and static-node agree.
 
+# The document typed with Deckhouse's defaults and its values checked; fields.tf refuses the fields
+# the typing would drop.
+module "typed" {
+  source                       = "./typed"
+  providerClusterConfiguration = var.providerClusterConfiguration
+}
+
 locals {
-  pcc    = var.providerClusterConfiguration
+  pcc    = module.typed.providerClusterConfiguration
   prefix = var.clusterConfiguration.cloud.prefix
 
   standard_security  = try(local.pcc.standard.internalNetworkSecurity, true)

@@ -62,3 +62,8 @@ output "bastion" {
   description = "The Standard layout's bastion, or null."
   value       = local.bastion
 }
+
+output "provider" {
+  description = "The connection to the OpenStack API (provider), typed: caCert empty when left out, one of tenantName and tenantID null."
+  value       = local.pcc.provider
+}

@@ -1,10 +1,10 @@
 provider "openstack" {
-  auth_url    = var.providerClusterConfiguration.provider.authURL
-  cacert_file = var.providerClusterConfiguration.provider.caCert == "" ? null : var.providerClusterConfiguration.provider.caCert
-  domain_name = var.providerClusterConfiguration.provider.domainName
-  tenant_name = var.providerClusterConfiguration.provider.tenantName
-  tenant_id   = var.providerClusterConfiguration.provider.tenantID
-  user_name   = var.providerClusterConfiguration.provider.username
-  password    = var.providerClusterConfiguration.provider.password
-  region      = var.providerClusterConfiguration.provider.region
+  auth_url    = module.config.provider.authURL
+  cacert_file = module.config.provider.caCert == "" ? null : module.config.provider.caCert
+  domain_name = module.config.provider.domainName
+  tenant_name = module.config.provider.tenantName
+  tenant_id   = module.config.provider.tenantID
+  user_name   = module.config.provider.username
+  password    = module.config.provider.password
+  region      = module.config.provider.region
 }
