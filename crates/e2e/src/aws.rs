@@ -77,3 +77,21 @@ pub fn env_values(vars: &[(String, String)]) -> serde_json::Value {
             .collect(),
     )
 }
+
+/// The AWS variables for a pod on the pod network: moto's credentials with the endpoint
+/// replaced by `relay` (the node IP's relay to the test's loopback endpoint).
+pub fn pod_env(
+    aws: &stratus_testenv::AwsEnv,
+    relay: &stratus_testenv::node::forward::NodeForward,
+) -> Vec<(String, String)> {
+    aws.env_vars()
+        .into_iter()
+        .map(|(k, v)| {
+            if k == "AWS_ENDPOINT_URL" {
+                (k, relay.http_url())
+            } else {
+                (k, v)
+            }
+        })
+        .collect()
+}

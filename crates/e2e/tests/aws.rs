@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use serde_json::json;
-use stratus_e2e::aws::{env_values, node_instance, CLUSTER_ID, ZONE};
+use stratus_e2e::aws::{env_values, node_instance, pod_env, CLUSTER_ID, ZONE};
 use stratus_e2e::{chart, pods};
 use stratus_scenarios::wait::wait_for;
 use stratus_testenv::node::forward::NodeForward;
@@ -166,17 +166,7 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
         )
         .await
         .unwrap();
-        let pod_env: Vec<(String, String)> = aws
-            .env_vars()
-            .into_iter()
-            .map(|(k, v)| {
-                if k == "AWS_ENDPOINT_URL" {
-                    (k, relay.http_url())
-                } else {
-                    (k, v)
-                }
-            })
-            .collect();
+        let pod_env = pod_env(&aws, &relay);
         chart::install_with(
             &cluster,
             "cloud-data-discoverer",

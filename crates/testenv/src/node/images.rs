@@ -34,22 +34,50 @@ const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// Packs the pause binary as `registry.k8s.io/pause:3.10.1`.
 pub fn pause(binary: &Path, out_dir: &Path) -> Result<ImageArchive> {
-    let (repository, tag) = PAUSE_IMAGE
+    foreign(binary, PAUSE_IMAGE, out_dir)
+}
+
+/// Packs the upstream CSI sidecars testenv builds (provisioner, attacher, resizer) as
+/// `registry.k8s.io/sig-storage/<name>:<the version built>`; the references are returned with
+/// the archives so a chart can be pointed at exactly what was built.
+pub fn csi_sidecars(out_dir: &Path) -> Result<Vec<ImageArchive>> {
+    let built = crate::tools::csi_sidecars::ensure_installed()?;
+    crate::tools::csi_sidecars::ALL
+        .iter()
+        .zip([&built.provisioner, &built.attacher, &built.resizer])
+        .map(|(sidecar, binary)| {
+            let reference = format!(
+                "registry.k8s.io/sig-storage/{}:{}",
+                sidecar.name, sidecar.version
+            );
+            foreign(binary, &reference, out_dir)
+        })
+        .collect()
+}
+
+/// Packs a binary that is not Stratus's as `reference` (`repository:tag`), by the code
+/// `make images` uses: the binary as entrypoint, its libraries, the CA bundle, the non-root user.
+pub fn foreign(binary: &Path, reference: &str, out_dir: &Path) -> Result<ImageArchive> {
+    let (repository, tag) = reference
         .rsplit_once(':')
-        .context("the pause image has a tag")?;
+        .with_context(|| format!("{reference} has no tag"))?;
+    let name = repository.rsplit('/').next().unwrap_or(repository);
+    // The table wants static names; the few foreign images a test packs live as long as it.
+    let name: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    let tag_static: &'static str = Box::leak(tag.to_owned().into_boxed_str());
     let build = BuildInfo {
-        version: crate::tools::pause::VERSION,
+        version: tag_static,
         ..BUILD
     };
-    let pause = Binary {
-        name: "pause",
-        package: "pause",
+    let packed = Binary {
+        name,
+        package: name,
         kind: Kind::Image,
         profile: table::RELEASE,
         tools: &[],
     };
     let made = artifact::package(
-        &pause,
+        &packed,
         &Sources {
             binary,
             ca_bundle: Path::new(CA_BUNDLE),
