@@ -17,7 +17,7 @@ use stratus_csi_spec::v1::identity_client::IdentityClient;
 use tokio::process::Child;
 use tonic::transport::Channel;
 
-use super::flow::{log_tails, spawn};
+use super::flow::spawn;
 use crate::wait_for;
 
 /// How long a just-started driver (or an exiting one) may take, under load.
@@ -26,6 +26,8 @@ pub const STARTUP_DEADLINE: Duration = Duration::from_secs(60);
 const ATTEMPT_DEADLINE: Duration = Duration::from_secs(5);
 /// The driver's log file in its directory.
 const LOG: &str = "driver.log";
+/// How many of the log's last lines a failure shows.
+const TAIL_LINES: usize = 60;
 
 /// The socket a driver started in `dir` serves on (give it `--endpoint=unix://<this>`).
 pub fn socket(dir: &Path) -> PathBuf {
@@ -47,12 +49,13 @@ pub fn log_tail(dir: &Path) -> String {
     format!(
         "the driver's log in {}:\n{}",
         dir.display(),
-        log_tails(dir, &[LOG]).trim_end()
+        super::flow::log_tail(dir, LOG, TAIL_LINES).trim_end()
     )
 }
 
 /// Starts `program args` (killed on drop) with `envs`, its stderr appended to `dir/driver.log`,
-/// after removing a stale socket; returns the child and its socket once the driver answers
+/// after removing a stale socket; its errors come without anyhow's backtrace (which would push
+/// the cause out of the log's tail) unless `envs` sets `RUST_LIB_BACKTRACE`. Returns the child and its socket once the driver answers
 /// `Probe` there. Fails at once when the driver exits first, or after [`STARTUP_DEADLINE`]
 /// with the last attempt's error; either with the log's tail.
 pub async fn start(
@@ -71,7 +74,11 @@ pub async fn start(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).context(format!("removing {}", socket.display())),
     }
-    let mut child = spawn(program, args, &dir.join(LOG), envs)?;
+    let envs: Vec<(String, String)> = [("RUST_LIB_BACKTRACE".to_string(), "0".to_string())]
+        .into_iter()
+        .chain(envs.iter().cloned())
+        .collect();
+    let mut child = spawn(program, args, &dir.join(LOG), &envs)?;
     match until_serving(&socket, Some(&mut child), STARTUP_DEADLINE).await {
         Ok(Serving::Up(_)) => Ok((child, socket)),
         Ok(Serving::Exited(status)) => {
@@ -190,6 +197,51 @@ mod tests {
         assert!(text.contains("timed out after 500ms"), "{text}");
         assert!(text.contains("connecting: transport error"), "{text}");
         assert!(text.contains("Connection refused"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_driver_refusing_connects_until_it_listens_is_waited_for() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        use stratus_csi::metrics::CsiMetrics;
+        use stratus_csi::{DriverInfo, Endpoint, Services};
+
+        let dir = test_dir("late");
+        let socket = socket(&dir);
+        // A file nobody listens on refuses connects, as a driver between bind and listen does.
+        drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+        let endpoint = Endpoint {
+            path: socket.clone(),
+        };
+        let driver = tokio::spawn(async move {
+            // Staging, not waiting: the driver listens only after some refused attempts.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let info = DriverInfo {
+                name: "late.csi.stratus.test".into(),
+                version: "0".into(),
+            };
+            let (metrics, ready) = (
+                Arc::new(CsiMetrics::default()),
+                Arc::new(AtomicBool::new(true)),
+            );
+            stratus_csi::serve(
+                &endpoint,
+                info,
+                Services::default(),
+                metrics,
+                ready,
+                std::future::pending(),
+            )
+            .await
+        });
+        let served = until_serving(&socket, None, Duration::from_secs(30)).await;
+        driver.abort();
+        match served {
+            Ok(Serving::Up(_)) => {}
+            Ok(Serving::Exited(status)) => panic!("exited {status}"),
+            Err(e) => panic!("{e:#}"),
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
