@@ -55,9 +55,10 @@ pub fn log_tail(dir: &Path) -> String {
 
 /// Starts `program args` (killed on drop) with `envs`, its stderr appended to `dir/driver.log`,
 /// after removing a stale socket; its errors come without anyhow's backtrace (which would push
-/// the cause out of the log's tail) unless `envs` sets `RUST_LIB_BACKTRACE`. Returns the child and its socket once the driver answers
-/// `Probe` there. Fails at once when the driver exits first, or after [`STARTUP_DEADLINE`]
-/// with the last attempt's error; either with the log's tail.
+/// the cause out of the log's tail) unless `envs` sets `RUST_LIB_BACKTRACE`. Returns the child
+/// and its socket once the driver answers `Probe` there. Fails at once when the driver exits
+/// first, or after [`STARTUP_DEADLINE`] with the last attempt's error; either with the log's
+/// tail.
 pub async fn start(
     program: &Path,
     dir: &Path,
