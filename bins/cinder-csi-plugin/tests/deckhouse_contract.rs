@@ -115,7 +115,7 @@ async fn controller_and_node_under_deckhouses_container_spec() -> Result<()> {
         format!("--endpoint=unix://{}", driver::socket(&dir).display()),
     ];
     let (_controller, socket) = start(&dir, &args, &metadata_url).await?;
-    let log = || driver::driver_log(&dir);
+    let log = || driver::log_tail(&dir);
     identity_answers(&socket, DRIVER_NAME)
         .await
         .with_context(log)?;
@@ -142,7 +142,7 @@ async fn controller_and_node_under_deckhouses_container_spec() -> Result<()> {
         format!("--endpoint=unix://{}", driver::socket(&dir).display()),
     ];
     let (_node, socket) = start(&dir, &args, &metadata_url).await?;
-    let log = || driver::driver_log(&dir);
+    let log = || driver::log_tail(&dir);
     identity_answers(&socket, DRIVER_NAME)
         .await
         .with_context(log)?;

@@ -77,7 +77,7 @@ async fn controller_and_node_under_deckhouses_container_spec() -> Result<()> {
     let endpoint = format!("--endpoint=unix://{}", driver::socket(&dir).display());
     let (_controller, socket) =
         start(&dir, &[format!("--node-name={NODE}"), endpoint], &vars).await?;
-    let log = || driver::driver_log(&dir);
+    let log = || driver::log_tail(&dir);
     identity_answers(&socket, DRIVER_NAME)
         .await
         .with_context(log)?;
@@ -105,7 +105,7 @@ async fn controller_and_node_under_deckhouses_container_spec() -> Result<()> {
         });
     ensure!(
         labelled.is_some(),
-        "no VirtualDisk labelled {CLUSTER_UUID_LABEL}={UUID} for {id}; log:\n{}",
+        "no VirtualDisk labelled {CLUSTER_UUID_LABEL}={UUID} for {id}; {}",
         log()
     );
     delete_volume(&socket, &id).await.with_context(log)?;
@@ -124,7 +124,7 @@ async fn controller_and_node_under_deckhouses_container_spec() -> Result<()> {
         &vars,
     )
     .await?;
-    let log = || driver::driver_log(&dir);
+    let log = || driver::log_tail(&dir);
     identity_answers(&socket, DRIVER_NAME)
         .await
         .with_context(log)?;

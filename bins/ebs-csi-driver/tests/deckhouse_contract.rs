@@ -63,7 +63,7 @@ async fn controller_and_node_under_deckhouses_container_spec() -> Result<()> {
         imds.clone(),
     ];
     let (_controller, socket) = start(&dir, "controller", &vars).await?;
-    let log = || driver::driver_log(&dir);
+    let log = || driver::log_tail(&dir);
     identity_answers(&socket, DRIVER_NAME)
         .await
         .with_context(log)?;
@@ -91,7 +91,7 @@ async fn controller_and_node_under_deckhouses_container_spec() -> Result<()> {
     let dir = tmp.path().join("node");
     std::fs::create_dir_all(&dir)?;
     let (_node, socket) = start(&dir, "node", &[imds]).await?;
-    let log = || driver::driver_log(&dir);
+    let log = || driver::log_tail(&dir);
     identity_answers(&socket, DRIVER_NAME)
         .await
         .with_context(log)?;

@@ -103,7 +103,7 @@ async fn formatting_parameters_and_legacy_xfs_reach_mkfs() -> Result<()> {
         node: NodeClient::new(channel),
         node_id,
     };
-    let log = || driver::driver_log(dir);
+    let log = || driver::log_tail(dir);
 
     // ext4: block and inode size.
     let staging = dir.join("ext4");

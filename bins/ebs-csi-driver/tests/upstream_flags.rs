@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use common::{connect, driver_log, ZONE};
@@ -252,7 +251,7 @@ async fn values_that_cannot_be_honoured_are_refused_by_name() -> Result<()> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .output();
-    let out = tokio::time::timeout(Duration::from_secs(30), out)
+    let out = tokio::time::timeout(driver::STARTUP_DEADLINE, out)
         .await
         .context("the driver did not exit")??;
     ensure!(!out.status.success(), "the driver started");
@@ -314,7 +313,9 @@ async fn the_node_finds_its_identity_in_its_node_object() -> Result<()> {
         ],
     )
     .await?;
-    let (node_id, segments) = node_info(&socket).await.with_context(|| driver_log(&dir))?;
+    let (node_id, segments) = node_info(&socket)
+        .await
+        .with_context(|| driver::log_tail(&dir))?;
     ensure!(
         node_id == "i-0fedcba9876543210",
         "NodeGetInfo answered {node_id:?}"
@@ -339,7 +340,9 @@ async fn the_node_finds_its_identity_in_its_node_object() -> Result<()> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .output();
-    let out = tokio::time::timeout(Duration::from_secs(30), out).await??;
+    let out = tokio::time::timeout(driver::STARTUP_DEADLINE, out)
+        .await
+        .context("the node plugin without an identity did not exit")??;
     let err = String::from_utf8_lossy(&out.stderr);
     ensure!(!out.status.success(), "started without an identity");
     ensure!(

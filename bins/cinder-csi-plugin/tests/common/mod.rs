@@ -33,7 +33,7 @@ pub fn node_server(env: &OpenStackEnv, name: &str) -> Result<String> {
 }
 
 /// Starts the driver (controller and node) with its socket, log and loop devices in `dir`;
-/// returns the child once its socket exists.
+/// returns the child once it answers Probe.
 pub async fn start_driver(
     env: &OpenStackEnv,
     dir: &Path,

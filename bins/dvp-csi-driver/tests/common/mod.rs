@@ -51,7 +51,7 @@ pub async fn driver_env(env: &DvpEnv) -> Result<Vec<(String, String)>> {
 }
 
 /// Starts the driver with its socket, log and loop devices in `dir` and `extra` flags; returns
-/// the child once its socket exists.
+/// the child once it answers Probe.
 pub async fn start_driver(
     vars: &[(String, String)],
     dir: &Path,

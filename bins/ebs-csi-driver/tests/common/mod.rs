@@ -17,7 +17,7 @@ use tokio::process::Child;
 pub const ZONE: &str = "us-east-1a";
 
 /// Starts the driver with its socket, log and loop devices in `dir`; returns the child once
-/// its socket exists.
+/// it answers Probe.
 pub async fn start_driver(env: &AwsEnv, dir: &Path, node_id: &str) -> Result<(Child, PathBuf)> {
     start_driver_with(env, dir, node_id, &[]).await
 }

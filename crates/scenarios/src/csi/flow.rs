@@ -190,17 +190,20 @@ pub fn kubeconfig_with_token(path: &Path, server: &str, token: &str) -> Result<(
     Ok(())
 }
 
-/// The tails of the named logs in `dir`, for a failure message.
+/// The tails (25 lines) of the named logs in `dir`, for a failure message.
 pub fn log_tails(dir: &Path, names: &[&str]) -> String {
-    let mut out = String::new();
-    for name in names {
-        let text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(25).collect();
-        out.push_str(&format!("--- {name}\n"));
-        for line in tail.into_iter().rev() {
-            out.push_str(line);
-            out.push('\n');
-        }
+    names.iter().map(|name| log_tail(dir, name, 25)).collect()
+}
+
+/// The last `lines` lines of the log `name` in `dir` under a `--- name` line, for a failure
+/// message.
+pub fn log_tail(dir: &Path, name: &str, lines: usize) -> String {
+    let text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+    let mut out = format!("--- {name}\n");
+    for line in tail.into_iter().rev() {
+        out.push_str(line);
+        out.push('\n');
     }
     out
 }

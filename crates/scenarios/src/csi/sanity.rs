@@ -14,7 +14,7 @@ use stratus_csi::devices::LoopDevices;
 use stratus_testenv::tools::csi_sanity;
 use tokio::process::Child;
 
-use super::driver::{driver_log, loops_dir};
+use super::driver::{log_tail, loops_dir};
 
 /// csi-sanity's whole run must finish within this.
 pub const DEADLINE: Duration = Duration::from_secs(600);
@@ -49,14 +49,12 @@ where
         run.skipped.join("\n  ")
     );
     if !run.success {
-        let log = driver_log(dir);
-        let tail: Vec<&str> = log.lines().rev().take(60).collect();
         bail!(
-            "csi-sanity failed ({}):\n{}\n{}\ndriver log tail:\n{}",
+            "csi-sanity failed ({}):\n{}\n{}\n{}",
             run.status,
             run.failures(),
             run.summary,
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            log_tail(dir)
         );
     }
     assert!(run.summary.contains("0 Failed"), "{}", run.summary);
