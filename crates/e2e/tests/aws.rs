@@ -7,8 +7,13 @@
 //!   a LoadBalancer Service gets a classic ELB whose instance is the node;
 //! - the cloud-data-discoverer chart: its pod (on the pod network, AWS through a relay on the
 //!   node IP) writes the instance-type catalog (AWS has no discovery-data Secret);
+//! - the EBS CSI driver chart (`aws/ebs.rs`): a StatefulSet's claim provisioned, attached and
+//!   staged on a loop device, its data surviving the pod's deletion;
 //! - the node-termination-handler chart in IMDS mode (amazon-ec2-metadata-mock announcing a
 //!   Spot interruption): the node is cordoned and drained, a PodDisruptionBudget honoured.
+
+#[path = "aws/ebs.rs"]
+mod ebs;
 
 use std::time::Duration;
 
@@ -42,11 +47,12 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
             .tempdir()
             .unwrap();
         let out = out.path();
-        let images: Vec<_> = ["cloud-controller-manager", "cloud-data-discoverer"]
+        let mut images: Vec<_> = ["cloud-controller-manager", "cloud-data-discoverer"]
             .into_iter()
             .chain(["node-termination-handler"])
             .map(|name| images::stratus(name, out).unwrap())
             .collect();
+        images.extend(ebs::images(out));
         let cluster = RealCluster::start(&images).await.expect("the real cluster");
         println!(
             "{{\"real_cluster_start_seconds\": {:.2}}}",
@@ -212,6 +218,8 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
             "the catalog lists moto's instance types: {:?}",
             catalog.data
         );
+
+        ebs::volume_keeps_data_across_pods(&cluster, &aws, &ec2, &instance).await;
 
         spot_interruption_drains_within_the_budget(&cluster, &client).await;
 
