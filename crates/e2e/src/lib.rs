@@ -4,6 +4,7 @@
 
 pub mod aws;
 pub mod chart;
+pub mod dvp;
 pub mod openstack;
 pub mod phases;
 pub mod pods;
