@@ -9,6 +9,7 @@
 use anyhow::{Context, Result};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::{json, Value};
 use stratus_scenarios::dvp_fixture::DvpFixture;
@@ -101,21 +102,25 @@ impl Parent {
         Ok(())
     }
 
-    /// The CCM's identity in the parent — a ServiceAccount of the tenant namespace bound to the
-    /// shipped Role of `deploy/dvp/parent-rbac.yaml` — as a kubeconfig whose server is `relay`
-    /// (a relay on the node IP to the parent's loopback apiserver, as a remote parent is reached
-    /// from the node).
-    pub async fn ccm_kubeconfig(&self, relay: &NodeForward) -> Result<String> {
-        let token = tenant::bind_account(
-            &self.admin,
-            NAMESPACE,
-            CCM_PARENT_ACCOUNT,
-            CCM_PARENT_ACCOUNT,
-            parent_role_rules()?,
-        )
-        .await?;
+    /// A component's identity in the parent — the ServiceAccount `account` of the tenant
+    /// namespace bound to a Role `account` with `rules` (a shipped manifest's) — as a kubeconfig
+    /// whose server is `relay` (a relay on the node IP to the parent's loopback apiserver, as a
+    /// remote parent is reached from the node and from the pod network).
+    pub async fn kubeconfig_for(
+        &self,
+        account: &str,
+        rules: Vec<PolicyRule>,
+        relay: &NodeForward,
+    ) -> Result<String> {
+        let token = tenant::bind_account(&self.admin, NAMESPACE, account, account, rules).await?;
         let server = format!("https://{}", relay.address());
         Ok(tenant::kubeconfig_yaml(&server, &token, NAMESPACE))
+    }
+
+    /// The CCM's identity in the parent, under the shipped Role of `deploy/dvp/parent-rbac.yaml`.
+    pub async fn ccm_kubeconfig(&self, relay: &NodeForward) -> Result<String> {
+        self.kubeconfig_for(CCM_PARENT_ACCOUNT, parent_role_rules()?, relay)
+            .await
     }
 
     /// The parent apiserver's loopback address (what a relay forwards to).
@@ -127,13 +132,13 @@ impl Parent {
     }
 }
 
-/// The Secret `kube-system/dvp-parent` holding `kubeconfig` base64-encoded under
+/// The Secret `kube-system/<name>` holding `kubeconfig` base64-encoded under
 /// [`PARENT_SECRET_KEY`], as Deckhouse hands the parent's kubeconfig to the DVP components.
-pub fn parent_secret(kubeconfig: &str) -> Secret {
+pub fn parent_secret(name: &str, kubeconfig: &str) -> Secret {
     let encoded = base64::engine::general_purpose::STANDARD.encode(kubeconfig);
     Secret {
         metadata: ObjectMeta {
-            name: Some(PARENT_SECRET.into()),
+            name: Some(name.into()),
             namespace: Some("kube-system".into()),
             ..ObjectMeta::default()
         },
@@ -181,7 +186,7 @@ mod tests {
 
     #[test]
     fn the_secret_holds_the_kubeconfig_base64_under_the_charts_key() {
-        let secret = parent_secret("apiVersion: v1\n");
+        let secret = parent_secret(PARENT_SECRET, "apiVersion: v1\n");
         let value = &secret.string_data.unwrap()[PARENT_SECRET_KEY];
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(value)
