@@ -77,8 +77,8 @@ fn dvp_module_components_run_as_pods_on_a_real_node() {
             "{{\"real_cluster_start_seconds\": {:.2}}}",
             started_in.as_secs_f64()
         );
-        // Another suite may hold the machine's one real cluster for a while: that wait is not
-        // this suite's time.
+        // Another suite may hold the machine's one real cluster for a while: that wait is timed
+        // apart from the cluster's start.
         phases.record(
             "cluster_lock_wait",
             asked.elapsed().saturating_sub(started_in),
