@@ -3,8 +3,11 @@
 //! and a crash-looping pod turned into a failure carrying its log.
 
 pub mod aws;
+pub mod capdvp;
 pub mod chart;
+pub mod dvp;
 pub mod openstack;
+pub mod pack;
 pub mod phases;
 pub mod pods;
 pub mod probes;

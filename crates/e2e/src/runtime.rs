@@ -3,7 +3,7 @@
 //! read-only, compared with what its pod's security context asks for — so a suite checks what
 //! the runtime did with the chart's settings, not only what the pod spec says. Host-network
 //! pods share the test's network namespace, which tells this test's containers from any other
-//! on the machine.
+//! on the machine; a pod on the pod network is found by its container's ID in the cgroup path.
 
 use std::path::Path;
 
@@ -139,6 +139,58 @@ pub fn host_network_process(program: &str) -> Result<ProcessView> {
     }
 }
 
+/// The main process (the lowest process ID: the one the runtime started) of the container
+/// `container` of `pod`, in any network namespace, found by the container's ID — the last part
+/// of its cgroup path — so a pod on the pod network is told from every other process on the
+/// machine.
+pub fn container_process(pod: &Pod, container: &str) -> Result<ProcessView> {
+    let id = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|c| c.name == container)
+        .and_then(|c| c.container_id.as_deref())
+        .and_then(|id| id.split_once("://").map(|(_, id)| id.to_owned()))
+        .with_context(|| format!("the pod's status has no container ID of {container}"))?;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").context("listing /proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // Processes may end while we look: skip what cannot be read.
+        let Ok(cgroup) = std::fs::read_to_string(entry.path().join("cgroup")) else {
+            continue;
+        };
+        if in_container(&cgroup, &id) {
+            found.push(read_view(pid, &entry.path())?);
+        }
+    }
+    found.sort_by_key(|view| view.pid);
+    found
+        .into_iter()
+        .next()
+        .with_context(|| format!("no process is in the cgroup of container {container} ({id})"))
+}
+
+/// Whether a `/proc/<pid>/cgroup` text puts the process in the container `id` (a cgroup path
+/// ending in the ID, as the kubelet's cgroupfs driver and containerd name them).
+pub fn in_container(cgroup: &str, id: &str) -> bool {
+    !id.is_empty()
+        && cgroup.lines().any(|line| {
+            line.splitn(3, ':')
+                .nth(2)
+                .and_then(|path| path.rsplit('/').next())
+                == Some(id)
+        })
+}
+
 fn read_view(pid: u32, dir: &Path) -> Result<ProcessView> {
     let status = std::fs::read_to_string(dir.join("status"))
         .with_context(|| format!("reading /proc/{pid}/status"))?;
@@ -202,6 +254,15 @@ mod tests {
     use super::*;
 
     const STATUS: &str = "Name:\tcloud-controlle\nUid:\t65532\t65532\t65532\t65532\nGid:\t65532\t65532\t65532\t65532\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\n";
+
+    #[test]
+    fn a_container_is_found_by_the_end_of_its_cgroup_path() {
+        let cgroup = "4:memory:/kubepods/besteffort/pod0f1e/abc123\n1:cpu:/kubepods/besteffort/pod0f1e/abc123\n0::/\n";
+        assert!(in_container(cgroup, "abc123"));
+        assert!(!in_container(cgroup, "abc12"));
+        assert!(!in_container(cgroup, "pod0f1e"));
+        assert!(!in_container("0::/\n", ""));
+    }
 
     #[test]
     fn argv0_is_the_program_name() {

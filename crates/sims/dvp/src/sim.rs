@@ -40,6 +40,9 @@ pub struct Knobs {
     /// First two octets of the VM addresses handed out from now on (`10.66` by default;
     /// `127.66` puts VMs on loopback addresses a test can serve, e.g. kube-proxy health checks).
     pub vm_ip_prefix: String,
+    /// Fixed addresses of VMs (by name) when they run, in place of one from `vm_ip_prefix` (an
+    /// end-to-end test gives a VM the address of its real node).
+    pub vm_addresses: BTreeMap<String, String>,
     /// VMs stay `Pending` (the platform cannot schedule them).
     pub stall_vms: bool,
     /// VMs (by name) that go `Degraded` and stay there.
@@ -61,6 +64,7 @@ impl Default for Knobs {
         Knobs {
             phase_delay: Duration::from_millis(50),
             vm_ip_prefix: "10.66".into(),
+            vm_addresses: BTreeMap::new(),
             stall_vms: false,
             degraded_vms: BTreeSet::new(),
             lb_delay: Duration::ZERO,
@@ -161,7 +165,11 @@ impl Ctx {
     }
 
     fn vm_ip(&self, name: &str) -> String {
-        let prefix = self.knobs().vm_ip_prefix;
+        let knobs = self.knobs();
+        if let Some(fixed) = knobs.vm_addresses.get(name) {
+            return fixed.clone();
+        }
+        let prefix = knobs.vm_ip_prefix;
         let mut state = self.state.lock().expect("sim state lock");
         let next = state.vm_ips.len() as u32 + 10;
         state

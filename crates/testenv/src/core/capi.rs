@@ -29,10 +29,11 @@ pub struct ClusterApiManager {
 const LOOPBACK_V4: &str = "0100007F";
 
 /// Local addresses (hex, as the kernel writes them) of the TCP sockets listening on `port`, v4
-/// and v6.
+/// and v6, in the calling thread's network namespace (`/proc/net` shows the main thread's, which
+/// a test in its own namespace — `node::netns::run` — has left behind).
 fn listeners_on(port: u16) -> Result<Vec<String>> {
     let mut out = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+    for table in ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"] {
         let text = std::fs::read_to_string(table).unwrap_or_default();
         out.extend(listening_addresses(&text, port));
     }
@@ -94,12 +95,23 @@ impl ClusterApiManager {
     /// Builds the manager if needed (long, once), installs Cluster API's CRDs into `cluster` and
     /// starts the manager; returns once its health endpoint answers.
     pub async fn start(cluster: &KubeCluster) -> Result<ClusterApiManager> {
+        let admin = cluster.kube_client(Identity::Admin).await?;
+        let kubeconfig = cluster.kubeconfig(Identity::Admin);
+        ClusterApiManager::start_with(&admin, &kubeconfig, cluster.dir()).await
+    }
+
+    /// The same against any cluster (e.g. the real node's): `admin` and `kubeconfig` are its
+    /// administrator's, `dir` holds the manager's certificates and log.
+    pub async fn start_with(
+        admin: &kube::Client,
+        kubeconfig: &std::path::Path,
+        dir: &std::path::Path,
+    ) -> Result<ClusterApiManager> {
         let installed: ClusterApi = tokio::task::spawn_blocking(cluster_api::ensure_installed)
             .await
             .context("Cluster API build task panicked")??;
-        let admin = cluster.kube_client(Identity::Admin).await?;
-        install_crds(&admin, &installed.crds).await?;
-        let certs = cluster.dir().join("capi-webhook-certs");
+        install_crds(admin, &installed.crds).await?;
+        let certs = dir.join("capi-webhook-certs");
         std::fs::create_dir_all(&certs)?;
         let key = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()])
             .context("generating the webhook certificate")?;
@@ -108,10 +120,7 @@ impl ClusterApiManager {
         let health = free_port()?;
         let webhook = free_port()?;
         let args: Vec<OsString> = vec![
-            format!(
-                "--kubeconfig={}",
-                cluster.kubeconfig(Identity::Admin).display()
-            ),
+            format!("--kubeconfig={}", kubeconfig.display()),
             "--leader-elect=false".into(),
             format!("--health-addr=127.0.0.1:{health}"),
             format!("--diagnostics-address=127.0.0.1:{}", free_port()?),
@@ -126,7 +135,7 @@ impl ClusterApiManager {
         .into_iter()
         .map(OsString::from)
         .collect();
-        let log = cluster.dir().join("cluster-api-manager.log");
+        let log = dir.join("cluster-api-manager.log");
         let proc = Proc::spawn(
             "cluster-api-manager",
             &installed.manager,
