@@ -10,8 +10,10 @@ use std::time::Duration;
 use stratus_kubelet_plugin_spec::v1::registration_server::RegistrationServer;
 use tokio::sync::{oneshot, watch, Notify};
 use tokio_stream::wrappers::UnixListenerStream;
+use tokio_stream::StreamExt as _;
 use tonic::transport::Server;
 
+use super::authority;
 use super::flags::{Config, Mode};
 use super::health::{self, Health};
 use super::service::{plugin_info, RegistrationService, Reported};
@@ -97,7 +99,11 @@ pub async fn run(
     tracing::info!("registration server started at {}", socket.path().display());
     let server = Server::builder()
         .add_service(RegistrationServer::new(service))
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), stop);
+        .serve_with_incoming_shutdown(
+            // The kubelet's connections, with their `:authority` made acceptable to h2.
+            UnixListenerStream::new(listener).map(|accepted| accepted.and_then(authority::relay)),
+            stop,
+        );
     let served = tokio::select! {
         served = server => served.map_err(|e| format!("serving the registration socket: {e}")),
         () = async { stopping.notified().await; tokio::time::sleep(STOP_GRACE).await } => Ok(()),

@@ -9,6 +9,7 @@
 //! - [`app`]: the process, start to stop.
 
 pub mod app;
+pub mod authority;
 pub mod flags;
 pub mod health;
 pub mod service;
