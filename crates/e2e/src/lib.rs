@@ -4,6 +4,7 @@
 
 pub mod aws;
 pub mod capdvp;
+pub mod ccm;
 pub mod chart;
 pub mod dvp;
 pub mod openstack;

@@ -3,7 +3,7 @@
 //! address is the node IP).
 //!
 //! - the cloud-controller-manager chart: the CCM pod runs as the chart says (non-root,
-//!   read-only root file system, probes passing) and initialises the kubelet-registered Node;
+//!   read-only root file system, no capabilities, probes passing by the kubelet's counters) and initialises the kubelet-registered Node;
 //!   a LoadBalancer Service gets a classic ELB whose instance is the node;
 //! - the cloud-data-discoverer chart: its pod (on the pod network, AWS through a relay on the
 //!   node IP) writes the instance-type catalog (AWS has no discovery-data Secret);
@@ -23,10 +23,10 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use serde_json::json;
 use stratus_e2e::aws::{env_values, node_instance, pod_env, CLUSTER_ID, ZONE};
-use stratus_e2e::{chart, pods};
+use stratus_e2e::{ccm, chart, pack, pods};
 use stratus_scenarios::wait::wait_for;
 use stratus_testenv::node::forward::NodeForward;
-use stratus_testenv::node::{images, netns, RealCluster, NODE_NAME};
+use stratus_testenv::node::{netns, RealCluster, NODE_NAME};
 use stratus_testenv::tools::ec2_metadata_mock::Aemm;
 use stratus_testenv::AwsEnv;
 
@@ -47,12 +47,13 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
             .tempdir()
             .unwrap();
         let out = out.path();
-        let mut images: Vec<_> = ["cloud-controller-manager", "cloud-data-discoverer"]
+        let names: Vec<&str> = ["cloud-controller-manager", "cloud-data-discoverer"]
             .into_iter()
             .chain(["node-termination-handler"])
-            .map(|name| images::stratus(name, out).unwrap())
+            .chain(ebs::STRATUS_IMAGES.iter().copied())
             .collect();
-        images.extend(ebs::images(out));
+        let mut images = pack::stratus_images(&names, out).expect("the images of this build");
+        images.extend(ebs::foreign_images(out));
         let cluster = RealCluster::start(&images).await.expect("the real cluster");
         println!(
             "{{\"real_cluster_start_seconds\": {:.2}}}",
@@ -73,9 +74,7 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
             }),
         )
         .expect("helm install the CCM chart");
-        pods::wait_ready(&client, "kube-system", CCM, 1, POD_DEADLINE)
-            .await
-            .expect("the CCM pod runs");
+        ccm::runs_as_its_chart_says(&client, CCM, POD_DEADLINE).await;
         let nodes: Api<Node> = Api::all(client.clone());
         let provider_id = format!("aws:///{ZONE}/{instance}");
         let node = wait_for("the CCM to initialise the Node", POD_DEADLINE, || {

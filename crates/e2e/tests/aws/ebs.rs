@@ -28,15 +28,16 @@ const WORKLOAD: &str = "app=data";
 const DEADLINE: Duration = Duration::from_secs(120);
 const PROBE_IMAGE: &str = "stratus.test/volume-probe:e2e";
 
-/// The images this part runs: the driver, our node sidecars, the upstream controller sidecars
-/// and the workload's probe.
-pub fn images(out: &Path) -> Vec<ImageArchive> {
-    let mut archives: Vec<_> = ["ebs-csi-driver", "csi-node-driver-registrar"]
-        .into_iter()
-        .chain(["csi-livenessprobe"])
-        .map(|name| images::stratus(name, out).unwrap())
-        .collect();
-    archives.extend(images::csi_sidecars(out).expect("the upstream controller sidecars"));
+/// The images of Stratus's binaries this part runs: the driver and our node sidecars.
+pub const STRATUS_IMAGES: &[&str] = &[
+    "ebs-csi-driver",
+    "csi-node-driver-registrar",
+    "csi-livenessprobe",
+];
+
+/// The other images this part runs: the upstream controller sidecars and the workload's probe.
+pub fn foreign_images(out: &Path) -> Vec<ImageArchive> {
+    let mut archives = images::csi_sidecars(out).expect("the upstream controller sidecars");
     let probe = images::built_binary("stratus-e2e-volume-probe").unwrap();
     archives.push(images::foreign(&probe, PROBE_IMAGE, out).unwrap());
     archives
