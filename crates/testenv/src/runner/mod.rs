@@ -135,6 +135,8 @@ async fn list(binaries: &[TestBinary]) -> Result<Vec<Job>> {
                     key: format!("{}::{name}", binary.key),
                     name,
                     integration: binary.integration,
+                    serial: binary.integration
+                        && plan::SERIAL_PACKAGES.contains(&binary.package.as_str()),
                 }),
         );
     }
@@ -178,19 +180,39 @@ async fn execute(
     let started = Instant::now();
     let slots = Arc::new(Semaphore::new(options.jobs.max(1)));
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
-    // One dispatcher takes a slot, then starts the next job, so jobs start in the planned order.
+    // One dispatcher takes a slot, then starts the next job that may start (planned order; one
+    // real-cluster job at a time).
     let binaries = binaries.to_vec();
     let timeout = options.timeout;
+    let serial_running = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let serial_ended = Arc::new(tokio::sync::Notify::new());
     tokio::spawn(async move {
-        for job in jobs {
+        let mut pending = jobs;
+        while !pending.is_empty() {
             let Ok(slot) = slots.clone().acquire_owned().await else {
                 return;
             };
+            let running = serial_running.load(std::sync::atomic::Ordering::SeqCst);
+            let Some(index) = plan::next(&pending, running) else {
+                drop(slot);
+                serial_ended.notified().await;
+                continue;
+            };
+            let job = pending.remove(index);
+            if job.serial {
+                serial_running.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
             let binary = binaries[job.binary].clone();
             let done = done_tx.clone();
+            let (serial_running, serial_ended) = (serial_running.clone(), serial_ended.clone());
             tokio::spawn(async move {
                 let outcome = exec::run_one(&binary, &job.name, timeout).await;
                 drop(slot);
+                if job.serial {
+                    serial_running.store(false, std::sync::atomic::Ordering::SeqCst);
+                    // A permit is kept when the dispatcher is not waiting yet.
+                    serial_ended.notify_one();
+                }
                 let _ = done.send((job.key, outcome));
             });
         }

@@ -18,6 +18,21 @@ pub struct Job {
     pub key: String,
     /// Of an integration test binary.
     pub integration: bool,
+    /// Needs the machine's one real cluster (see [`SERIAL_PACKAGES`]): such tests run one at a
+    /// time, others beside them.
+    pub serial: bool,
+}
+
+/// Packages whose integration tests each start the real one-node cluster, of which the machine
+/// holds one at a time (a lock): two of them at once would keep a slot waiting for the lock.
+pub const SERIAL_PACKAGES: &[&str] = &["stratus-e2e"];
+
+/// The next job to start from `pending` (in planned order): the first one, unless it is serial
+/// while a serial job runs, then the first one that is not; none when only serial jobs wait.
+pub fn next(pending: &[Job], serial_running: bool) -> Option<usize> {
+    pending
+        .iter()
+        .position(|job| !(job.serial && serial_running))
 }
 
 /// Unknown integration tests count as this slow, so they start among the slow ones.
@@ -79,7 +94,25 @@ mod tests {
             name: key.into(),
             key: key.into(),
             integration,
+            serial: false,
         }
+    }
+
+    #[test]
+    fn a_serial_job_waits_for_the_running_one_and_others_go_ahead() {
+        let serial = |key: &str| Job {
+            serial: true,
+            ..job(key, true)
+        };
+        let pending = [
+            serial("e2e/aws"),
+            serial("e2e/dvp"),
+            job("csi/sanity", true),
+        ];
+        assert_eq!(next(&pending, false), Some(0));
+        assert_eq!(next(&pending, true), Some(2));
+        assert_eq!(next(&pending[..2], true), None);
+        assert_eq!(next(&[], false), None);
     }
 
     #[test]
