@@ -9,9 +9,13 @@
 //!   node IP) writes the instance-type catalog (AWS has no discovery-data Secret);
 //! - the EBS CSI driver chart (`aws/ebs.rs`): a StatefulSet's claim provisioned, attached and
 //!   staged on a loop device, its data surviving the pod's deletion;
+//! - the aws-load-balancer-controller chart (`aws/alb.rs`): its webhook injects readiness gates
+//!   into real pods and a rollout waits for the targets' health;
 //! - the node-termination-handler chart in IMDS mode (amazon-ec2-metadata-mock announcing a
 //!   Spot interruption): the node is cordoned and drained, a PodDisruptionBudget honoured.
 
+#[path = "aws/alb.rs"]
+mod alb;
 #[path = "aws/ebs.rs"]
 mod ebs;
 
@@ -51,6 +55,7 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
             .into_iter()
             .chain(["node-termination-handler"])
             .chain(ebs::STRATUS_IMAGES.iter().copied())
+            .chain(alb::STRATUS_IMAGES.iter().copied())
             .collect();
         let mut images = pack::stratus_images(&names, out).expect("the images of this build");
         images.extend(ebs::foreign_images(out));
@@ -219,6 +224,10 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
         );
 
         ebs::volume_keeps_data_across_pods(&cluster, &aws, &ec2, &instance).await;
+        alb::readiness_gates_hold_a_rollout_until_targets_are_healthy(
+            &cluster, &aws, &ec2, &instance,
+        )
+        .await;
 
         spot_interruption_drains_within_the_budget(&cluster, &client).await;
 
