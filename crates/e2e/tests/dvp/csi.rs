@@ -4,7 +4,8 @@
 //! identity under the shipped `deploy/dvp/csi-parent-rbac.yaml` Role. A StatefulSet's claim gets
 //! a VirtualDisk in the parent (the provisioner's CreateVolume), hot-plugged into the node's VM
 //! by a VirtualMachineBlockDeviceAttachment (the attacher's ControllerPublish; the simulator
-//! plays the virtualization controller), staged by our node plugin on a loop device (formatted
+//! plays the virtualization controller; the kubelet registered the node plugin with the Node's
+//! name, which the VM carries as its hostname label), staged by our node plugin on a loop device (formatted
 //! and mounted by the storage tools inside its image) and mounted into the pod; data the pod
 //! wrote is there after the pod is deleted and rescheduled; deleting the claim detaches the disk
 //! from the VM and deletes it.
@@ -15,7 +16,7 @@ use std::time::Duration;
 use anyhow::Result;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use stratus_dvp_api::labels::{CLUSTER_UUID as UUID_LABEL, MANAGED_BY, MANAGED_BY_DECKHOUSE};
@@ -28,8 +29,9 @@ use stratus_e2e::{chart, pods};
 use stratus_scenarios::wait::wait_for;
 use stratus_testenv::node::forward::NodeForward;
 use stratus_testenv::node::images::{self, ImageArchive};
-use stratus_testenv::node::RealCluster;
+use stratus_testenv::node::{RealCluster, NODE_NAME};
 
+const DRIVER: &str = "csi.dvp.deckhouse.io";
 const CONTROLLER: &str = "app=csi-dvp-controllerplugin";
 const NODE: &str = "app=csi-dvp-nodeplugin";
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -86,6 +88,14 @@ pub async fn volume_keeps_data_across_pods(
     pods::wait_ready(client, "kube-system", CONTROLLER, 1, DEADLINE)
         .await
         .expect("the controller runs");
+    // The kubelet registered the driver with the Node's name as its ID: the name the node's VM
+    // carries as its hostname label, by which the controller finds the VM to attach to.
+    let registered = wait_for("the kubelet to register the driver", DEADLINE, || {
+        node_id(client)
+    })
+    .await
+    .expect("the driver in the CSINode");
+    assert_eq!(registered, NODE_NAME, "the node ID is the Node's name");
 
     let classes: Api<StorageClass> = Api::all(client.clone());
     classes
@@ -93,7 +103,7 @@ pub async fn volume_keeps_data_across_pods(
             &PostParams::default(),
             &serde_json::from_value(json!({
                 "metadata": {"name": CLASS},
-                "provisioner": "csi.dvp.deckhouse.io",
+                "provisioner": DRIVER,
                 "volumeBindingMode": "WaitForFirstConsumer",
                 "reclaimPolicy": "Delete",
                 "allowVolumeExpansion": true,
@@ -233,6 +243,22 @@ pub async fn volume_keeps_data_across_pods(
         volumes::staged_mounts(&kubelet)
     );
     disk_name
+}
+
+/// The node ID the kubelet registered for the driver in the node's CSINode, once it has.
+async fn node_id(client: &kube::Client) -> Result<Option<String>> {
+    let Some(csi_node) = Api::<CSINode>::all(client.clone())
+        .get_opt(NODE_NAME)
+        .await?
+    else {
+        return Ok(None);
+    };
+    Ok(csi_node
+        .spec
+        .drivers
+        .into_iter()
+        .find(|d| d.name == DRIVER)
+        .map(|d| d.node_id))
 }
 
 /// The parent's attachments of the VirtualDisk `disk`.
