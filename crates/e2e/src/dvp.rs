@@ -4,7 +4,10 @@
 //! tenant project's namespace and the platform simulator — holding a VirtualMachine labelled
 //! with the real node's name whose address is the node IP; the CCM's parent identity under the
 //! shipped Role, its kubeconfig pointing at the parent through a relay on the node IP; and the
-//! values that run the cloud-controller-manager chart for DVP as the module chart does.
+//! values that run the cloud-controller-manager chart for DVP as the module chart does, and the
+//! DVP CSI driver's chart on the real node (its own parent identity, test-only loop devices).
+
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use base64::Engine as _;
@@ -13,7 +16,7 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::{json, Value};
 use stratus_scenarios::dvp_fixture::DvpFixture;
-use stratus_scenarios::dvp_rbac::parent_role_rules;
+use stratus_scenarios::dvp_rbac::{parent_role_rules, rules_in};
 use stratus_testenv::core::cluster::wait_established;
 use stratus_testenv::dvp::{module_config_crd, swhc_crd, tenant, PlatformSim};
 use stratus_testenv::node::forward::NodeForward;
@@ -21,6 +24,8 @@ use stratus_testenv::node::netns::NODE_IP;
 use stratus_testenv::node::NODE_NAME;
 use stratus_testenv::tools::virtualization_crds;
 use stratus_testenv::{Identity, KubeCluster};
+
+use crate::volumes::sidecar_image;
 
 /// The tenant project's namespace in the parent.
 pub const NAMESPACE: &str = "tenant-e2e";
@@ -34,6 +39,14 @@ pub const PARENT_SECRET: &str = "dvp-parent";
 pub const PARENT_SECRET_KEY: &str = "kubeconfig-base64";
 /// The name the chart gives the DaemonSet and its pods.
 pub const CCM_NAME: &str = "dvp-cloud-controller-manager";
+/// The CSI driver's ServiceAccount in the parent (as `deploy/dvp/csi-parent-rbac.yaml` names it).
+pub const CSI_PARENT_ACCOUNT: &str = "stratus-dvp-csi-driver";
+/// The CSI driver's shipped parent RBAC.
+pub const CSI_PARENT_RBAC: &str = "deploy/dvp/csi-parent-rbac.yaml";
+/// The Secret in `kube-system` holding the CSI driver's parent kubeconfig, base64.
+pub const CSI_PARENT_SECRET: &str = "dvp-csi-parent";
+/// The directory under the kubelet's root holding the loop devices' backing files.
+pub const CSI_LOOPS_DIR: &str = "stratus-dvp-loops";
 
 /// The parent cluster and its simulator; dropping it stops both.
 pub struct Parent {
@@ -123,6 +136,17 @@ impl Parent {
             .await
     }
 
+    /// The CSI driver's identity in the parent, under the shipped Role of
+    /// [`CSI_PARENT_RBAC`].
+    pub async fn csi_kubeconfig(&self, relay: &NodeForward) -> Result<String> {
+        self.kubeconfig_for(
+            CSI_PARENT_ACCOUNT,
+            rules_in(CSI_PARENT_RBAC, "Role")?,
+            relay,
+        )
+        .await
+    }
+
     /// The parent apiserver's loopback address (what a relay forwards to).
     pub fn apiserver_address(&self) -> Result<std::net::SocketAddr> {
         let url = self.cluster.apiserver_url();
@@ -163,6 +187,35 @@ pub fn ccm_values() -> Value {
     })
 }
 
+/// Values of `charts/dvp-csi-driver` on the real node whose kubelet's root is `kubelet`: one
+/// controller replica with the parent kubeconfig from [`CSI_PARENT_SECRET`], the tenant namespace
+/// and `cluster_uuid`; the upstream controller sidecars testenv builds; the images imported into
+/// the node; the node plugin under the cluster's kubelet root, each volume a loop device backed
+/// by a file in [`CSI_LOOPS_DIR`] there (the test-only `--loop-devices-dir`).
+pub fn csi_values(kubelet: &Path, cluster_uuid: &str) -> Result<Value> {
+    let sidecar = |name: &str| sidecar_image(name).map(|image| json!({"image": image}));
+    Ok(json!({
+        "image": {"pullPolicy": "Never"},
+        "clusterUUID": cluster_uuid,
+        "dvp": {
+            "parentKubeconfigSecret": {"name": CSI_PARENT_SECRET, "key": PARENT_SECRET_KEY},
+            "namespace": NAMESPACE,
+        },
+        "sidecars": {
+            "provisioner": sidecar("csi-provisioner")?,
+            "attacher": sidecar("csi-attacher")?,
+            "resizer": sidecar("csi-resizer")?,
+            "nodeDriverRegistrar": {"image": {"pullPolicy": "Never"}},
+            "livenessProbe": {"image": {"pullPolicy": "Never"}},
+        },
+        "controller": {"replicas": 1},
+        "node": {
+            "kubeletPath": kubelet.display().to_string(),
+            "additionalArgs": [format!("--loop-devices-dir={}", kubelet.join(CSI_LOOPS_DIR).display())],
+        },
+    }))
+}
+
 /// The parent Service's name for the tenant Service with UID `uid`, by Deckhouse's rule: `a`
 /// and the UID's letters and digits, cut to 32 characters.
 pub fn parent_service_name(uid: &str) -> String {
@@ -193,6 +246,26 @@ mod tests {
             .unwrap();
         assert_eq!(decoded, b"apiVersion: v1\n");
         assert_eq!(secret.metadata.name.as_deref(), Some(PARENT_SECRET));
+    }
+
+    #[test]
+    fn csi_values_put_the_node_plugin_under_the_kubelet_root() {
+        let values = csi_values(Path::new("/tmp/k/kubelet"), "uuid-1").unwrap();
+        assert_eq!(
+            values["node"]["additionalArgs"][0],
+            "--loop-devices-dir=/tmp/k/kubelet/stratus-dvp-loops"
+        );
+        assert_eq!(values["node"]["kubeletPath"], "/tmp/k/kubelet");
+        assert_eq!(
+            values["dvp"]["parentKubeconfigSecret"]["name"],
+            CSI_PARENT_SECRET
+        );
+        assert_eq!(values["clusterUUID"], "uuid-1");
+        let provisioner = values["sidecars"]["provisioner"]["image"].as_str().unwrap();
+        assert!(
+            provisioner.starts_with("registry.k8s.io/sig-storage/csi-provisioner:"),
+            "{provisioner}"
+        );
     }
 
     #[test]

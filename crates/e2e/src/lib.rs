@@ -13,3 +13,4 @@ pub mod phases;
 pub mod pods;
 pub mod probes;
 pub mod runtime;
+pub mod volumes;

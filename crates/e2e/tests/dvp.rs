@@ -18,7 +18,13 @@
 //!   container's cgroup) as restricted as the chart says, under the real Cluster API manager: a
 //!   MachineDeployment of one machine becomes a running VM in the parent with its boot disk and
 //!   cloud-init Secret, whose providerID Cluster API copies onto its Machine; scaled to zero,
-//!   the Machine, the VM, the disk and the Secret go.
+//!   the Machine, the VM, the disk and the Secret go;
+//! - the DVP CSI driver chart (`dvp/csi.rs`): a StatefulSet's claim becomes a VirtualDisk in the
+//!   parent hot-plugged into the node's VM, staged on a loop device, its data surviving the pod's
+//!   deletion; deleting the claim detaches and deletes the disk.
+
+#[path = "dvp/csi.rs"]
+mod csi;
 
 use std::time::Duration;
 
@@ -60,10 +66,13 @@ fn dvp_module_components_run_as_pods_on_a_real_node() {
             .unwrap();
         let dir = out.path().to_owned();
         let packing = tokio::task::spawn_blocking(move || {
-            pack::stratus_images(
-                &["cloud-controller-manager", "capdvp-controller-manager"],
-                &dir,
-            )
+            let names: Vec<&str> = ["cloud-controller-manager", "capdvp-controller-manager"]
+                .into_iter()
+                .chain(csi::STRATUS_IMAGES)
+                .collect();
+            let mut archives = pack::stratus_images(&names, &dir)?;
+            archives.extend(csi::foreign_images(&dir)?);
+            anyhow::Ok(archives)
         });
         let parent = Parent::start().await.expect("the parent cluster");
         parent.node_vm().await.expect("the node's VM");
@@ -94,6 +103,8 @@ fn dvp_module_components_run_as_pods_on_a_real_node() {
         phases.mark("ccm_node_initialised");
         let ingress = load_balancer_follows_its_service(&client, &parent).await;
         phases.mark("load_balancer");
+        let disk = csi::volume_keeps_data_across_pods(&cluster, &client, &parent, &relay).await;
+        phases.mark("csi_volume");
         let capi = ClusterApiManager::start_with(&client, &cluster.kubeconfig(), cluster.dir())
             .await
             .expect("the Cluster API manager");
@@ -104,7 +115,9 @@ fn dvp_module_components_run_as_pods_on_a_real_node() {
         drop(capi);
         cluster.teardown().await.expect("teardown leaves nothing");
         phases.mark("teardown");
-        println!("Node {NODE_NAME} is {provider_id}; ingress {ingress}; capdvp's VM {vm}");
+        println!(
+            "Node {NODE_NAME} is {provider_id}; ingress {ingress}; volume {disk}; capdvp's VM {vm}"
+        );
         phases.print();
     });
 }
