@@ -274,7 +274,8 @@ async fn readiness_gate_is_set_once_the_target_is_healthy() {
             .and_then(|s| s.conditions)
             .unwrap_or_default()
             .iter()
-            .any(|c| c.type_ == cond && c.status == "True");
+            // With the transition's time, as upstream records it.
+            .any(|c| c.type_ == cond && c.status == "True" && c.last_transition_time.is_some());
         Ok(met.then_some(()))
     })
     .await

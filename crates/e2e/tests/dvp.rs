@@ -39,7 +39,7 @@ use stratus_e2e::capdvp::{self, CAPI_NAMESPACE, CLUSTER, CLUSTER_UUID};
 use stratus_e2e::dvp::{ccm_values, parent_secret, parent_service_name, Parent};
 use stratus_e2e::dvp::{CCM_NAME, NAMESPACE, NODE_VM, PARENT_SECRET};
 use stratus_e2e::phases::Phases;
-use stratus_e2e::{chart, pack, pods, probes, runtime};
+use stratus_e2e::{ccm, chart, pack, pods, probes, runtime};
 use stratus_scenarios::wait::wait_for;
 use stratus_testenv::core::capi::ClusterApiManager;
 use stratus_testenv::node::forward::NodeForward;
@@ -48,8 +48,6 @@ use stratus_testenv::node::{netns, RealCluster, NODE_NAME};
 use tokio::time::Instant;
 
 const DEADLINE: Duration = Duration::from_secs(90);
-/// The CCM chart's container name.
-const CCM_CONTAINER: &str = "cloud-controller-manager";
 /// The capdvp chart's container name.
 const CAPDVP_CONTAINER: &str = "capdvp-controller-manager";
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -152,31 +150,7 @@ async fn ccm_initialises_the_node(
         &ccm_values(),
     )
     .expect("helm install the CCM chart");
-    let ccm_pods = pods::wait_ready(client, "kube-system", &ccm_selector, 1, DEADLINE)
-        .await
-        .expect("the CCM pod runs");
-    let ccm_pod = ccm_pods[0].metadata.name.clone().unwrap_or_default();
-    probes::wait_passing(client, NODE_NAME, &ccm_pod, CCM_CONTAINER, DEADLINE)
-        .await
-        .expect("the CCM's probes pass");
-    let expected = runtime::Expected::of(&ccm_pods[0], CCM_CONTAINER).unwrap();
-    assert_eq!(
-        expected,
-        runtime::Expected {
-            user: runtime::User::Exactly(65532),
-            read_only_root: true,
-            no_new_privs: true,
-            no_capabilities: true,
-        },
-        "the chart's defaults restrict the CCM"
-    );
-    let process = runtime::host_network_process("cloud-controller-manager")
-        .expect("the CCM's process on the node");
-    assert_eq!(
-        process.problems(&expected),
-        Vec::<String>::new(),
-        "the CCM runs as the chart says: {process:?}"
-    );
+    ccm::runs_as_its_chart_says(client, &ccm_selector, DEADLINE).await;
 
     // The kubelet's Node, initialised from the VM.
     let nodes: Api<Node> = Api::all(client.clone());

@@ -493,9 +493,15 @@ async fn release_gates(
     let health = ctx.elbv2.target_health(arn).await?;
     let (ready, waiting) = gates_to_set(&pending, &cond, &health);
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    // Each pod's gate turns True now (a pending gate is not True yet): the transition's time,
+    // as upstream records it.
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     for name in ready {
         let patch = serde_json::json!({"status": {"conditions": [
-            {"type": cond, "status": "True", "reason": "TargetHealthy"}]}});
+            {"type": cond, "status": "True", "reason": "TargetHealthy",
+             "message": "the target is healthy in its target group",
+             "lastProbeTime": now, "lastTransitionTime": now}]}});
         api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
             .await?;
         tracing::info!(binding = %key(tgb), pod = %name, "readiness gate set: target healthy");

@@ -10,12 +10,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use stratus_e2e::aws::{env_values, pod_env, ZONE};
-use stratus_e2e::{chart, pods};
+use stratus_e2e::{chart, pods, volumes};
 use stratus_scenarios::wait::wait_for;
 use stratus_testenv::node::forward::NodeForward;
 use stratus_testenv::node::images::{self, ImageArchive};
@@ -24,9 +24,7 @@ use stratus_testenv::AwsEnv;
 
 const CONTROLLER: &str = "app=ebs-csi-controller";
 const NODE: &str = "app=ebs-csi-node";
-const WORKLOAD: &str = "app=data";
 const DEADLINE: Duration = Duration::from_secs(120);
-const PROBE_IMAGE: &str = "stratus.test/volume-probe:e2e";
 
 /// The images of Stratus's binaries this part runs: the driver and our node sidecars.
 pub const STRATUS_IMAGES: &[&str] = &[
@@ -38,8 +36,7 @@ pub const STRATUS_IMAGES: &[&str] = &[
 /// The other images this part runs: the upstream controller sidecars and the workload's probe.
 pub fn foreign_images(out: &Path) -> Vec<ImageArchive> {
     let mut archives = images::csi_sidecars(out).expect("the upstream controller sidecars");
-    let probe = images::built_binary("stratus-e2e-volume-probe").unwrap();
-    archives.push(images::foreign(&probe, PROBE_IMAGE, out).unwrap());
+    archives.push(volumes::probe_image(out).unwrap());
     archives
 }
 
@@ -61,12 +58,7 @@ pub async fn volume_keeps_data_across_pods(
     .await
     .unwrap();
     let kubelet = cluster.kubelet_root();
-    let sidecar = |name: &str| {
-        format!(
-            "registry.k8s.io/sig-storage/{name}:{}",
-            sidecar_version(name)
-        )
-    };
+    let sidecar = |name: &str| volumes::sidecar_image(name).unwrap();
     chart::install_with(
         cluster,
         "aws-ebs-csi-driver",
@@ -122,11 +114,14 @@ pub async fn volume_keeps_data_across_pods(
         .unwrap();
     let token = format!("e2e-{}", std::process::id());
     let sets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
-    sets.create(&PostParams::default(), &workload(&token))
-        .await
-        .unwrap();
+    sets.create(
+        &PostParams::default(),
+        &volumes::workload(&token, "ebs-gp3"),
+    )
+    .await
+    .unwrap();
     let first = ready_workload(&client, cluster).await;
-    let wrote = log_of(&client, &first).await;
+    let wrote = volumes::log_of(&client, &first, DEADLINE).await.unwrap();
     assert_eq!(
         wrote.trim(),
         format!("wrote {token}"),
@@ -135,20 +130,7 @@ pub async fn volume_keeps_data_across_pods(
 
     // One gp3 volume of 1 GiB in moto, attached to the node's instance.
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
-    let claim = claims.get("data-data-0").await.unwrap();
-    let pv_name = claim
-        .spec
-        .and_then(|s| s.volume_name)
-        .expect("a bound volume");
-    let pv = Api::<PersistentVolume>::all(client.clone())
-        .get(&pv_name)
-        .await
-        .unwrap();
-    let volume_id = pv
-        .spec
-        .and_then(|s| s.csi)
-        .expect("a CSI volume")
-        .volume_handle;
+    let (_, volume_id) = volumes::bound_volume(&client).await.unwrap();
     let volumes = ec2
         .describe_volumes()
         .volume_ids(&volume_id)
@@ -165,7 +147,7 @@ pub async fn volume_keeps_data_across_pods(
         .filter_map(|a| a.instance_id())
         .collect();
     assert_eq!(attached, [instance], "attached to the node's instance");
-    let staged = staged_mounts(&kubelet);
+    let staged = volumes::staged_mounts(&kubelet);
     assert!(
         staged
             .iter()
@@ -177,14 +159,14 @@ pub async fn volume_keeps_data_across_pods(
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
     let first_uid = first.metadata.uid.clone();
     pods_api
-        .delete("data-0", &DeleteParams::default())
+        .delete(volumes::POD, &DeleteParams::default())
         .await
         .unwrap();
     wait_for("the first pod to be gone", DEADLINE, || {
         let pods_api = pods_api.clone();
         let first_uid = first_uid.clone();
         async move {
-            let gone = match pods_api.get_opt("data-0").await? {
+            let gone = match pods_api.get_opt(volumes::POD).await? {
                 None => true,
                 Some(p) => p.metadata.uid != first_uid,
             };
@@ -195,7 +177,7 @@ pub async fn volume_keeps_data_across_pods(
     .unwrap();
     let second = ready_workload(&client, cluster).await;
     assert_ne!(second.metadata.uid, first_uid, "a new pod");
-    let found = log_of(&client, &second).await;
+    let found = volumes::log_of(&client, &second, DEADLINE).await.unwrap();
     assert_eq!(
         found.trim(),
         format!("found {token}"),
@@ -205,7 +187,7 @@ pub async fn volume_keeps_data_across_pods(
     // The claim goes: the volume is detached from the node and deleted.
     sets.delete("data", &DeleteParams::default()).await.unwrap();
     claims
-        .delete("data-data-0", &DeleteParams::default())
+        .delete(volumes::CLAIM, &DeleteParams::default())
         .await
         .unwrap();
     wait_for("the EBS volume to be deleted", DEADLINE, || {
@@ -225,65 +207,15 @@ pub async fn volume_keeps_data_across_pods(
     .await
     .unwrap_or_else(|e| panic!("{e:#}\n{}", cluster.log("kubelet", 40)));
     assert!(
-        staged_mounts(&kubelet).is_empty(),
+        volumes::staged_mounts(&kubelet).is_empty(),
         "nothing stays mounted from a loop device: {:?}",
-        staged_mounts(&kubelet)
+        volumes::staged_mounts(&kubelet)
     );
-}
-
-/// The version testenv builds of an upstream sidecar.
-fn sidecar_version(name: &str) -> &'static str {
-    stratus_testenv::tools::csi_sidecars::ALL
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("testenv builds no {name}"))
-        .version
-}
-
-/// One replica writing `token` to its claim's file system through the probe image.
-fn workload(token: &str) -> StatefulSet {
-    serde_json::from_value(json!({
-        "metadata": {"name": "data"},
-        "spec": {
-            "serviceName": "data",
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "data"}},
-            "template": {
-                "metadata": {"labels": {"app": "data"}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [{
-                        "name": "probe",
-                        "image": PROBE_IMAGE,
-                        "imagePullPolicy": "Never",
-                        "args": ["/data/token", token],
-                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                        "securityContext": {
-                            "runAsUser": 0,
-                            "readOnlyRootFilesystem": true,
-                            "allowPrivilegeEscalation": false,
-                            "capabilities": {"drop": ["ALL"]},
-                        },
-                        "resources": {"requests": {"cpu": "5m", "memory": "8Mi"}, "limits": {"memory": "32Mi"}},
-                    }],
-                },
-            },
-            "volumeClaimTemplates": [{
-                "metadata": {"name": "data"},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": "ebs-gp3",
-                    "resources": {"requests": {"storage": "1Gi"}},
-                },
-            }],
-        },
-    }))
-    .unwrap()
 }
 
 /// The workload's pod once Running and Ready; a failure carries the driver's logs and events.
 async fn ready_workload(client: &kube::Client, cluster: &RealCluster) -> Pod {
-    match pods::wait_ready(client, "default", WORKLOAD, 1, DEADLINE).await {
+    match pods::wait_ready(client, "default", volumes::WORKLOAD_SELECTOR, 1, DEADLINE).await {
         Ok(mut list) => list.remove(0),
         Err(e) => panic!(
             "{e:#}\n--- controller\n{}\n--- node\n{}\n--- kubelet\n{}",
@@ -292,29 +224,4 @@ async fn ready_workload(client: &kube::Client, cluster: &RealCluster) -> Pod {
             cluster.log("kubelet", 40)
         ),
     }
-}
-
-async fn log_of(client: &kube::Client, pod: &Pod) -> String {
-    let name = pod.metadata.name.as_deref().unwrap();
-    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    wait_for("the probe's line", DEADLINE, || {
-        let api = api.clone();
-        async move {
-            let text = api.logs(name, &Default::default()).await?;
-            Ok((!text.trim().is_empty()).then_some(text))
-        }
-    })
-    .await
-    .unwrap()
-}
-
-/// Mounts of loop devices under the kubelet's root, as `/proc/self/mounts` lines.
-fn staged_mounts(kubelet: &std::path::Path) -> Vec<String> {
-    let root = kubelet.display().to_string();
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with("/dev/loop") && l.contains(&root))
-        .map(str::to_owned)
-        .collect()
 }
