@@ -143,10 +143,7 @@ pub fn kubernetes_tofu(stock: bool) -> Tofu {
     let t = opentofu();
     let tofu = Tofu::new(&t.tofu, &kubernetes_schema().cli_config);
     if stock {
-        tofu.with_env(
-            stratus_testenv::tools::kubernetes_schema::STOCK_ENV,
-            "1",
-        )
+        tofu.with_env(stratus_testenv::tools::kubernetes_schema::STOCK_ENV, "1")
     } else {
         tofu
     }

@@ -28,7 +28,9 @@ const DECKHOUSE_ONLY_TYPES: [&str; 2] = [
 const NODES: [&str; 2] = ["master-node", "static-node"];
 
 fn state(module: &str) -> Value {
-    fixture(&format!("deckhouse-state/dvp-standard/{module}.tfstate.json"))
+    fixture(&format!(
+        "deckhouse-state/dvp-standard/{module}.tfstate.json"
+    ))
 }
 
 /// The variables of the cluster the states describe (prefix `c1`, namespace `tenant-a`), with a
@@ -150,7 +152,11 @@ fn dvp_takeover_of_deckhouse_nodes_destroys_nothing_forgets_deckhouses_own_and_m
             .iter()
             .map(|c| c.address.as_str())
             .collect();
-        assert_eq!(created, ["kubernetes_manifest.cloud_init_secret"], "{module}");
+        assert_eq!(
+            created,
+            ["kubernetes_manifest.cloud_init_secret"],
+            "{module}"
+        );
     }
 }
 
@@ -241,7 +247,12 @@ fn dvp_takeover_blocks_leave_a_first_converge_with_the_stock_provider_alone() {
             .unwrap_or_else(|e| panic!("{module}: {e}"));
         let counts = summary.counts();
         assert_eq!(
-            (counts.deletes, counts.replaces, counts.forgets, counts.moves),
+            (
+                counts.deletes,
+                counts.replaces,
+                counts.forgets,
+                counts.moves
+            ),
             (0, 0, 0, 0),
             "{module}:\n{summary}"
         );
