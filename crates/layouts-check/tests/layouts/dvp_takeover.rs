@@ -106,6 +106,42 @@ fn dvp_takeover_of_deckhouse_base_infrastructure_moves_the_network_policy_in_pla
 }
 
 #[test]
+fn dvp_stand_in_plans_an_unchanged_manifest_as_no_op_and_a_renamed_one_as_a_replacement() {
+    // Deckhouse's policy with our manifest in its state: nothing to do. Renamed: replaced.
+    let ours = takeover("base-infrastructure")
+        .change("kubernetes_manifest.network_policy[0]")
+        .unwrap()
+        .after["manifest"]
+        .clone();
+    for (name, actions) in [
+        ("isolated-c1", vec!["no-op"]),
+        ("isolated-c0", vec!["create", "delete"]),
+    ] {
+        let mut state = state("base-infrastructure");
+        let attributes = &mut state["resources"][0]["instances"][0]["attributes"];
+        attributes["manifest"] = ours.clone();
+        attributes["manifest"]["metadata"]["name"] = name.into();
+        attributes["object"] = attributes["manifest"].clone();
+        attributes["field_manager"] = serde_json::json!([]);
+        let ws = Workspace::copy(&layouts()).unwrap();
+        let dir = catalog::layout_module_dir(&ws.root(), "dvp", "standard", "base-infrastructure");
+        let summary = plan_takeover(
+            &kubernetes_tofu(false),
+            &dir,
+            &vars("base-infrastructure"),
+            &state,
+        )
+        .unwrap();
+        let policy = summary
+            .change("kubernetes_manifest.network_policy[0]")
+            .unwrap();
+        let mut sorted = policy.actions.clone();
+        sorted.sort();
+        assert_eq!(sorted, actions, "{name}: {policy}");
+    }
+}
+
+#[test]
 fn dvp_takeover_of_deckhouse_nodes_destroys_nothing_forgets_deckhouses_own_and_moves_its_objects() {
     for module in NODES {
         let state = state(module);
