@@ -1,7 +1,8 @@
 //! Taking over a state another tool wrote (Deckhouse's layouts): the state is put beside a layout
 //! module, `tofu plan -refresh=false` plans against it and `tofu show -json` reads the plan back.
-//! [`PlanSummary`] counts creates, updates, deletes, replacements and moves and names every
-//! destructive change, so a test can demand that a takeover destroys and replaces nothing.
+//! [`PlanSummary`] counts creates, updates, deletes, replacements, moves and forgotten instances
+//! (`removed` blocks with `destroy = false`) and names every destructive change with the paths
+//! that forced a replacement, so a test can demand that a takeover destroys and replaces nothing.
 //!
 //! Cloud-independent: the caller gives the module directory (a scratch copy, see
 //! [`crate::workspace`]), the variables, the state, and a [`Tofu`] whose CLI config installs the
@@ -49,8 +50,10 @@ pub struct Change {
     /// The address in the state when a `moved` block moved it.
     pub previous_address: Option<String>,
     /// The actions: `no-op`, `create`, `read`, `update`, `delete` (a replacement is
-    /// `delete` + `create` in either order).
+    /// `delete` + `create` in either order), `forget` (dropped from the state, not destroyed).
     pub actions: Vec<String>,
+    /// The attribute paths that forced a replacement, each a list of attribute names and keys.
+    pub replace_paths: Vec<serde_json::Value>,
     /// tofu's reason for a replacement or a delete, when it gives one.
     pub action_reason: Option<String>,
     /// The planned attributes (`change.after`; unknown ones are absent), `null` for a delete.
@@ -78,6 +81,11 @@ impl Change {
         self.has("update")
     }
 
+    /// Whether a `removed` block drops the instance from the state without destroying it.
+    pub fn is_forget(&self) -> bool {
+        self.has("forget")
+    }
+
     /// Whether a `moved` block moved the instance from another address.
     pub fn is_move(&self) -> bool {
         self.previous_address
@@ -99,6 +107,10 @@ impl fmt::Display for Change {
         if let Some(reason) = &self.action_reason {
             write!(f, " ({reason})")?;
         }
+        if !self.replace_paths.is_empty() {
+            let paths: Vec<String> = self.replace_paths.iter().map(|p| p.to_string()).collect();
+            write!(f, " forced by {}", paths.join(", "))?;
+        }
         Ok(())
     }
 }
@@ -116,6 +128,8 @@ pub struct Counts {
     pub replaces: usize,
     /// Instances a `moved` block moved (they may also be updated).
     pub moves: usize,
+    /// Instances a `removed` block drops from the state without destroying them.
+    pub forgets: usize,
     /// Instances left as they are.
     pub no_ops: usize,
 }
@@ -167,6 +181,8 @@ struct ChangeJson {
     actions: Vec<String>,
     #[serde(default)]
     after: serde_json::Value,
+    #[serde(default)]
+    replace_paths: Vec<serde_json::Value>,
 }
 
 impl PlanSummary {
@@ -181,6 +197,7 @@ impl PlanSummary {
                 address: r.address,
                 previous_address: r.previous_address,
                 actions: r.change.actions,
+                replace_paths: r.change.replace_paths,
                 action_reason: r.action_reason,
                 after: r.change.after,
             })
@@ -206,6 +223,8 @@ impl PlanSummary {
                 counts.creates += 1;
             } else if c.is_update() {
                 counts.updates += 1;
+            } else if c.is_forget() {
+                counts.forgets += 1;
             } else {
                 counts.no_ops += 1;
             }
@@ -355,6 +374,7 @@ mod tests {
             rc("aws_subnet.d", None, &["delete"]),
             rc("aws_instance.e", None, &["delete", "create"]),
             rc("aws_instance.f", None, &["create", "delete"]),
+            rc("aws_eip.g", None, &["forget"]),
             data,
         ]));
         assert_eq!(
@@ -365,6 +385,7 @@ mod tests {
                 deletes: 1,
                 replaces: 2,
                 moves: 2,
+                forgets: 1,
                 no_ops: 2,
             }
         );
@@ -377,7 +398,7 @@ mod tests {
             destructive,
             ["aws_subnet.d", "aws_instance.e", "aws_instance.f"]
         );
-        assert_eq!(summary.changes.len(), 7, "data sources are left out");
+        assert_eq!(summary.changes.len(), 8, "data sources are left out");
     }
 
     #[test]
@@ -399,9 +420,10 @@ mod tests {
             &["delete", "create"],
         );
         replaced["action_reason"] = "replace_because_cannot_update".into();
+        replaced["change"]["replace_paths"] = serde_json::json!([["cidr_block"]]);
         let summary = plan(serde_json::json!([replaced]));
         let text = summary.to_string();
-        assert!(text.contains("aws_subnet.b[0] [delete,create] moved from aws_subnet.old[0] (replace_because_cannot_update)"), "{text}");
+        assert!(text.contains("aws_subnet.b[0] [delete,create] moved from aws_subnet.old[0] (replace_because_cannot_update) forced by [\"cidr_block\"]"), "{text}");
     }
 
     #[test]

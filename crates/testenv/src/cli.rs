@@ -182,7 +182,7 @@ fn install(all: bool) -> Result<()> {
 fn install_on_demand_tools() -> Result<()> {
     use crate::tools;
     type Step = (&'static str, fn() -> Result<()>);
-    let steps: [Step; 11] = [
+    let steps: [Step; 12] = [
         ("cluster-api", || {
             tools::cluster_api::ensure_installed().map(drop)
         }),
@@ -204,6 +204,9 @@ fn install_on_demand_tools() -> Result<()> {
         ("opentofu", || tools::opentofu::ensure_opentofu().map(drop)),
         ("aws-schema-provider", || {
             tools::aws_schema::ensure_aws_schema_provider().map(drop)
+        }),
+        ("kubernetes-schema-provider", || {
+            tools::kubernetes_schema::ensure_kubernetes_schema_provider().map(drop)
         }),
         ("machine-controller-manager", || {
             tools::machine_controller_manager::ensure_installed().map(drop)

@@ -123,3 +123,28 @@ pub fn assert_refused(
         wrong.join("\n")
     );
 }
+
+/// The hashicorp/kubernetes stand-in (built from `crates/testenv/go-kubernetes-schema` the first
+/// time): hashicorp/kubernetes's types plus the two of Deckhouse's own build.
+pub fn kubernetes_schema(
+) -> &'static stratus_testenv::tools::kubernetes_schema::KubernetesSchemaProvider {
+    use stratus_testenv::tools::kubernetes_schema::{
+        ensure_kubernetes_schema_provider, KubernetesSchemaProvider,
+    };
+    static K8S: OnceLock<KubernetesSchemaProvider> = OnceLock::new();
+    K8S.get_or_init(|| {
+        ensure_kubernetes_schema_provider().expect("building the hashicorp/kubernetes stand-in")
+    })
+}
+
+/// A runner for the installed tofu that installs hashicorp/kubernetes from the stand-in's mirror;
+/// with `stock` the stand-in lacks Deckhouse's own types, as hashicorp/kubernetes 2.38.0 does.
+pub fn kubernetes_tofu(stock: bool) -> Tofu {
+    let t = opentofu();
+    let tofu = Tofu::new(&t.tofu, &kubernetes_schema().cli_config);
+    if stock {
+        tofu.with_env(stratus_testenv::tools::kubernetes_schema::STOCK_ENV, "1")
+    } else {
+        tofu
+    }
+}

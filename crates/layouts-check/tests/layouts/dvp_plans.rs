@@ -1,7 +1,7 @@
 //! The DVP configuration table: cluster configurations Deckhouse's schema accepts (every optional
 //! field set, then each left out in turn) rendered by tofu from the provider-free manifest modules
-//! the layout applies (hashicorp/kubernetes cannot be installed here, so the layout modules
-//! themselves are not planned), asserting the objects and attributes each field must produce: the
+//! the layout applies (hashicorp/kubernetes cannot be installed here; the layout modules
+//! themselves are planned only against its schema-only stand-in, in `dvp_takeover`), asserting the objects and attributes each field must produce: the
 //! `isolated-<prefix>` NetworkPolicy and its ports, region and zone pinning, labels at each
 //! level, tolerations with tolerationSeconds, disks and their StorageClasses, static addresses of
 //! masters and static nodes. Then configurations the schema refuses, refused naming the field.

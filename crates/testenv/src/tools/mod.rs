@@ -1,6 +1,6 @@
 //! One module per installed tool: what it is built from and how. kube-apiserver, etcd, helm and
 //! moto are installed for every test environment (see [`crate::tools::install`]); the others only when
-//! a suite that needs them first asks (OpenTofu with its OpenStack provider and the hashicorp/aws stand-in, the virtualization
+//! a suite that needs them first asks (OpenTofu with its OpenStack provider and the hashicorp/aws and hashicorp/kubernetes stand-ins, the virtualization
 //! CRDs, Keystone with uWSGI and openstacksdk, amazon-ec2-metadata-mock, crane, the Cluster API manager, proxy.py as a real forward proxy): built on first use, cached under `$STRATUS_CACHE` with a stamp each, serialised by a
 //! lock file per tool so a long build never blocks the shared `install.lock`. The helpers below
 //! serve those on-demand builds (progress heartbeat, module source copies).
@@ -18,6 +18,7 @@ pub mod install;
 pub mod keystone;
 pub mod kube_controller_manager;
 pub mod kubernetes;
+pub mod kubernetes_schema;
 pub mod machine_controller_manager;
 pub mod module_crds;
 pub mod moto;
