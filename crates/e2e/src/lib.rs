@@ -12,3 +12,4 @@ pub mod phases;
 pub mod pods;
 pub mod probes;
 pub mod runtime;
+pub mod volumes;

@@ -9,7 +9,13 @@
 //!   root), initialises the kubelet-registered Node from the server, gives it a pod CIDR and
 //!   routes that CIDR to the node on the router;
 //! - a LoadBalancer Service gets an Octavia load balancer with the node as its member and the
-//!   floating IP in its status; deleting the Service deletes both.
+//!   floating IP in its status; deleting the Service deletes both;
+//! - the Cinder CSI plugin chart (`openstack/cinder.rs`): a StatefulSet's claim provisioned,
+//!   attached to the node's server and staged on a loop device, its data surviving the pod's
+//!   deletion, the volume deleted with the claim.
+
+#[path = "openstack/cinder.rs"]
+mod cinder;
 
 use std::time::Duration;
 
@@ -46,7 +52,8 @@ fn openstack_module_components_run_as_pods_on_a_real_node() {
             .prefix("stratus-e2e-images-")
             .tempdir()
             .unwrap();
-        let images = vec![images::stratus("cloud-controller-manager", out.path()).unwrap()];
+        let mut images = vec![images::stratus("cloud-controller-manager", out.path()).unwrap()];
+        images.extend(cinder::images(out.path()));
         phases.mark("images");
         let cluster = RealCluster::start(&images).await.expect("the real cluster");
         println!(
@@ -208,6 +215,8 @@ fn openstack_module_components_run_as_pods_on_a_real_node() {
             panic!("{e:#}\n{}", ccm_log().await);
         }
         phases.mark("load_balancer_deleted");
+
+        cinder::volume_keeps_data_across_pods(&cluster, &cloud, &sim, &server, &mut phases).await;
 
         cluster.teardown().await.expect("teardown leaves nothing");
         phases.mark("teardown");
