@@ -12,7 +12,7 @@ use stratus_openstack_sim::{ServerSpec, SimHandle};
 use stratus_testenv::node::control_plane::CLUSTER_CIDR;
 use stratus_testenv::node::netns::NODE_IP;
 use stratus_testenv::node::NODE_NAME;
-use stratus_testenv::OpenStackEnv;
+use stratus_testenv::{OpenStackCredentials, OpenStackEnv};
 
 /// The cluster name the CCM is started with (`--cluster-name`; load balancer names carry it).
 pub const CLUSTER_NAME: &str = "e2e";
@@ -84,6 +84,20 @@ pub fn cloud_conf(cloud: &OpenStackEnv, sim: &SimHandle, node: &NodeServer) -> R
     ))
 }
 
+/// The `cloud.conf` of a pod on the pod network: the same user, Keystone reached at `relay`
+/// (`http://NODE_IP:PORT`, a relay to the proxy) and the catalog's `internal` endpoints, which
+/// the test moves to that relay (`OpenStackEnv::move_interface`).
+pub fn pod_cloud_conf(credentials: &OpenStackCredentials, relay: &str) -> String {
+    let through_relay = OpenStackCredentials {
+        auth_url: format!("{relay}/identity/v3"),
+        ..credentials.clone()
+    };
+    format!(
+        "{}os-endpoint-type = internalURL\n",
+        through_relay.cloud_conf()
+    )
+}
+
 /// Values of `charts/cloud-controller-manager` for OpenStack with Deckhouse's arguments
 /// (`--cloud-provider=openstack`, pod CIDRs allocated and routed by the CCM, the HTTPS port
 /// bound to the host IP on 10471), the image imported into the node, and `cloud_conf` as the
@@ -117,6 +131,32 @@ mod tests {
     #[test]
     fn the_node_network_holds_the_node_ip() {
         assert_eq!(node_cidr(), "10.30.1.0/24");
+    }
+
+    #[test]
+    fn a_pod_reaches_keystone_and_the_internal_endpoints_through_the_relay() {
+        let credentials = OpenStackCredentials {
+            auth_url: "http://127.0.0.1:1/identity/v3".into(),
+            username: "u".into(),
+            password: "p".into(),
+            project_name: "pr".into(),
+            project_id: "id".into(),
+            user_domain_name: "d".into(),
+            project_domain_name: "d".into(),
+            region: "RegionOne".into(),
+            interface: "public".into(),
+        };
+        let conf = pod_cloud_conf(&credentials, "http://10.30.1.2:7");
+        assert!(conf.starts_with("[Global]\n"), "{conf}");
+        assert!(
+            conf.contains("auth-url = http://10.30.1.2:7/identity/v3\n"),
+            "{conf}"
+        );
+        assert!(!conf.contains("127.0.0.1"), "{conf}");
+        assert!(
+            conf.ends_with("region = RegionOne\nos-endpoint-type = internalURL\n"),
+            "{conf}"
+        );
     }
 
     #[test]

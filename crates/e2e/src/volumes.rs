@@ -31,6 +31,13 @@ pub fn probe_image(out: &Path) -> Result<ImageArchive> {
     images::foreign(&probe, PROBE_IMAGE, out)
 }
 
+/// The upstream controller sidecars (testenv's builds) and the probe workload, packed.
+pub fn sidecar_and_probe_images(out: &Path) -> Result<Vec<ImageArchive>> {
+    let mut archives = images::csi_sidecars(out).context("the upstream controller sidecars")?;
+    archives.push(probe_image(out)?);
+    Ok(archives)
+}
+
 /// `registry.k8s.io/sig-storage/<name>:<version>` of the upstream sidecar testenv builds (what
 /// [`images::csi_sidecars`] packs).
 pub fn sidecar_image(name: &str) -> Result<String> {

@@ -9,7 +9,13 @@
 //!   root), initialises the kubelet-registered Node from the server, gives it a pod CIDR and
 //!   routes that CIDR to the node on the router;
 //! - a LoadBalancer Service gets an Octavia load balancer with the node as its member and the
-//!   floating IP in its status; deleting the Service deletes both.
+//!   floating IP in its status; deleting the Service deletes both;
+//! - the Cinder CSI plugin chart (`openstack/cinder.rs`): a StatefulSet's claim provisioned,
+//!   attached to the node's server and staged on a loop device, its data surviving the pod's
+//!   deletion, the volume deleted with the claim.
+
+#[path = "openstack/cinder.rs"]
+mod cinder;
 
 use std::time::Duration;
 
@@ -18,7 +24,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{json, Value};
 use stratus_e2e::openstack::{ccm_values, cloud_conf, node_server, CCM_NAME, FLAVOR, ZONE};
 use stratus_e2e::phases::Phases;
-use stratus_e2e::{chart, pods, probes, runtime};
+use stratus_e2e::{ccm, chart, pods};
 use stratus_openstack_sim::SimHandle;
 use stratus_scenarios::wait::wait_for;
 use stratus_testenv::node::netns::NODE_IP;
@@ -26,8 +32,6 @@ use stratus_testenv::node::{images, netns, RealCluster, NODE_NAME};
 use stratus_testenv::OpenStackEnv;
 
 const DEADLINE: Duration = Duration::from_secs(90);
-/// The chart's container name.
-const CCM_CONTAINER: &str = "cloud-controller-manager";
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 
 #[test]
@@ -46,7 +50,8 @@ fn openstack_module_components_run_as_pods_on_a_real_node() {
             .prefix("stratus-e2e-images-")
             .tempdir()
             .unwrap();
-        let images = vec![images::stratus("cloud-controller-manager", out.path()).unwrap()];
+        let mut images = vec![images::stratus("cloud-controller-manager", out.path()).unwrap()];
+        images.extend(cinder::images(out.path()));
         phases.mark("images");
         let cluster = RealCluster::start(&images).await.expect("the real cluster");
         println!(
@@ -67,31 +72,7 @@ fn openstack_module_components_run_as_pods_on_a_real_node() {
             &ccm_values(&conf),
         )
         .expect("helm install the CCM chart");
-        let ccm_pods = pods::wait_ready(&client, "kube-system", &ccm_selector, 1, DEADLINE)
-            .await
-            .expect("the CCM pod runs");
-        let ccm_pod = ccm_pods[0].metadata.name.clone().unwrap_or_default();
-        probes::wait_passing(&client, NODE_NAME, &ccm_pod, CCM_CONTAINER, DEADLINE)
-            .await
-            .expect("the CCM's probes pass");
-        let expected = runtime::Expected::of(&ccm_pods[0], CCM_CONTAINER).unwrap();
-        assert_eq!(
-            expected,
-            runtime::Expected {
-                user: runtime::User::Exactly(65532),
-                read_only_root: true,
-                no_new_privs: true,
-                no_capabilities: true,
-            },
-            "the chart's defaults restrict the CCM"
-        );
-        let process = runtime::host_network_process("cloud-controller-manager")
-            .expect("the CCM's process on the node");
-        assert_eq!(
-            process.problems(&expected),
-            Vec::<String>::new(),
-            "the CCM runs as the chart says: {process:?}"
-        );
+        ccm::runs_as_its_chart_says(&client, &ccm_selector, DEADLINE).await;
         phases.mark("ccm_ready");
 
         // The kubelet's Node, initialised from the server.
@@ -208,6 +189,8 @@ fn openstack_module_components_run_as_pods_on_a_real_node() {
             panic!("{e:#}\n{}", ccm_log().await);
         }
         phases.mark("load_balancer_deleted");
+
+        cinder::volume_keeps_data_across_pods(&cluster, &cloud, &sim, &server, &mut phases).await;
 
         cluster.teardown().await.expect("teardown leaves nothing");
         phases.mark("teardown");

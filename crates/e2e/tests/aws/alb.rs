@@ -121,18 +121,28 @@ pub async fn readiness_gates_hold_a_rollout_until_targets_are_healthy(
             "targetgroupbindings",
         ),
     );
-    bindings
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "elbv2.k8s.aws/v1beta1", "kind": "TargetGroupBinding",
-                "metadata": {"name": BINDING},
-                "spec": {"serviceRef": {"name": "web", "port": 80}, "targetGroupARN": arn,
-                         "targetType": "ip"}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    let binding: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "elbv2.k8s.aws/v1beta1", "kind": "TargetGroupBinding",
+        "metadata": {"name": BINDING},
+        "spec": {"serviceRef": {"name": "web", "port": 80}, "targetGroupARN": arn,
+                 "targetType": "ip"}}))
+    .unwrap();
+    // The apiserver calls the webhooks through their Service: until kube-proxy has the ready
+    // pod's endpoint, the call is refused (and the create fails with 500), so it is retried.
+    wait_for("the webhook to admit the binding", DEADLINE, || {
+        let (bindings, binding) = (bindings.clone(), binding.clone());
+        async move {
+            match bindings.create(&PostParams::default(), &binding).await {
+                Ok(created) => Ok(Some(created)),
+                Err(kube::Error::Api(e)) if e.code == 500 && e.message.contains("webhook") => {
+                    Ok(None)
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+    })
+    .await
+    .unwrap();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     deployments
         .create(&PostParams::default(), &web_deployment())

@@ -18,7 +18,7 @@ use stratus_e2e::aws::{env_values, pod_env, ZONE};
 use stratus_e2e::{chart, pods, volumes};
 use stratus_scenarios::wait::wait_for;
 use stratus_testenv::node::forward::NodeForward;
-use stratus_testenv::node::images::{self, ImageArchive};
+use stratus_testenv::node::images::ImageArchive;
 use stratus_testenv::node::RealCluster;
 use stratus_testenv::AwsEnv;
 
@@ -35,9 +35,7 @@ pub const STRATUS_IMAGES: &[&str] = &[
 
 /// The other images this part runs: the upstream controller sidecars and the workload's probe.
 pub fn foreign_images(out: &Path) -> Vec<ImageArchive> {
-    let mut archives = images::csi_sidecars(out).expect("the upstream controller sidecars");
-    archives.push(volumes::probe_image(out).unwrap());
-    archives
+    volumes::sidecar_and_probe_images(out).expect("the upstream sidecars and the probe")
 }
 
 /// The chart's pods give a StatefulSet's claim a volume that keeps its data across pods.

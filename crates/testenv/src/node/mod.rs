@@ -20,6 +20,7 @@ pub mod control_plane;
 pub mod forward;
 pub mod host_state;
 pub mod images;
+pub(crate) mod loops;
 pub mod netns;
 pub mod pki;
 pub mod teardown;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -129,7 +129,7 @@ impl RealCluster {
             containerd.stop();
         }
         unmount_under(&self.dir);
-        detach_loop_devices_under(&self.dir);
+        crate::node::loops::detach_under(&self.dir);
         // Paths kubelet and containerd hard-code (device plugins, container log links, shim
         // sockets, the CNI cache, the flex-volume dir): removed when this cluster made them.
         for path in DEFAULT_PATHS {
@@ -215,25 +215,6 @@ fn unescape_mountinfo(field: &str) -> String {
         .replace("\\011", "\t")
         .replace("\\012", "\n")
         .replace("\\134", "\\")
-}
-
-fn detach_loop_devices_under(dir: &Path) {
-    let prefix = dir.display().to_string();
-    let Ok(entries) = std::fs::read_dir("/sys/block") else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let Ok(file) = std::fs::read_to_string(entry.path().join("loop/backing_file")) else {
-            continue;
-        };
-        if file.trim().starts_with(&prefix) {
-            let device = format!("/dev/{}", entry.file_name().to_string_lossy());
-            let _ = std::process::Command::new("losetup")
-                .args(["-d", &device])
-                .status()
-                .with_context(|| format!("losetup -d {device}"));
-        }
-    }
 }
 
 /// Removes kubelet's `kubepods` cgroup trees (its containers are gone by now), children first.

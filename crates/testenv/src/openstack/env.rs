@@ -587,7 +587,7 @@ struct TenantIds {
 }
 
 /// Keystone's admin API, with an admin token.
-struct Setup {
+pub(super) struct Setup {
     url: String,
     token: std::sync::Mutex<String>,
     admin_password: String,
@@ -596,7 +596,7 @@ struct Setup {
 }
 
 impl Setup {
-    async fn new(url: &str, admin_password: &str) -> Result<Setup> {
+    pub(super) async fn new(url: &str, admin_password: &str) -> Result<Setup> {
         let http = HttpClient::new();
         let (token, admin_project) = Setup::login(&http, url, admin_password).await?;
         Ok(Setup {
@@ -642,7 +642,12 @@ impl Setup {
 
     /// One admin API call; the answer's JSON (null for 204). A 401 (the admin token expired:
     /// environments may ask for tokens of a few seconds) logs in again and retries once.
-    async fn call(&self, method: http::Method, path: &str, body: Option<Value>) -> Result<Value> {
+    pub(super) async fn call(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value> {
         let url = format!("{}{path}", self.url);
         let body = body.map(|b| b.to_string().into_bytes());
         let mut attempt = 0;

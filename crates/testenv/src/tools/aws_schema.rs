@@ -6,13 +6,11 @@
 //!
 //! Built on first use (about 20 s), cached under `$STRATUS_CACHE/opentofu/`.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use super::{go_build, go_platform, lock, stamp_matches};
-use crate::tools::install::{fnv1a64, Paths};
+use super::stand_in::{Installed, StandIn};
 
 /// The provider address the AWS layouts require, fully qualified.
 pub const AWS_PROVIDER_ADDRESS: &str = "registry.opentofu.org/hashicorp/aws";
@@ -22,75 +20,39 @@ pub const AWS_PROVIDER_VERSION: &str = "5.100.0";
 /// Bumped when the recipe (flags, layout of the mirror, CLI config) changes.
 const RECIPE: &str = "aws-schema-v1";
 
+/// The stand-in.
+pub const STAND_IN: StandIn = StandIn {
+    name: "aws",
+    address: AWS_PROVIDER_ADDRESS,
+    version: AWS_PROVIDER_VERSION,
+    module: "go-aws-schema",
+    sources: &["go.mod", "go.sum", "main.go"],
+    recipe: RECIPE,
+};
+
 /// The installed stand-in.
-#[derive(Debug, Clone)]
-pub struct AwsSchemaProvider {
-    /// The filesystem mirror holding it.
-    pub mirror: PathBuf,
-    /// A CLI config (`TF_CLI_CONFIG_FILE`) that installs hashicorp/aws from `mirror` only.
-    pub cli_config: PathBuf,
-}
+pub type AwsSchemaProvider = Installed;
 
 /// The Go module of the stand-in.
 pub fn module_dir() -> PathBuf {
-    crate::repo_root().join("crates/testenv/go-aws-schema")
+    STAND_IN.module_dir()
 }
 
 /// Makes sure the stand-in and its CLI config exist, building what is missing. Blocking; safe
 /// to call from several processes at once.
 pub fn ensure_aws_schema_provider() -> Result<AwsSchemaProvider> {
-    let paths = Paths::from_env()?;
-    let _lock = lock(&paths, "aws-schema-provider")?;
-    let root = paths.cache.join("opentofu");
-    let mirror = root.join("mirror-aws-schema");
-    let cli_config = root.join("cli-aws-schema.tfrc");
-    let module = module_dir();
-    let mut source = String::new();
-    for file in ["go.mod", "go.sum", "main.go"] {
-        let path = module.join(file);
-        source.push_str(
-            &fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?,
-        );
-        source.push('\0');
-    }
-    let binary = mirror
-        .join(AWS_PROVIDER_ADDRESS)
-        .join(AWS_PROVIDER_VERSION)
-        .join(go_platform())
-        .join(format!("terraform-provider-aws_v{AWS_PROVIDER_VERSION}"));
-    let stamp = root.join(".stamp-aws-schema-provider");
-    let value = format!("{RECIPE} {:016x}\n", fnv1a64(source.as_bytes()));
-    if !stamp_matches(&stamp, &value, &[&binary]) {
-        go_build(
-            &paths,
-            &module,
-            ".",
-            "-s -w",
-            &binary,
-            "the hashicorp/aws stand-in",
-        )?;
-        fs::write(&stamp, &value).with_context(|| format!("writing {}", stamp.display()))?;
-    }
-    let config = cli_config_text(&mirror);
-    if fs::read_to_string(&cli_config).ok().as_deref() != Some(config.as_str()) {
-        fs::write(&cli_config, &config)
-            .with_context(|| format!("writing {}", cli_config.display()))?;
-    }
-    Ok(AwsSchemaProvider { mirror, cli_config })
+    STAND_IN.ensure()
 }
 
 /// A CLI config whose only installation method is the stand-in's mirror.
 pub fn cli_config_text(mirror: &Path) -> String {
-    format!(
-        "# Written by stratus-testenv: hashicorp/aws is the schema-only stand-in of this mirror.\n\
-         provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [\"{AWS_PROVIDER_ADDRESS}\"]\n  }}\n}}\n",
-        mirror.display()
-    )
+    STAND_IN.cli_config_text(mirror)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn cli_config_names_only_the_stand_in_mirror() {

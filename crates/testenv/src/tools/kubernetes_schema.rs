@@ -9,13 +9,11 @@
 //!
 //! Built on first use (about 15 s), cached under `$STRATUS_CACHE/opentofu/`.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use super::{go_build, go_platform, lock, stamp_matches};
-use crate::tools::install::{fnv1a64, Paths};
+use super::stand_in::{Installed, StandIn};
 
 /// The provider address the DVP layouts require, fully qualified.
 pub const KUBERNETES_PROVIDER_ADDRESS: &str = "registry.opentofu.org/hashicorp/kubernetes";
@@ -29,77 +27,39 @@ const RECIPE: &str = "kubernetes-schema-v1";
 /// The files of the Go module; their content decides whether to rebuild.
 const SOURCES: [&str; 5] = ["go.mod", "go.sum", "main.go", "schema.go", "values.go"];
 
+/// The stand-in.
+pub const STAND_IN: StandIn = StandIn {
+    name: "kubernetes",
+    address: KUBERNETES_PROVIDER_ADDRESS,
+    version: KUBERNETES_PROVIDER_VERSION,
+    module: "go-kubernetes-schema",
+    sources: &SOURCES,
+    recipe: RECIPE,
+};
+
 /// The installed stand-in.
-#[derive(Debug, Clone)]
-pub struct KubernetesSchemaProvider {
-    /// The filesystem mirror holding it.
-    pub mirror: PathBuf,
-    /// A CLI config (`TF_CLI_CONFIG_FILE`) that installs hashicorp/kubernetes from `mirror` only.
-    pub cli_config: PathBuf,
-}
+pub type KubernetesSchemaProvider = Installed;
 
 /// The Go module of the stand-in.
 pub fn module_dir() -> PathBuf {
-    crate::repo_root().join("crates/testenv/go-kubernetes-schema")
+    STAND_IN.module_dir()
 }
 
 /// Makes sure the stand-in and its CLI config exist, building what is missing. Blocking; safe
 /// to call from several processes at once.
 pub fn ensure_kubernetes_schema_provider() -> Result<KubernetesSchemaProvider> {
-    let paths = Paths::from_env()?;
-    let _lock = lock(&paths, "kubernetes-schema-provider")?;
-    let root = paths.cache.join("opentofu");
-    let mirror = root.join("mirror-kubernetes-schema");
-    let cli_config = root.join("cli-kubernetes-schema.tfrc");
-    let module = module_dir();
-    let mut source = String::new();
-    for file in SOURCES {
-        let path = module.join(file);
-        source.push_str(
-            &fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?,
-        );
-        source.push('\0');
-    }
-    let binary = mirror
-        .join(KUBERNETES_PROVIDER_ADDRESS)
-        .join(KUBERNETES_PROVIDER_VERSION)
-        .join(go_platform())
-        .join(format!(
-            "terraform-provider-kubernetes_v{KUBERNETES_PROVIDER_VERSION}"
-        ));
-    let stamp = root.join(".stamp-kubernetes-schema-provider");
-    let value = format!("{RECIPE} {:016x}\n", fnv1a64(source.as_bytes()));
-    if !stamp_matches(&stamp, &value, &[&binary]) {
-        go_build(
-            &paths,
-            &module,
-            ".",
-            "-s -w",
-            &binary,
-            "the hashicorp/kubernetes stand-in",
-        )?;
-        fs::write(&stamp, &value).with_context(|| format!("writing {}", stamp.display()))?;
-    }
-    let config = cli_config_text(&mirror);
-    if fs::read_to_string(&cli_config).ok().as_deref() != Some(config.as_str()) {
-        fs::write(&cli_config, &config)
-            .with_context(|| format!("writing {}", cli_config.display()))?;
-    }
-    Ok(KubernetesSchemaProvider { mirror, cli_config })
+    STAND_IN.ensure()
 }
 
 /// A CLI config whose only installation method is the stand-in's mirror.
 pub fn cli_config_text(mirror: &Path) -> String {
-    format!(
-        "# Written by stratus-testenv: hashicorp/kubernetes is the schema-only stand-in of this mirror.\n\
-         provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [\"{KUBERNETES_PROVIDER_ADDRESS}\"]\n  }}\n}}\n",
-        mirror.display()
-    )
+    STAND_IN.cli_config_text(mirror)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn cli_config_names_only_the_stand_in_mirror() {

@@ -25,6 +25,7 @@ pub mod moto;
 pub mod node_runtime;
 pub mod opentofu;
 pub mod pause;
+pub mod stand_in;
 pub mod virtualization_crds;
 pub mod xfsprogs;
 
