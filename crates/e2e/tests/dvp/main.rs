@@ -23,7 +23,6 @@
 //!   parent hot-plugged into the node's VM, staged on a loop device, its data surviving the pod's
 //!   deletion; deleting the claim detaches and deletes the disk.
 
-#[path = "dvp/csi.rs"]
 mod csi;
 
 use std::time::Duration;

@@ -14,9 +14,8 @@
 //! - the node-termination-handler chart in IMDS mode (amazon-ec2-metadata-mock announcing a
 //!   Spot interruption): the node is cordoned and drained, a PodDisruptionBudget honoured.
 
-#[path = "aws/alb.rs"]
 mod alb;
-#[path = "aws/ebs.rs"]
+
 mod ebs;
 
 use std::time::Duration;

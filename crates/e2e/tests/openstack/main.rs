@@ -14,7 +14,6 @@
 //!   attached to the node's server and staged on a loop device, its data surviving the pod's
 //!   deletion, the volume deleted with the claim.
 
-#[path = "openstack/cinder.rs"]
 mod cinder;
 
 use std::time::Duration;
