@@ -577,13 +577,6 @@ async fn delete(dm: &DeckhouseMachine, ctx: &Context) -> Result<Action, Reconcil
             // patch would move the resourceVersion the release is conditioned on, fail it, and
             // report the same leftovers again on the retry.
             let notes = plan::orphan_annotations(vm.as_deref(), &disks);
-            release_with(ctx, dm, &notes).await?;
-            if vm.is_some() {
-                ctx.metrics.orphaned("VirtualMachine");
-            }
-            for _ in &disks {
-                ctx.metrics.orphaned("VirtualDisk");
-            }
             let what: Vec<String> = vm
                 .iter()
                 .map(|v| format!("VirtualMachine {v}"))
@@ -596,9 +589,18 @@ async fn delete(dm: &DeckhouseMachine, ctx: &Context) -> Result<Action, Reconcil
                 what.join(", ")
             );
             tracing::warn!(machine = %dm.name(), "{note}");
+            // Published while the machine still exists (its release may delete it at once), so
+            // the Event is there when the machine is gone; a failed release retries both.
             ctx.events
                 .publish(dm, true, "OrphanedResources", "Delete", note)
                 .await;
+            release_with(ctx, dm, &notes).await?;
+            if vm.is_some() {
+                ctx.metrics.orphaned("VirtualMachine");
+            }
+            for _ in &disks {
+                ctx.metrics.orphaned("VirtualDisk");
+            }
             return Ok(Action::await_change());
         }
     }

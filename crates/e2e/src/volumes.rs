@@ -102,7 +102,8 @@ pub async fn log_of(client: &kube::Client, pod: &Pod, deadline: Duration) -> Res
         let name = name.clone();
         async move {
             let text = api.logs(&name, &Default::default()).await?;
-            Ok((!text.trim().is_empty()).then_some(text))
+            let line = text.lines().next().unwrap_or_default().trim().to_owned();
+            Ok((!line.is_empty()).then_some(line))
         }
     })
     .await
