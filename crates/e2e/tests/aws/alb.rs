@@ -149,11 +149,21 @@ pub async fn readiness_gates_hold_a_rollout_until_targets_are_healthy(
         .await
         .unwrap();
     let first = gated_pod_ready(&client, cluster).await;
-    assert_eq!(
-        registered(&lb.elbv2, &arn).await,
-        [format!("{}:8080", pod_ip(&first))],
-        "the pod's IP is the target"
-    );
+    let want = vec![format!("{}:8080", pod_ip(&first))];
+    // Read back from moto until it lists the target (make test once saw the gate met and an
+    // empty target list read right after; not reproduced alone).
+    let listed = wait_for("the pod's IP as the only target", DEADLINE, || {
+        let (elbv2, arn, want) = (lb.elbv2.clone(), arn.clone(), want.clone());
+        async move { Ok((registered(&elbv2, &arn).await == want).then_some(())) }
+    })
+    .await;
+    if let Err(e) = listed {
+        panic!(
+            "{e:#}: {:?}\n{}",
+            registered(&lb.elbv2, &arn).await,
+            pods::logs(&client, "kube-system", CONTROLLER).await
+        );
+    }
 
     // A rollout: the old pod stays until the new pod's gate is met.
     deployments
