@@ -95,3 +95,17 @@ pub fn pod_env(
         })
         .collect()
 }
+
+/// A relay on the node IP to the test's AWS endpoint (kept alive by the caller) and the AWS
+/// variables that send a pod on the pod network through it.
+pub async fn pod_network_access(
+    aws: &stratus_testenv::AwsEnv,
+) -> Result<(
+    stratus_testenv::node::forward::NodeForward,
+    Vec<(String, String)>,
+)> {
+    let endpoint = aws.aws_endpoint().trim_start_matches("http://").parse()?;
+    let relay = stratus_testenv::node::forward::NodeForward::start(endpoint).await?;
+    let env = pod_env(aws, &relay);
+    Ok((relay, env))
+}

@@ -12,10 +12,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use stratus_e2e::aws::{env_values, pod_env, CLUSTER_ID};
+use stratus_e2e::aws::{env_values, pod_network_access, CLUSTER_ID};
 use stratus_e2e::{chart, pods};
 use stratus_scenarios::wait::wait_for;
-use stratus_testenv::node::forward::NodeForward;
 use stratus_testenv::node::RealCluster;
 use stratus_testenv::AwsEnv;
 
@@ -40,14 +39,7 @@ pub async fn readiness_gates_hold_a_rollout_until_targets_are_healthy(
     instance: &str,
 ) {
     let client = cluster.client().await.unwrap();
-    let relay = NodeForward::start(
-        aws.aws_endpoint()
-            .trim_start_matches("http://")
-            .parse()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    let (_relay, aws_pod_env) = pod_network_access(aws).await.unwrap();
     let described = ec2
         .describe_instances()
         .instance_ids(instance)
@@ -68,7 +60,7 @@ pub async fn readiness_gates_hold_a_rollout_until_targets_are_healthy(
             "clusterName": CLUSTER_ID,
             "vpcId": vpc,
             "replicaCount": 1,
-            "env": env_values(&pod_env(aws, &relay)),
+            "env": env_values(&aws_pod_env),
         }),
     )
     .expect("helm install the load-balancer controller chart");

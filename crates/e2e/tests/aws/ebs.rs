@@ -14,10 +14,9 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use stratus_e2e::aws::{env_values, pod_env, ZONE};
+use stratus_e2e::aws::{env_values, pod_network_access, ZONE};
 use stratus_e2e::{chart, pods, volumes};
 use stratus_scenarios::wait::wait_for;
-use stratus_testenv::node::forward::NodeForward;
 use stratus_testenv::node::images::ImageArchive;
 use stratus_testenv::node::RealCluster;
 use stratus_testenv::AwsEnv;
@@ -47,14 +46,7 @@ pub async fn volume_keeps_data_across_pods(
 ) {
     let client = cluster.client().await.unwrap();
     // The controller runs on the pod network: AWS through a relay on the node IP.
-    let relay = NodeForward::start(
-        aws.aws_endpoint()
-            .trim_start_matches("http://")
-            .parse()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    let (_relay, aws_pod_env) = pod_network_access(aws).await.unwrap();
     let kubelet = cluster.kubelet_root();
     let sidecar = |name: &str| volumes::sidecar_image(name).unwrap();
     chart::install_with(
@@ -73,7 +65,7 @@ pub async fn volume_keeps_data_across_pods(
             },
             "controller": {
                 "replicas": 1,
-                "env": env_values(&pod_env(aws, &relay)),
+                "env": env_values(&aws_pod_env),
             },
             "node": {
                 "kubeletPath": kubelet.display().to_string(),

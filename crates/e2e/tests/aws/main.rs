@@ -25,10 +25,9 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use serde_json::json;
-use stratus_e2e::aws::{env_values, node_instance, pod_env, CLUSTER_ID, ZONE};
+use stratus_e2e::aws::{env_values, node_instance, pod_network_access, CLUSTER_ID, ZONE};
 use stratus_e2e::{ccm, chart, pack, pods};
 use stratus_scenarios::wait::wait_for;
-use stratus_testenv::node::forward::NodeForward;
 use stratus_testenv::node::{netns, RealCluster, NODE_NAME};
 use stratus_testenv::tools::ec2_metadata_mock::Aemm;
 use stratus_testenv::AwsEnv;
@@ -167,15 +166,7 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
         );
 
         // The cloud-data-discoverer, on the pod network: AWS through a relay on the node IP.
-        let relay = NodeForward::start(
-            aws.aws_endpoint()
-                .trim_start_matches("http://")
-                .parse()
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-        let pod_env = pod_env(&aws, &relay);
+        let (_relay, pod_env) = pod_network_access(&aws).await.unwrap();
         chart::install_with(
             &cluster,
             "cloud-data-discoverer",
