@@ -233,9 +233,12 @@ async fn print_registration(
     cloud: &str,
     secret_key: &str,
 ) -> anyhow::Result<()> {
-    let secret = Api::<Secret>::namespaced(admin.clone(), "kube-system")
-        .get("d8-node-manager-cloud-provider")
-        .await?;
+    let secrets = Api::<Secret>::namespaced(admin.clone(), "kube-system");
+    // The controller writes the Secret and the StorageClasses independently: wait for it too.
+    let secret = wait_for("the registration Secret", WAIT, || async {
+        Ok(secrets.get_opt("d8-node-manager-cloud-provider").await?)
+    })
+    .await?;
     println!("\n==> kube-system/d8-node-manager-cloud-provider, derived from the provider cluster configuration and discovery data:");
     for (key, value) in secret.data.unwrap_or_default() {
         let text = String::from_utf8_lossy(&value.0).into_owned();
