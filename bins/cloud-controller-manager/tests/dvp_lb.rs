@@ -372,6 +372,21 @@ async fn dvp_local_traffic_policy_targets_only_nodes_with_local_endpoints() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+    // And the service controller quiet: no load-balancer line for two seconds (under load a
+    // sync queued before the ingress write could still be running).
+    let mut seen = load_balancer_lines(&ccm.log());
+    let mut quiet_since = tokio::time::Instant::now();
+    wait_for("the service controller to go quiet", WAIT, || {
+        let now_seen = load_balancer_lines(&ccm.log());
+        if now_seen != seen {
+            seen = now_seen;
+            quiet_since = tokio::time::Instant::now();
+        }
+        let quiet = quiet_since.elapsed() >= Duration::from_secs(2);
+        async move { Ok(quiet.then_some(())) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
 
     // The endpoint moves from node-a to node-b. Until its EndpointSlice changes, nothing makes
     // the CCM look again (the periodic pass is minutes away): vm-a keeps the label.
@@ -383,7 +398,8 @@ async fn dvp_local_traffic_policy_targets_only_nodes_with_local_endpoints() {
         assert_eq!(
             labelled_with(&all, &label_key),
             ["vm-a"],
-            "moved without a trigger"
+            "moved without a trigger\n--- ccm log ---\n{}",
+            ccm.log()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -539,4 +555,9 @@ async fn dvp_service_with_healthchecks_where_the_platform_offers_it() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e:#}\n--- ccm log ---\n{}", ccm.log()));
+}
+
+/// The CCM's log lines about load balancers (each sync writes at least one).
+fn load_balancer_lines(log: &str) -> usize {
+    log.lines().filter(|l| l.contains("load balancer")).count()
 }

@@ -7,12 +7,10 @@
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::{json, Value};
 use stratus_scenarios::capdvp_bed::{create_prerequisites, CLASS, IMAGE};
-use stratus_scenarios::dvp_rbac::rules_in;
 use stratus_testenv::node::forward::NodeForward;
 
 use crate::dvp::{Parent, NAMESPACE, PARENT_SECRET_KEY};
@@ -39,42 +37,9 @@ pub const SELECTOR: &str = "app=capdvp-controller-manager";
 /// through `relay`.
 pub async fn parent_identity(parent: &Parent, relay: &NodeForward) -> Result<String> {
     create_prerequisites(&parent.admin, NAMESPACE).await?;
-    let kubeconfig = parent
-        .kubeconfig_for(PARENT_ACCOUNT, rules_in(PARENT_RBAC, "Role")?, relay)
-        .await?;
-    let name = format!("{PARENT_ACCOUNT}-cluster-reads");
-    let meta = ObjectMeta {
-        name: Some(name.clone()),
-        ..ObjectMeta::default()
-    };
-    let role = ClusterRole {
-        metadata: meta.clone(),
-        rules: Some(rules_in(PARENT_RBAC, "ClusterRole")?),
-        ..ClusterRole::default()
-    };
-    Api::<ClusterRole>::all(parent.admin.clone())
-        .create(&PostParams::default(), &role)
+    parent
+        .kubeconfig_under(PARENT_ACCOUNT, PARENT_RBAC, relay)
         .await
-        .with_context(|| format!("creating ClusterRole {name}"))?;
-    let binding = ClusterRoleBinding {
-        metadata: meta,
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: name.clone(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: PARENT_ACCOUNT.into(),
-            namespace: Some(NAMESPACE.into()),
-            ..Subject::default()
-        }]),
-    };
-    Api::<ClusterRoleBinding>::all(parent.admin.clone())
-        .create(&PostParams::default(), &binding)
-        .await
-        .with_context(|| format!("binding ClusterRole {name}"))?;
-    Ok(kubeconfig)
 }
 
 /// Values of `charts/capdvp-controller-manager`: one replica of the image imported into the

@@ -12,7 +12,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::{json, Value};
 use stratus_scenarios::dvp_fixture::DvpFixture;
@@ -128,6 +128,53 @@ impl Parent {
         let token = tenant::bind_account(&self.admin, NAMESPACE, account, account, rules).await?;
         let server = format!("https://{}", relay.address());
         Ok(tenant::kubeconfig_yaml(&server, &token, NAMESPACE))
+    }
+
+    /// A component's identity in the parent under a shipped manifest's Role and ClusterRole:
+    /// [`Parent::kubeconfig_for`] with the Role's rules, and the ClusterRole's rules bound to the
+    /// same ServiceAccount (as `<account>-cluster-reads`).
+    pub async fn kubeconfig_under(
+        &self,
+        account: &str,
+        manifest: &str,
+        relay: &NodeForward,
+    ) -> Result<String> {
+        let kubeconfig = self
+            .kubeconfig_for(account, rules_in(manifest, "Role")?, relay)
+            .await?;
+        let name = format!("{account}-cluster-reads");
+        let meta = ObjectMeta {
+            name: Some(name.clone()),
+            ..ObjectMeta::default()
+        };
+        let role = ClusterRole {
+            metadata: meta.clone(),
+            rules: Some(rules_in(manifest, "ClusterRole")?),
+            ..ClusterRole::default()
+        };
+        Api::<ClusterRole>::all(self.admin.clone())
+            .create(&PostParams::default(), &role)
+            .await
+            .with_context(|| format!("creating ClusterRole {name}"))?;
+        let binding = ClusterRoleBinding {
+            metadata: meta,
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRole".into(),
+                name: name.clone(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: account.into(),
+                namespace: Some(NAMESPACE.into()),
+                ..Subject::default()
+            }]),
+        };
+        Api::<ClusterRoleBinding>::all(self.admin.clone())
+            .create(&PostParams::default(), &binding)
+            .await
+            .with_context(|| format!("binding ClusterRole {name}"))?;
+        Ok(kubeconfig)
     }
 
     /// The CCM's identity in the parent, under the shipped Role of `deploy/dvp/parent-rbac.yaml`.

@@ -7,6 +7,7 @@ pub mod capdvp;
 pub mod ccm;
 pub mod chart;
 pub mod dvp;
+pub mod module;
 pub mod openstack;
 pub mod pack;
 pub mod phases;

@@ -81,7 +81,12 @@ pub fn failing(pod: &Pod) -> Option<String> {
     let status = pod.status.as_ref()?;
     for container in status.container_statuses.iter().flatten() {
         if let Some(waiting) = container.state.as_ref().and_then(|s| s.waiting.as_ref()) {
-            if let Some(reason) = waiting.reason.as_deref().filter(|r| FAILING.contains(r)) {
+            let message = waiting.message.as_deref().unwrap_or_default();
+            if let Some(reason) = waiting
+                .reason
+                .as_deref()
+                .filter(|r| FAILING.contains(r) && !transient(r, message))
+            {
                 return Some(format!(
                     "container {} is {reason}: {}",
                     container.name,
@@ -97,6 +102,13 @@ pub fn failing(pod: &Pod) -> Option<String> {
         }
     }
     None
+}
+
+/// A failing state the kubelet leaves by itself: its Secret and ConfigMap caches not synced in
+/// time (`CreateContainerConfigError: failed to sync secret cache: timed out waiting for the
+/// condition`, seen on a loaded machine) is retried, unlike a missing Secret or key.
+fn transient(reason: &str, message: &str) -> bool {
+    reason == "CreateContainerConfigError" && message.starts_with("failed to sync")
 }
 
 /// The last lines of every container's log of the pods matching `selector`, for a failure
@@ -166,4 +178,30 @@ async fn describe_failure(pods: &Api<Pod>, pod: &Pod, reason: &str) -> String {
         }
     }
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(reason: &str, message: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "status": {"containerStatuses": [{
+                "name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": message}}}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_unsynced_secret_cache_is_waited_out_and_a_missing_secret_fails() {
+        let unsynced = waiting(
+            "CreateContainerConfigError",
+            "failed to sync secret cache: timed out waiting for the condition",
+        );
+        assert_eq!(failing(&unsynced), None);
+        let missing = waiting("CreateContainerConfigError", "secret \"x\" not found");
+        assert!(failing(&missing).unwrap().contains("not found"));
+        assert!(failing(&waiting("CrashLoopBackOff", "back-off")).is_some());
+    }
 }

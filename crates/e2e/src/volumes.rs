@@ -93,6 +93,24 @@ pub fn workload(token: &str, class: &str) -> StatefulSet {
     .expect("the workload's manifest is a StatefulSet")
 }
 
+/// [`workload`] whose claim names no class, of `size` (a quantity): the cluster's default class
+/// provisions it.
+pub fn workload_of_the_default_class(token: &str, size: &str) -> StatefulSet {
+    let mut set = workload(token, "");
+    for claim in set
+        .spec
+        .iter_mut()
+        .flat_map(|s| s.volume_claim_templates.iter_mut().flatten())
+    {
+        if let Some(spec) = claim.spec.as_mut() {
+            spec.storage_class_name = None;
+            spec.resources = serde_json::from_value(json!({"requests": {"storage": size}}))
+                .expect("a claim's resources");
+        }
+    }
+    set
+}
+
 /// The first line the pod `pod` of `default` logged (the probe's `wrote …` or `found …`).
 pub async fn log_of(client: &kube::Client, pod: &Pod, deadline: Duration) -> Result<String> {
     let name = pod.metadata.name.clone().unwrap_or_default();
@@ -159,6 +177,16 @@ mod tests {
             Some(&["/data/token".to_owned(), "t-1".to_owned()][..])
         );
         assert_eq!(container.image.as_deref(), Some(PROBE_IMAGE));
+    }
+
+    #[test]
+    fn the_default_class_workload_names_no_class() {
+        let set = workload_of_the_default_class("t-2", "8Gi");
+        let claim = &set.spec.unwrap().volume_claim_templates.unwrap()[0];
+        let spec = claim.spec.as_ref().unwrap();
+        assert_eq!(spec.storage_class_name, None);
+        let size = &spec.resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"];
+        assert_eq!(size.0, "8Gi");
     }
 
     #[test]

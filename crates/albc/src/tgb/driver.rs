@@ -27,7 +27,7 @@ use crate::crd::{TargetGroupBinding, TGB_FINALIZER};
 use crate::metrics::TgbMetrics;
 use crate::tgb::plan::{active, coalesce, plan_targets};
 use crate::tgb::readiness::{
-    condition_type, containers_ready, gate_pending, gates_to_set, CONDITION_PREFIX,
+    condition_type, gate_pending, gates_to_set, registered_while_unready, CONDITION_PREFIX,
 };
 use crate::tgb::sg_rules::{NetworkingRules, RulesError};
 use crate::tgb::targets::{
@@ -560,7 +560,7 @@ fn wanted_targets(
             let held = |pod: &str| {
                 ctx.pods.as_ref().is_some_and(|pods| {
                     pods.get(&ObjectRef::new(pod).within(&ns))
-                        .is_some_and(|p| gate_pending(&p, &cond) && containers_ready(&p))
+                        .is_some_and(|p| registered_while_unready(&p, &cond))
                 })
             };
             ip_targets(port, &mine, &held)

@@ -29,14 +29,26 @@ fn condition(pod: &Pod, kind: &str) -> Option<String> {
         .map(|c| c.status.clone())
 }
 
-/// The pod lists the gate and it is not met yet.
-pub fn gate_pending(pod: &Pod, cond: &str) -> bool {
-    let has = pod
-        .spec
+/// The pod lists the gate (met or not).
+pub fn lists_gate(pod: &Pod, cond: &str) -> bool {
+    pod.spec
         .as_ref()
         .and_then(|s| s.readiness_gates.as_ref())
-        .is_some_and(|g| g.iter().any(|g| g.condition_type == cond));
-    has && condition(pod, cond).as_deref() != Some("True")
+        .is_some_and(|g| g.iter().any(|g| g.condition_type == cond))
+}
+
+/// The pod lists the gate and it is not met yet.
+pub fn gate_pending(pod: &Pod, cond: &str) -> bool {
+    lists_gate(pod, cond) && condition(pod, cond).as_deref() != Some("True")
+}
+
+/// A not-ready endpoint of this pod is still a target: the pod lists the gate and its
+/// containers are ready. Met or not — once the gate is met the pod's endpoint turns ready only
+/// after the kubelet and the EndpointSlice controller catch up, and dropping the target in that
+/// window would deregister a healthy pod right after its gate was set (as upstream, which
+/// registers every gated pod whose containers are ready).
+pub fn registered_while_unready(pod: &Pod, cond: &str) -> bool {
+    lists_gate(pod, cond) && containers_ready(pod)
 }
 
 /// Its containers are ready (so only gates hold it back).
@@ -115,5 +127,22 @@ mod tests {
             (vec!["a".to_string()], false)
         );
         assert!(containers_ready(&a));
+    }
+
+    #[test]
+    fn a_gated_pod_with_ready_containers_stays_a_target_after_its_gate_is_met() {
+        let cond = condition_type("web");
+        let met = pod("c", "10.0.0.3", true, true);
+        let pending = pod("a", "10.0.0.1", true, false);
+        let ungated = pod("d", "10.0.0.4", false, false);
+        assert!(registered_while_unready(&met, &cond));
+        assert!(registered_while_unready(&pending, &cond));
+        assert!(!registered_while_unready(&ungated, &cond));
+        let mut starting = pod("e", "10.0.0.5", true, false);
+        starting.status.as_mut().unwrap().conditions = Some(vec![]);
+        assert!(
+            !registered_while_unready(&starting, &cond),
+            "containers not ready"
+        );
     }
 }

@@ -113,7 +113,8 @@ pub fn service_port<'a>(
 
 /// Pod IP targets: every ready endpoint address of the slices, on the slice port named like the
 /// Service port (unnamed ports match the empty name). A not-ready endpoint counts too when
-/// `held_by_gate` says its pod (by name) is held back only by this binding's readiness gate.
+/// `held_by_gate` says its pod (by name) lists this binding's readiness gate with its
+/// containers ready (see [`crate::tgb::readiness::registered_while_unready`]).
 pub fn ip_targets(
     port: &ServicePort,
     slices: &[&EndpointSlice],

@@ -13,7 +13,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, PostParams};
-use serde_json::json;
+use serde_json::{json, Value};
 use stratus_e2e::aws::{env_values, pod_network_access, ZONE};
 use stratus_e2e::{chart, pods, volumes};
 use stratus_scenarios::wait::wait_for;
@@ -48,35 +48,12 @@ pub async fn volume_keeps_data_across_pods(
     // The controller runs on the pod network: AWS through a relay on the node IP.
     let (_relay, aws_pod_env) = pod_network_access(aws).await.unwrap();
     let kubelet = cluster.kubelet_root();
-    let sidecar = |name: &str| volumes::sidecar_image(name).unwrap();
     chart::install_with(
         cluster,
         "aws-ebs-csi-driver",
         "ebs",
         "kube-system",
-        &json!({
-            "image": {"pullPolicy": "Never"},
-            "sidecars": {
-                "provisioner": {"image": sidecar("csi-provisioner")},
-                "attacher": {"image": sidecar("csi-attacher")},
-                "resizer": {"image": sidecar("csi-resizer")},
-                "nodeDriverRegistrar": {"image": {"pullPolicy": "Never"}},
-                "livenessProbe": {"image": {"pullPolicy": "Never"}},
-            },
-            "controller": {
-                "replicas": 1,
-                "env": env_values(&aws_pod_env),
-            },
-            "node": {
-                "kubeletPath": kubelet.display().to_string(),
-                // Test-only: volumes appear as loop devices backed by files on the node.
-                "additionalArgs": [format!("--loop-devices-dir={}", kubelet.join("stratus-ebs-loops").display())],
-                "env": env_values(&[
-                    ("CSI_NODE_ID".to_owned(), instance.to_owned()),
-                    ("CSI_NODE_ZONE".to_owned(), ZONE.to_owned()),
-                ]),
-            },
-        }),
+        &values(&kubelet, instance, &aws_pod_env),
     )
     .expect("helm install the EBS chart");
     pods::wait_ready(&client, "kube-system", NODE, 1, DEADLINE)
@@ -203,8 +180,39 @@ pub async fn volume_keeps_data_across_pods(
     );
 }
 
+/// The chart's values on the real node: images imported (`Never` pulled), the upstream
+/// controller sidecars testenv builds, one controller replica on the pod network sent to AWS by
+/// `aws_pod_env`, the node plugin under the kubelet's root `kubelet` as the node's `instance`,
+/// its volumes loop devices backed by files (test-only).
+pub fn values(kubelet: &Path, instance: &str, aws_pod_env: &[(String, String)]) -> Value {
+    let sidecar = |name: &str| volumes::sidecar_image(name).unwrap();
+    json!({
+        "image": {"pullPolicy": "Never"},
+        "sidecars": {
+            "provisioner": {"image": sidecar("csi-provisioner")},
+            "attacher": {"image": sidecar("csi-attacher")},
+            "resizer": {"image": sidecar("csi-resizer")},
+            "nodeDriverRegistrar": {"image": {"pullPolicy": "Never"}},
+            "livenessProbe": {"image": {"pullPolicy": "Never"}},
+        },
+        "controller": {
+            "replicas": 1,
+            "env": env_values(aws_pod_env),
+        },
+        "node": {
+            "kubeletPath": kubelet.display().to_string(),
+            // Test-only: volumes appear as loop devices backed by files on the node.
+            "additionalArgs": [format!("--loop-devices-dir={}", kubelet.join("stratus-ebs-loops").display())],
+            "env": env_values(&[
+                ("CSI_NODE_ID".to_owned(), instance.to_owned()),
+                ("CSI_NODE_ZONE".to_owned(), ZONE.to_owned()),
+            ]),
+        },
+    })
+}
+
 /// The workload's pod once Running and Ready; a failure carries the driver's logs and events.
-async fn ready_workload(client: &kube::Client, cluster: &RealCluster) -> Pod {
+pub async fn ready_workload(client: &kube::Client, cluster: &RealCluster) -> Pod {
     match pods::wait_ready(client, "default", volumes::WORKLOAD_SELECTOR, 1, DEADLINE).await {
         Ok(mut list) => list.remove(0),
         Err(e) => panic!(

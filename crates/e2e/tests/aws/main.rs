@@ -13,10 +13,15 @@
 //!   into real pods and a rollout waits for the targets' health;
 //! - the node-termination-handler chart in IMDS mode (amazon-ec2-metadata-mock announcing a
 //!   Spot interruption): the node is cordoned and drained, a PodDisruptionBudget honoured.
+//!
+//! A second test (`aws/module.rs`) installs the same charts as one release, the module chart
+//! `cloud-provider-aws`, with its module controller.
 
 mod alb;
 
 mod ebs;
+
+mod module;
 
 use std::time::Duration;
 

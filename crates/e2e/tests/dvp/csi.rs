@@ -279,7 +279,7 @@ async fn attachments_of(
 }
 
 /// Whether the node's VM reports the VirtualDisk `disk` hot-plugged and attached.
-async fn hotplugged(parent: &Parent, disk: &str) -> Result<bool> {
+pub async fn hotplugged(parent: &Parent, disk: &str) -> Result<bool> {
     let vm = Api::<VirtualMachine>::namespaced(parent.admin.clone(), NAMESPACE)
         .get(NODE_VM)
         .await?;
@@ -291,7 +291,7 @@ async fn hotplugged(parent: &Parent, disk: &str) -> Result<bool> {
 }
 
 /// The workload's pod once Running and Ready; a failure carries the driver's logs and events.
-async fn ready_workload(client: &kube::Client, cluster: &RealCluster) -> Pod {
+pub async fn ready_workload(client: &kube::Client, cluster: &RealCluster) -> Pod {
     match pods::wait_ready(client, "default", WORKLOAD_SELECTOR, 1, DEADLINE).await {
         Ok(mut list) => list.remove(0),
         Err(e) => panic!(

@@ -22,8 +22,13 @@
 //! - the DVP CSI driver chart (`dvp/csi.rs`): a StatefulSet's claim becomes a VirtualDisk in the
 //!   parent hot-plugged into the node's VM, staged on a loop device, its data surviving the pod's
 //!   deletion; deleting the claim detaches and deletes the disk.
+//!
+//! A second test (`dvp/module.rs`) installs the same charts as one release, the module chart
+//! `cloud-provider-dvp`, with the discoverer and the module controller.
 
 mod csi;
+
+mod module;
 
 use std::time::Duration;
 

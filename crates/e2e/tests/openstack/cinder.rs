@@ -57,22 +57,7 @@ pub async fn volume_keeps_data_across_pods(
     phases: &mut Phases,
 ) {
     let client = cluster.client().await.unwrap();
-    let proxy = cloud.endpoint().trim_start_matches("http://");
-    let relay = NodeForward::start(proxy.parse().unwrap()).await.unwrap();
-    cloud
-        .move_interface("internal", &relay.http_url())
-        .await
-        .expect("the internal endpoints on the relay");
-    let conf = pod_cloud_conf(cloud.credentials(), &relay.http_url());
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": CLOUD_CONFIG},
-        "stringData": {"cloud.conf": conf},
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(client.clone(), "kube-system")
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    let _relay = pod_network_access(&client, cloud).await;
     let kubelet = cluster.kubelet_root();
     chart::install_with(
         cluster,
@@ -214,7 +199,7 @@ pub async fn volume_keeps_data_across_pods(
 /// sidecars, one controller replica, the node plugin under the cluster's kubelet root with its
 /// volumes on loop devices (test-only) and the node's server and zone given (the simulators
 /// serve no metadata service).
-fn values(kubelet: &Path, server_id: &str) -> Value {
+pub fn values(kubelet: &Path, server_id: &str) -> Value {
     let sidecar = |name: &str| volumes::sidecar_image(name).unwrap();
     json!({
         "image": {"pullPolicy": "Never"},
@@ -239,8 +224,31 @@ fn values(kubelet: &Path, server_id: &str) -> Value {
     })
 }
 
+/// The plugin's way to the cloud from the pod network: a relay on the node IP to the test's
+/// proxy, the catalog's `internal` endpoints moved to it, and the chart's cloud config Secret
+/// ([`CLOUD_CONFIG`]) reaching Keystone through it. The relay lives as long as the value.
+pub async fn pod_network_access(client: &kube::Client, cloud: &OpenStackEnv) -> NodeForward {
+    let proxy = cloud.endpoint().trim_start_matches("http://");
+    let relay = NodeForward::start(proxy.parse().unwrap()).await.unwrap();
+    cloud
+        .move_interface("internal", &relay.http_url())
+        .await
+        .expect("the internal endpoints on the relay");
+    let conf = pod_cloud_conf(cloud.credentials(), &relay.http_url());
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": CLOUD_CONFIG},
+        "stringData": {"cloud.conf": conf},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client.clone(), "kube-system")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    relay
+}
+
 /// The Cinder volume ID of the workload's bound claim.
-async fn volume_of(client: &kube::Client, claims: &Api<PersistentVolumeClaim>) -> String {
+pub async fn volume_of(client: &kube::Client, claims: &Api<PersistentVolumeClaim>) -> String {
     let claim = claims.get(CLAIM).await.unwrap();
     let pv_name = claim
         .spec
@@ -257,7 +265,7 @@ async fn volume_of(client: &kube::Client, claims: &Api<PersistentVolumeClaim>) -
 }
 
 /// The servers a volume's `attachments` name.
-fn attached_servers(volume: &Value) -> Vec<&str> {
+pub fn attached_servers(volume: &Value) -> Vec<&str> {
     volume["attachments"]
         .as_array()
         .into_iter()
@@ -267,7 +275,7 @@ fn attached_servers(volume: &Value) -> Vec<&str> {
 }
 
 /// The workload's pod once Running and Ready; a failure carries the driver's logs and events.
-async fn ready_workload(client: &kube::Client, cluster: &RealCluster) -> Pod {
+pub async fn ready_workload(client: &kube::Client, cluster: &RealCluster) -> Pod {
     match pods::wait_ready(client, "default", WORKLOAD_SELECTOR, 1, DEADLINE).await {
         Ok(mut list) => list.remove(0),
         Err(e) => panic!(

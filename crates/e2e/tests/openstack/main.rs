@@ -13,8 +13,13 @@
 //! - the Cinder CSI plugin chart (`openstack/cinder.rs`): a StatefulSet's claim provisioned,
 //!   attached to the node's server and staged on a loop device, its data surviving the pod's
 //!   deletion, the volume deleted with the claim.
+//!
+//! A second test (`openstack/module.rs`) installs the same charts as one release, the module
+//! chart `cloud-provider-openstack`, with the discoverer and the module controller.
 
 mod cinder;
+
+mod module;
 
 use std::time::Duration;
 

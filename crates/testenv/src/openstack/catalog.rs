@@ -6,7 +6,8 @@
 use anyhow::{Context, Result};
 use http::Method;
 
-use super::env::{OpenStackEnv, Setup};
+use super::admin::Setup;
+use super::env::OpenStackEnv;
 
 impl OpenStackEnv {
     /// Points every endpoint of `interface` (`public`, `internal` or `admin`) at `base`

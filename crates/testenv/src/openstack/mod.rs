@@ -3,6 +3,7 @@
 //! and fault proxy speaking OpenStack ([`proxy`]); and the OpenStack side of the `testenv`
 //! command line (`cli`).
 
+mod admin;
 mod catalog;
 pub(crate) mod cli;
 pub mod env;
