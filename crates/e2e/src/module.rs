@@ -22,6 +22,9 @@ use crate::{chart, pods, runtime};
 pub const NAMESPACE: &str = "kube-system";
 /// The annotation helm puts on every object of a release.
 const RELEASE_ANNOTATION: &str = "meta.helm.sh/release-name";
+/// The pods whose logs explain what the module derived: the module controller's and the
+/// discoverer's.
+const DERIVING: &str = "app.kubernetes.io/name in (module-controller,cloud-data-discoverer)";
 /// The registration Secret node-manager reads.
 pub const REGISTRATION: &str = "d8-node-manager-cloud-provider";
 
@@ -164,7 +167,7 @@ pub async fn storage_classes(
 ) -> Result<Vec<StorageClass>> {
     let classes = Api::<StorageClass>::all(client.clone());
     let selector = format!("module={}", release(cloud));
-    let mut made = wait_for("the module's StorageClasses", deadline, || {
+    let waited = wait_for("the module's StorageClasses", deadline, || {
         let (classes, selector) = (classes.clone(), selector.clone());
         async move {
             let list = classes
@@ -174,7 +177,26 @@ pub async fn storage_classes(
             Ok((list.len() == count).then_some(list))
         }
     })
-    .await?;
+    .await;
+    let mut made = match waited {
+        Ok(made) => made,
+        Err(e) => {
+            let found: Vec<String> = classes
+                .list(&ListParams::default())
+                .await
+                .map(|l| {
+                    l.items
+                        .into_iter()
+                        .filter_map(|c| c.metadata.name)
+                        .collect()
+                })
+                .unwrap_or_default();
+            anyhow::bail!(
+                "{e:#}; StorageClasses: {found:?}\n{}",
+                pods::logs(client, NAMESPACE, DERIVING).await
+            )
+        }
+    };
     made.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     Ok(made)
 }

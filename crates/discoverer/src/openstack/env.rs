@@ -1,11 +1,12 @@
 //! The OpenStack discoverer's settings from its environment, as Deckhouse's (gophercloud's
-//! `AuthOptionsFromEnv` plus `OS_REGION`, `OS_CACERT`, `CLUSTER_UUID`, `MODULE_CONFIG`): read by a
+//! `AuthOptionsFromEnv` plus `OS_REGION`, `OS_CACERT`, `CLUSTER_UUID`, `MODULE_CONFIG`; and, as
+//! the OpenStack command-line clients read it, `OS_INTERFACE`): read by a
 //! pure function of a variable lookup, every problem reported at once, the password never shown.
 
 use std::path::PathBuf;
 
 use serde_json::Value;
-use stratus_openstack_api::config::{Credentials, Named, Secret};
+use stratus_openstack_api::config::{Credentials, Interface, Named, Secret};
 
 /// What the environment asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +19,8 @@ pub struct OpenStackSettings {
     pub region: String,
     /// `OS_CACERT`: extra trusted CAs (PEM file).
     pub ca_file: Option<PathBuf>,
+    /// `OS_INTERFACE` (or `OS_ENDPOINT_TYPE`): which catalog endpoints to call; public when unset.
+    pub interface: Interface,
     /// `CLUSTER_UUID`: the `cinder.csi.openstack.org/cluster` metadata of this cluster's volumes.
     pub cluster_uuid: Option<String>,
     /// `MODULE_CONFIG`: the module's settings (JSON), used when the stored discovery data is
@@ -78,6 +81,15 @@ pub fn settings(lookup: &dyn Fn(&str) -> Option<String>) -> Result<OpenStackSett
             }
         },
     };
+    let interface = match first(lookup, &["OS_INTERFACE", "OS_ENDPOINT_TYPE"]) {
+        None => Interface::Public,
+        Some(text) => Interface::parse(&text).unwrap_or_else(|| {
+            problems.push(format!(
+                "OS_INTERFACE is {text:?}: public, internal or admin"
+            ));
+            Interface::Public
+        }),
+    };
     if !problems.is_empty() {
         return Err(problems.join("; "));
     }
@@ -92,6 +104,7 @@ pub fn settings(lookup: &dyn Fn(&str) -> Option<String>) -> Result<OpenStackSett
         },
         region,
         ca_file: first(lookup, &["OS_CACERT"]).map(PathBuf::from),
+        interface,
         cluster_uuid: first(lookup, &["CLUSTER_UUID"]),
         module_config,
     })
@@ -136,6 +149,28 @@ mod tests {
             }
         );
         assert!(!format!("{s:?}").contains("s3cret"));
+        assert_eq!(s.interface, Interface::Public, "public when unset");
+    }
+
+    #[test]
+    fn the_interface_is_read_as_the_command_line_clients_read_it() {
+        for (name, value, want) in [
+            ("OS_INTERFACE", "internal", Interface::Internal),
+            ("OS_INTERFACE", "admin", Interface::Admin),
+            ("OS_ENDPOINT_TYPE", "internalURL", Interface::Internal),
+        ] {
+            let mut pairs = BASE.to_vec();
+            pairs.push((name, value));
+            assert_eq!(
+                settings(&env(&pairs)).unwrap().interface,
+                want,
+                "{name}={value}"
+            );
+        }
+        let mut pairs = BASE.to_vec();
+        pairs.push(("OS_INTERFACE", "private"));
+        let err = settings(&env(&pairs)).unwrap_err();
+        assert!(err.contains("OS_INTERFACE is \"private\""), "{err}");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use stratus_cloud_kit::ApiMetrics;
 use stratus_openstack_api::client::errors::is_not_found;
 use stratus_openstack_api::client::http::HttpClient;
 use stratus_openstack_api::client::{guard, Clients, Service, ServiceClient, Session};
-use stratus_openstack_api::config::{Interface, TlsOptions};
+use stratus_openstack_api::config::TlsOptions;
 
 use crate::discoverer::{Discoverer, DiscoveryError};
 use crate::types::{CloudCondition, DiskMeta, InstanceType};
@@ -68,7 +68,7 @@ impl OpenStackDiscoverer {
             http,
             &settings.auth_url,
             settings.credentials,
-            Interface::Public,
+            settings.interface,
             Some(settings.region),
             guard("identity", metrics),
         ));

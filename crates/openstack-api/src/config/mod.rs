@@ -64,6 +64,17 @@ pub enum Interface {
 }
 
 impl Interface {
+    /// `public`, `internal` or `admin`, with or without the `URL` suffix of `os-endpoint-type`
+    /// (`internalURL`); None for anything else.
+    pub fn parse(text: &str) -> Option<Interface> {
+        match text.trim().trim_end_matches("URL") {
+            "public" => Some(Interface::Public),
+            "internal" => Some(Interface::Internal),
+            "admin" => Some(Interface::Admin),
+            _ => None,
+        }
+    }
+
     /// The catalog's spelling.
     pub fn as_str(self) -> &'static str {
         match self {
