@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, ListParams};
 use stratus_scenarios::wait::wait_for;
-use stratus_testenv::node::RealCluster;
+use stratus_testenv::node::{RealCluster, NODE_NAME};
 
 use crate::{chart, pods, runtime};
 
@@ -201,8 +201,40 @@ pub async fn storage_classes(
     Ok(made)
 }
 
+/// The classes' names, in order.
+pub fn names(classes: &[StorageClass]) -> Vec<&str> {
+    classes
+        .iter()
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect()
+}
+
+/// The names of the classes annotated as the cluster's default.
+pub fn default_names(classes: &[StorageClass]) -> Vec<&str> {
+    classes
+        .iter()
+        .filter(|c| is_default(c))
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect()
+}
+
+/// Waits until the CCM has given the kubelet's Node the provider ID `provider_id`.
+pub async fn wait_node_initialised(
+    client: &kube::Client,
+    provider_id: &str,
+    deadline: Duration,
+) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    wait_for("the CCM to initialise the Node", deadline, || async {
+        let node = nodes.get(NODE_NAME).await?;
+        let id = node.spec.and_then(|s| s.provider_id);
+        Ok((id.as_deref() == Some(provider_id)).then_some(()))
+    })
+    .await
+}
+
 /// Whether the class is annotated as the cluster's default.
-pub fn is_default(class: &StorageClass) -> bool {
+fn is_default(class: &StorageClass) -> bool {
     class
         .metadata
         .annotations

@@ -116,29 +116,17 @@ fn the_aws_module_chart_runs_as_one_release_on_a_real_node() {
         assert_eq!(workloads.len(), 6, "the release's workloads: {ids:?}");
 
         // The CCM initialises the kubelet's Node from the instance.
-        let nodes: Api<Node> = Api::all(client.clone());
-        let provider_id = format!("aws:///{ZONE}/{instance}");
-        wait_for("the CCM to initialise the Node", DEADLINE, || async {
-            let node = nodes.get(NODE_NAME).await?;
-            Ok((node.spec.and_then(|s| s.provider_id) == Some(provider_id.clone())).then_some(()))
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+        module::wait_node_initialised(&client, &format!("aws:///{ZONE}/{instance}"), DEADLINE)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
 
         // The module controller, one of its two replicas leading, derives the classes…
         let classes = module::storage_classes(&client, CLOUD, 3, DEADLINE)
             .await
             .unwrap_or_else(|e| panic!("{e:#}"));
-        let names: Vec<&str> = classes
-            .iter()
-            .filter_map(|c| c.metadata.name.as_deref())
-            .collect();
+        let names = module::names(&classes);
         assert_eq!(names, ["gp2", "gp3", "io2-fast"], "sc1 and st1 excluded");
-        let defaults: Vec<&str> = classes
-            .iter()
-            .filter(|c| module::is_default(c))
-            .filter_map(|c| c.metadata.name.as_deref())
-            .collect();
+        let defaults = module::default_names(&classes);
         assert_eq!(defaults, ["gp3"], "the cluster's default class");
         assert!(
             classes.iter().all(|c| c.provisioner == "ebs.csi.aws.com"),
@@ -221,7 +209,10 @@ fn the_aws_module_chart_runs_as_one_release_on_a_real_node() {
         .unwrap_or_else(|e| panic!("{e:#}"));
 
         // A quiet IMDS: the termination handler, up all along, cordoned nothing.
-        let node = nodes.get(NODE_NAME).await.unwrap();
+        let node = Api::<Node>::all(client.clone())
+            .get(NODE_NAME)
+            .await
+            .unwrap();
         assert_ne!(
             node.spec.and_then(|s| s.unschedulable),
             Some(true),

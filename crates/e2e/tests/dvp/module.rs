@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -21,10 +21,9 @@ use stratus_e2e::capdvp::{self, CLUSTER_UUID};
 use stratus_e2e::dvp::{ccm_values, csi_values, parent_secret, Parent};
 use stratus_e2e::dvp::{CSI_PARENT_SECRET, NAMESPACE, NODE_VM, PARENT_SECRET, PARENT_SECRET_KEY};
 use stratus_e2e::{module, pack, volumes};
-use stratus_scenarios::wait::wait_for;
 use stratus_testenv::core::capi::ClusterApiManager;
 use stratus_testenv::node::forward::NodeForward;
-use stratus_testenv::node::{netns, RealCluster, NODE_NAME};
+use stratus_testenv::node::{netns, RealCluster};
 
 use crate::csi;
 
@@ -123,29 +122,17 @@ fn the_dvp_module_chart_runs_as_one_release_on_a_real_node() {
         assert_eq!(workloads.len(), 6, "the release's workloads: {ids:?}");
 
         // The CCM initialises the kubelet's Node from its VM.
-        let nodes: Api<Node> = Api::all(client.clone());
-        let provider_id = format!("dvp://{NODE_VM}");
-        wait_for("the CCM to initialise the Node", DEADLINE, || async {
-            let node = nodes.get(NODE_NAME).await?;
-            Ok((node.spec.and_then(|s| s.provider_id) == Some(provider_id.clone())).then_some(()))
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+        module::wait_node_initialised(&client, &format!("dvp://{NODE_VM}"), DEADLINE)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
 
         // The parent's classes, through the discoverer, as the module's.
         let classes = module::storage_classes(&client, CLOUD, 2, DEADLINE)
             .await
             .unwrap_or_else(|e| panic!("{e:#}"));
-        let names: Vec<&str> = classes
-            .iter()
-            .filter_map(|c| c.metadata.name.as_deref())
-            .collect();
+        let names = module::names(&classes);
         assert_eq!(names, ["ceph-rbd", "linstor-thin-r1"], "local-.* excluded");
-        let defaults: Vec<&str> = classes
-            .iter()
-            .filter(|c| module::is_default(c))
-            .filter_map(|c| c.metadata.name.as_deref())
-            .collect();
+        let defaults = module::default_names(&classes);
         assert_eq!(defaults, ["linstor-thin-r1"], "the parent's default");
         for class in &classes {
             assert_eq!(class.provisioner, "csi.dvp.deckhouse.io");

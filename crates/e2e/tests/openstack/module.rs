@@ -10,13 +10,12 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use stratus_e2e::openstack::{ccm_values, cloud_conf, node_server};
 use stratus_e2e::{module, volumes};
-use stratus_scenarios::wait::wait_for;
-use stratus_testenv::node::{images, netns, RealCluster, NODE_NAME};
+use stratus_testenv::node::{images, netns, RealCluster};
 use stratus_testenv::{OpenStackCredentials, OpenStackEnv};
 
 use crate::cinder;
@@ -84,29 +83,17 @@ fn the_openstack_module_chart_runs_as_one_release_on_a_real_node() {
         assert_eq!(workloads.len(), 5, "the release's workloads: {ids:?}");
 
         // The CCM initialises the kubelet's Node from the server.
-        let nodes: Api<Node> = Api::all(client.clone());
-        let provider_id = format!("openstack:///{}", server.id);
-        wait_for("the CCM to initialise the Node", DEADLINE, || async {
-            let node = nodes.get(NODE_NAME).await?;
-            Ok((node.spec.and_then(|s| s.provider_id) == Some(provider_id.clone())).then_some(()))
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+        module::wait_node_initialised(&client, &format!("openstack:///{}", server.id), DEADLINE)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
 
         // The discoverer's volume types, turned into classes by the module controller.
         let classes = module::storage_classes(&client, CLOUD, 3, DEADLINE)
             .await
             .unwrap_or_else(|e| panic!("{e:#}"));
-        let names: Vec<&str> = classes
-            .iter()
-            .filter_map(|c| c.metadata.name.as_deref())
-            .collect();
+        let names = module::names(&classes);
         assert_eq!(names, ["default", "multiattach", "ssd"], "{classes:?}");
-        let defaults: Vec<&str> = classes
-            .iter()
-            .filter(|c| module::is_default(c))
-            .filter_map(|c| c.metadata.name.as_deref())
-            .collect();
+        let defaults = module::default_names(&classes);
         assert_eq!(defaults, ["default"], "the cloud's default type");
         assert!(
             classes
