@@ -26,15 +26,15 @@ pub const CLAIM: &str = "data-data-0";
 pub const POD: &str = "data-0";
 
 /// The probe binary of this build packed as [`PROBE_IMAGE`].
-pub fn probe_image(out: &Path) -> Result<ImageArchive> {
+pub fn probe_image() -> Result<ImageArchive> {
     let probe = images::built_binary("stratus-e2e-volume-probe")?;
-    images::foreign(&probe, PROBE_IMAGE, out)
+    images::foreign(&probe, PROBE_IMAGE)
 }
 
 /// The upstream controller sidecars (testenv's builds) and the probe workload, packed.
-pub fn sidecar_and_probe_images(out: &Path) -> Result<Vec<ImageArchive>> {
-    let mut archives = images::csi_sidecars(out).context("the upstream controller sidecars")?;
-    archives.push(probe_image(out)?);
+pub fn sidecar_and_probe_images() -> Result<Vec<ImageArchive>> {
+    let mut archives = images::csi_sidecars().context("the upstream controller sidecars")?;
+    archives.push(probe_image()?);
     Ok(archives)
 }
 

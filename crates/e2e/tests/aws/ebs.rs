@@ -33,8 +33,8 @@ pub const STRATUS_IMAGES: &[&str] = &[
 ];
 
 /// The other images this part runs: the upstream controller sidecars and the workload's probe.
-pub fn foreign_images(out: &Path) -> Vec<ImageArchive> {
-    volumes::sidecar_and_probe_images(out).expect("the upstream sidecars and the probe")
+pub fn foreign_images() -> Vec<ImageArchive> {
+    volumes::sidecar_and_probe_images().expect("the upstream sidecars and the probe")
 }
 
 /// The chart's pods give a StatefulSet's claim a volume that keeps its data across pods.

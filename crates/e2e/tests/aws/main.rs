@@ -48,20 +48,16 @@ fn aws_module_components_run_as_pods_on_a_real_node() {
         let aws = AwsEnv::start().await.expect("moto");
         let ec2 = stratus_scenarios::ec2_fixture::client(aws.moto_endpoint()).await;
         let instance = node_instance(&ec2).await.expect("the node's instance");
-        // The archives are imported by the cluster's start; the directory goes with the guard.
-        let out = tempfile::Builder::new()
-            .prefix("stratus-e2e-images-")
-            .tempdir()
-            .unwrap();
-        let out = out.path();
+        // The archives (packed, or from the machine's image cache) are imported by the cluster's
+        // start.
         let names: Vec<&str> = ["cloud-controller-manager", "cloud-data-discoverer"]
             .into_iter()
             .chain(["node-termination-handler"])
             .chain(ebs::STRATUS_IMAGES.iter().copied())
             .chain(alb::STRATUS_IMAGES.iter().copied())
             .collect();
-        let mut images = pack::stratus_images(&names, out).expect("the images of this build");
-        images.extend(ebs::foreign_images(out));
+        let mut images = pack::stratus_images(&names).expect("the images of this build");
+        images.extend(ebs::foreign_images());
         let cluster = RealCluster::start(&images).await.expect("the real cluster");
         println!(
             "{{\"real_cluster_start_seconds\": {:.2}}}",

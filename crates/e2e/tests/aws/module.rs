@@ -43,10 +43,6 @@ fn the_aws_module_chart_runs_as_one_release_on_a_real_node() {
             .subnet_id()
             .unwrap()
             .to_owned();
-        let out = tempfile::Builder::new()
-            .prefix("stratus-e2e-images-")
-            .tempdir()
-            .unwrap();
         let names: Vec<&str> = [
             "cloud-controller-manager",
             "cloud-data-discoverer",
@@ -56,8 +52,8 @@ fn the_aws_module_chart_runs_as_one_release_on_a_real_node() {
         .into_iter()
         .chain(ebs::STRATUS_IMAGES.iter().copied())
         .collect();
-        let mut images = pack::stratus_images(&names, out.path()).expect("the images");
-        images.extend(ebs::foreign_images(out.path()));
+        let mut images = pack::stratus_images(&names).expect("the images");
+        images.extend(ebs::foreign_images());
         let cluster = stratus_testenv::node::RealCluster::start(&images)
             .await
             .expect("the real cluster");

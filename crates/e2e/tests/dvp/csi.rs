@@ -10,7 +10,6 @@
 //! wrote is there after the pod is deleted and rescheduled; deleting the claim detaches the disk
 //! from the VM and deletes it.
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -48,9 +47,9 @@ pub const STRATUS_IMAGES: [&str; 3] = [
 ];
 
 /// The other images this part runs: the upstream controller sidecars and the workload's probe.
-pub fn foreign_images(out: &Path) -> Result<Vec<ImageArchive>> {
-    let mut archives = images::csi_sidecars(out)?;
-    archives.push(volumes::probe_image(out)?);
+pub fn foreign_images() -> Result<Vec<ImageArchive>> {
+    let mut archives = images::csi_sidecars()?;
+    archives.push(volumes::probe_image()?);
     Ok(archives)
 }
 

@@ -60,20 +60,15 @@ const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 fn dvp_module_components_run_as_pods_on_a_real_node() {
     netns::run(|| async {
         let mut phases = Phases::start("dvp_e2e");
-        // The images are packed while the parent starts; the cluster's start imports them (the
-        // directory goes with the guard).
-        let out = tempfile::Builder::new()
-            .prefix("stratus-e2e-images-")
-            .tempdir()
-            .unwrap();
-        let dir = out.path().to_owned();
+        // The images are packed (or taken from the machine's image cache) while the parent
+        // starts; the cluster's start imports them.
         let packing = tokio::task::spawn_blocking(move || {
             let names: Vec<&str> = ["cloud-controller-manager", "capdvp-controller-manager"]
                 .into_iter()
                 .chain(csi::STRATUS_IMAGES)
                 .collect();
-            let mut archives = pack::stratus_images(&names, &dir)?;
-            archives.extend(csi::foreign_images(&dir)?);
+            let mut archives = pack::stratus_images(&names)?;
+            archives.extend(csi::foreign_images()?);
             anyhow::Ok(archives)
         });
         let parent = Parent::start().await.expect("the parent cluster");

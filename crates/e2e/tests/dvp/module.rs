@@ -43,19 +43,14 @@ const PARENT_CLASSES: [(&str, bool); 3] = [
 #[test]
 fn the_dvp_module_chart_runs_as_one_release_on_a_real_node() {
     netns::run(|| async {
-        let out = tempfile::Builder::new()
-            .prefix("stratus-e2e-images-")
-            .tempdir()
-            .unwrap();
-        let dir = out.path().to_owned();
         let packing = tokio::task::spawn_blocking(move || {
             let names: Vec<&str> = ["cloud-controller-manager", "capdvp-controller-manager"]
                 .into_iter()
                 .chain(["cloud-data-discoverer", "module-controller"])
                 .chain(csi::STRATUS_IMAGES)
                 .collect();
-            let mut archives = pack::stratus_images(&names, &dir)?;
-            archives.extend(csi::foreign_images(&dir)?);
+            let mut archives = pack::stratus_images(&names)?;
+            archives.extend(csi::foreign_images()?);
             anyhow::Ok(archives)
         });
         let parent = Parent::start().await.expect("the parent cluster");

@@ -37,13 +37,13 @@ const CLAIM: &str = "data-data-0";
 
 /// The images this part runs: the driver, our node sidecars, the upstream controller sidecars
 /// and the workload's probe.
-pub fn images(out: &Path) -> Vec<ImageArchive> {
+pub fn images() -> Vec<ImageArchive> {
     let mut archives: Vec<_> = ["cinder-csi-plugin", "csi-node-driver-registrar"]
         .into_iter()
         .chain(["csi-livenessprobe"])
-        .map(|name| images::stratus(name, out).unwrap())
+        .map(|name| images::stratus(name).unwrap())
         .collect();
-    archives.extend(volumes::sidecar_and_probe_images(out).unwrap());
+    archives.extend(volumes::sidecar_and_probe_images().unwrap());
     archives
 }
 

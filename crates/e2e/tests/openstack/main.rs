@@ -49,13 +49,10 @@ fn openstack_module_components_run_as_pods_on_a_real_node() {
         let server = node_server(&sim).expect("the node's server");
         let conf = cloud_conf(&cloud, &sim, &server).expect("the CCM's cloud.conf");
         phases.mark("cloud_start");
-        // The archives are imported by the cluster's start; the directory goes with the guard.
-        let out = tempfile::Builder::new()
-            .prefix("stratus-e2e-images-")
-            .tempdir()
-            .unwrap();
-        let mut images = vec![images::stratus("cloud-controller-manager", out.path()).unwrap()];
-        images.extend(cinder::images(out.path()));
+        // The archives (packed, or from the machine's image cache) are imported by the cluster's
+        // start.
+        let mut images = vec![images::stratus("cloud-controller-manager").unwrap()];
+        images.extend(cinder::images());
         phases.mark("images");
         let cluster = RealCluster::start(&images).await.expect("the real cluster");
         println!(

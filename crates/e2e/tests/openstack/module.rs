@@ -32,16 +32,12 @@ fn the_openstack_module_chart_runs_as_one_release_on_a_real_node() {
         let sim = cloud.sim().expect("in-process simulators").clone();
         let server = node_server(&sim).expect("the node's server");
         let conf = cloud_conf(&cloud, &sim, &server).expect("the CCM's cloud.conf");
-        let out = tempfile::Builder::new()
-            .prefix("stratus-e2e-images-")
-            .tempdir()
-            .unwrap();
         let mut images: Vec<_> = ["cloud-controller-manager", "cloud-data-discoverer"]
             .into_iter()
             .chain(["module-controller"])
-            .map(|name| images::stratus(name, out.path()).unwrap())
+            .map(|name| images::stratus(name).unwrap())
             .collect();
-        images.extend(cinder::images(out.path()));
+        images.extend(cinder::images());
         let cluster = RealCluster::start(&images).await.expect("the real cluster");
         let client = cluster.client().await.unwrap();
         // The plugin's controller and the discoverer run on the pod network: the relay.

@@ -104,7 +104,7 @@ impl RealCluster {
     async fn boot(&mut self, paths: &Paths, images: &[ImageArchive]) -> Result<()> {
         let dir = self.dir.clone();
         let containerd = Containerd::start(&dir).await?;
-        let pause = images::pause(&crate::tools::pause::binary(paths), &dir.join("images"))?;
+        let pause = images::pause(&crate::tools::pause::binary(paths))?;
         for image in std::iter::once(&pause).chain(images) {
             containerd
                 .import(&image.archive, &image.repository)

@@ -10,6 +10,7 @@ use stratus_images::table::{self, Binary, Kind};
 use stratus_runtime::build_info::{BuildInfo, BUILD};
 
 use crate::node::containerd::PAUSE_IMAGE;
+use crate::node::image_cache;
 
 /// An OCI archive and the repository it is imported as (the tag is inside the archive).
 #[derive(Debug, Clone)]
@@ -33,14 +34,14 @@ impl ImageArchive {
 const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// Packs the pause binary as `registry.k8s.io/pause:3.10.1`.
-pub fn pause(binary: &Path, out_dir: &Path) -> Result<ImageArchive> {
-    foreign(binary, PAUSE_IMAGE, out_dir)
+pub fn pause(binary: &Path) -> Result<ImageArchive> {
+    foreign(binary, PAUSE_IMAGE)
 }
 
 /// Packs the upstream CSI sidecars testenv builds (provisioner, attacher, resizer) as
 /// `registry.k8s.io/sig-storage/<name>:<the version built>`; the references are returned with
 /// the archives so a chart can be pointed at exactly what was built.
-pub fn csi_sidecars(out_dir: &Path) -> Result<Vec<ImageArchive>> {
+pub fn csi_sidecars() -> Result<Vec<ImageArchive>> {
     let built = crate::tools::csi_sidecars::ensure_installed()?;
     crate::tools::csi_sidecars::ALL
         .iter()
@@ -50,14 +51,14 @@ pub fn csi_sidecars(out_dir: &Path) -> Result<Vec<ImageArchive>> {
                 "registry.k8s.io/sig-storage/{}:{}",
                 sidecar.name, sidecar.version
             );
-            foreign(binary, &reference, out_dir)
+            foreign(binary, &reference)
         })
         .collect()
 }
 
 /// Packs a binary that is not Stratus's as `reference` (`repository:tag`), by the code
 /// `make images` uses: the binary as entrypoint, its libraries, the CA bundle, the non-root user.
-pub fn foreign(binary: &Path, reference: &str, out_dir: &Path) -> Result<ImageArchive> {
+pub fn foreign(binary: &Path, reference: &str) -> Result<ImageArchive> {
     let (repository, tag) = reference
         .rsplit_once(':')
         .with_context(|| format!("{reference} has no tag"))?;
@@ -76,41 +77,56 @@ pub fn foreign(binary: &Path, reference: &str, out_dir: &Path) -> Result<ImageAr
         profile: table::RELEASE,
         tools: &[],
     };
-    let made = artifact::package(
-        &packed,
-        &Sources {
-            binary,
-            ca_bundle: Path::new(CA_BUNDLE),
-            build: &build,
-        },
-        out_dir,
-    )?;
-    Ok(ImageArchive {
-        archive: out_dir.join(made.file),
-        repository: repository.to_owned(),
-        tag: tag.to_owned(),
+    let inputs = image_cache::Inputs {
+        binary,
+        reference,
+        name,
+    };
+    image_cache::packed(&inputs, |out_dir| {
+        let made = artifact::package(
+            &packed,
+            &Sources {
+                binary,
+                ca_bundle: Path::new(CA_BUNDLE),
+                build: &build,
+            },
+            out_dir,
+        )?;
+        Ok(ImageArchive {
+            archive: out_dir.join(made.file),
+            repository: repository.to_owned(),
+            tag: tag.to_owned(),
+        })
     })
 }
 
 /// Packs the debug build of the shipped binary `name` (found next to the running test or in
 /// the target directory's `debug`) as `ghcr.io/stratus/<name>:<version>`, the image and tag the
 /// charts name by default.
-pub fn stratus(name: &str, out_dir: &Path) -> Result<ImageArchive> {
+pub fn stratus(name: &str) -> Result<ImageArchive> {
     let binary = table::find(name).with_context(|| format!("{name} is not a shipped binary"))?;
     let path = built_binary(name)?;
-    let made = artifact::package(
-        binary,
-        &Sources {
-            binary: &path,
-            ca_bundle: Path::new(CA_BUNDLE),
-            build: &BUILD,
-        },
-        out_dir,
-    )?;
-    Ok(ImageArchive {
-        archive: out_dir.join(made.file),
-        repository: binary.repository(),
-        tag: made.tag,
+    let reference = format!("{}:{}", binary.repository(), BUILD.version);
+    let inputs = image_cache::Inputs {
+        binary: &path,
+        reference: &reference,
+        name,
+    };
+    image_cache::packed(&inputs, |out_dir| {
+        let made = artifact::package(
+            binary,
+            &Sources {
+                binary: &path,
+                ca_bundle: Path::new(CA_BUNDLE),
+                build: &BUILD,
+            },
+            out_dir,
+        )?;
+        Ok(ImageArchive {
+            archive: out_dir.join(made.file),
+            repository: binary.repository(),
+            tag: made.tag,
+        })
     })
 }
 

@@ -19,6 +19,7 @@ pub mod containerd;
 pub mod control_plane;
 pub mod forward;
 pub mod host_state;
+pub mod image_cache;
 pub mod images;
 pub(crate) mod loops;
 pub mod netns;
