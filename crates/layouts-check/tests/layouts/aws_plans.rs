@@ -354,6 +354,18 @@ fn aws_master_and_static_nodes_carry_their_group_settings() {
         .change("module.master-node.aws_eip_association.eip[0]")
         .is_some());
 
+    // The deprecated Standard: the master is internal, without an Elastic IP (Deckhouse's
+    // Standard master-node layout gives it no public address; there is no bastion either).
+    let vars = with(without(&["withNAT"]), "layout", "Standard".into());
+    let master = plan(&vars, "master-node");
+    assert_eq!(
+        after(&master, "module.master-node.aws_instance.node")["subnet_id"],
+        "subnet-for-prod-a-internal-1"
+    );
+    assert!(master
+        .instances("module.master-node.aws_eip.eip")
+        .is_empty());
+
     // Static node 1 of group frontend (zone b only).
     let mut vars = full();
     vars["nodeGroupName"] = "frontend".into();

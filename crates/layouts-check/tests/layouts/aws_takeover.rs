@@ -1,5 +1,5 @@
-//! Taking over clusters Deckhouse's AWS layouts built (Terraform 0.14 states): for WithoutNAT and
-//! WithNAT, a state of each layout module holding Deckhouse's resource addresses
+//! Taking over clusters Deckhouse's AWS layouts built (Terraform 0.14 states): for WithoutNAT,
+//! WithNAT and the deprecated Standard, a state of each layout module holding Deckhouse's resource addresses
 //! (`testdata/deckhouse-aws/*.tfstate`, written from the facts of the fidelity reference, with
 //! provider `registry.terraform.io/hashicorp/aws` as Terraform 0.14 recorded it) is planned
 //! against our layout with the hashicorp/aws stand-in: nothing is destroyed or replaced, the
@@ -35,7 +35,7 @@ fn takeover(layout: &str, module: &str) -> PlanSummary {
 
 #[test]
 fn aws_takeover_of_deckhouse_states_destroys_and_replaces_nothing() {
-    for layout in ["without-nat", "with-nat"] {
+    for layout in ["without-nat", "with-nat", "standard"] {
         for module in catalog::LAYOUT_MODULES {
             let summary = takeover(layout, module);
             let counts = summary.counts();

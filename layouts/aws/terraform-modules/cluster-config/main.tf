@@ -30,12 +30,13 @@ locals {
   # The node-termination-handler in queue mode only acts on instances carrying this tag.
   nth_managed_tag = "aws-node-termination-handler/managed"
 
-  # WithNAT and the deprecated Standard have internal subnets behind a NAT gateway; nodes of
-  # WithNAT and static nodes of Standard live there. Masters are public in WithoutNAT and
-  # Standard (an Elastic IP each), static nodes in WithoutNAT only.
+  # WithNAT and the deprecated Standard have internal subnets behind a NAT gateway, and every
+  # node of theirs lives there (Standard has no bastion: dhctl reaches its masters through the
+  # VPC, as Deckhouse's Standard master-node layout leaves them without a public address). In
+  # WithoutNAT masters and static nodes are public, with an Elastic IP each.
   layout          = local.pcc.layout
   internal_subnet = local.layout != "WithoutNAT"
-  masters_public  = local.layout != "WithNAT"
+  masters_public  = local.layout == "WithoutNAT"
   statics_public  = local.layout == "WithoutNAT"
 
   master      = local.pcc.masterNodeGroup

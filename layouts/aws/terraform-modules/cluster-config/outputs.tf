@@ -14,7 +14,7 @@ output "internal_subnet" {
 }
 
 output "masters_public" {
-  description = "Whether masters sit in the public subnets with an Elastic IP (WithoutNAT, Standard)."
+  description = "Whether masters sit in the public subnets with an Elastic IP (WithoutNAT only)."
   value       = local.masters_public
 }
 

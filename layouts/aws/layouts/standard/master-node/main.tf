@@ -1,6 +1,6 @@
 # Master number nodeIndex: in the zone nodeIndex picks (of masterNodeGroup.zones, else of the
-# cluster's zones), in that zone's public subnet with an Elastic IP (WithoutNAT, Standard) or its
-# internal one (WithNAT), with the masters' instance profile and an etcd volume.
+# cluster's zones), in that zone's public subnet with an Elastic IP (WithoutNAT) or its
+# internal one (WithNAT, Standard), with the masters' instance profile and an etcd volume.
 
 locals {
   master_zones = module.config.master.zones == null ? local.zones : sort(setintersection(local.region_zones, module.config.master.zones))
