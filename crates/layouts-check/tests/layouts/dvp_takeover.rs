@@ -681,5 +681,15 @@ fn dvp_takeover_blocks_leave_a_first_converge_with_the_stock_provider_alone() {
             "{module}:\n{summary}"
         );
         assert!(counts.creates >= 4, "{module}:\n{summary}");
+        // The parent holds no address yet (Auto): the VM's name waits for the one allocated to
+        // the VirtualMachineIPAddress the apply creates.
+        let vm = summary
+            .change("kubernetes_manifest.virtual_machine")
+            .unwrap();
+        assert!(
+            vm.after["manifest"]["metadata"].get("name").is_none(),
+            "{module}: {}",
+            vm.after["manifest"]["metadata"]
+        );
     }
 }
