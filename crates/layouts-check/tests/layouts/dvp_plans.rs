@@ -30,7 +30,10 @@ fn full() -> Value {
     let mut vars = offline_vars();
     for (pointer, value) in [
         ("/zones", json!(["zone-a", "zone-b"])),
-        ("/masterNodeGroup/zones", json!(["zone-c", "zone-a"])),
+        (
+            "/masterNodeGroup/zones",
+            json!(["zone-c", "zone-b", "zone-a"]),
+        ),
         (
             "/masterNodeGroup/instanceClass/etcdDisk/storageClass",
             json!("linstor-fast"),
@@ -125,10 +128,11 @@ fn dvp_full_configuration_renders_what_each_field_asks_for() {
     let m0 = master(&vars, 0);
     let vm = &m0["virtual_machine"];
     let spec = &vm["spec"];
-    // region and the master group's zones pin the VM; nodeSelector is kept beside them.
+    // region and the master group's zones pin the VM; nodeSelector is kept beside them. The
+    // group's zones are, as Deckhouse picks them, those the cluster lists, sorted (zone-c is not).
     assert_eq!(
         spec["nodeSelector"],
-        json!({"topology.kubernetes.io/region": "region-a", "topology.kubernetes.io/zone": "zone-c",
+        json!({"topology.kubernetes.io/region": "region-a", "topology.kubernetes.io/zone": "zone-a",
                "kubernetes.io/os": "linux"})
     );
     // Labels: instanceClass.additionalLabels, virtualMachine.additionalLabels, additionalVMLabels.
@@ -221,7 +225,7 @@ fn dvp_full_configuration_renders_what_each_field_asks_for() {
     );
     assert_eq!(
         m1["virtual_machine"]["spec"]["nodeSelector"]["topology.kubernetes.io/zone"],
-        "zone-a"
+        "zone-b"
     );
 
     // The static node: its group's address, zone, class, disks; no etcd disk.

@@ -169,74 +169,153 @@ const ALLOCATED: [(&str, &str, &str); 2] = [
 /// disk hashes the JSON of what replaces it encoded once more as a JSON string, the VM the JSON
 /// of its size, placement, allocated address, SSH key hash and disk hashes.
 const DECKHOUSE_NAMES: &str = r#"
-variable "hostname" { type = string }
-variable "etcd_disk_stem" {
-  type    = string
-  default = null
-}
+variable "prefix" { type = string }
+variable "group" { type = string }
+variable "index" { type = number }
+variable "etcd" { type = bool }
+variable "additional_disks" { type = number }
 variable "image" { type = object({ kind = string, name = string }) }
 variable "cores" { type = number }
 variable "core_fraction" { type = string }
 variable "memory" { type = string }
+variable "zone" { type = string }
+variable "region" { type = string }
+variable "node_selector" { type = map(string) }
+variable "tolerations" { type = list(map(string)) }
+variable "priority_class" { type = string }
 variable "ssh_public_key" { type = string }
 variable "allocated_address" { type = string }
 variable "ip_address" { type = string }
 
 locals {
-  root_json = jsonencode({ rootDisk = { image = { name = var.image.name, type = var.image.kind } } })
-  root_hash = substr(sha256(jsonencode(local.root_json)), 0, 6)
-  etcd_json = jsonencode({ kbernetesDataDisk = {} })
-  etcd_hash = substr(sha256(jsonencode(local.etcd_json)), 0, 6)
+  hostname        = "${var.prefix}-${var.group}-${var.index}"
+  root_json       = jsonencode({ rootDisk = { image = { name = var.image.name, type = var.image.kind } } })
+  root_hash       = substr(sha256(jsonencode(local.root_json)), 0, 6)
+  etcd_json       = jsonencode({ kbernetesDataDisk = {} })
+  etcd_hash       = substr(sha256(jsonencode(local.etcd_json)), 0, 6)
+  additional_hash = substr(sha256(jsonencode(jsonencode({ additionalDisk = {} }))), 0, 6)
+  selector = merge(
+    { for k, v in { "topology.kubernetes.io/zone" = var.zone, "topology.kubernetes.io/region" = var.region } : k => v if v != "" },
+    var.node_selector,
+  )
   vm_input = {
-    additionalDisksHash = []
+    additionalDisksHash = [for i in range(var.additional_disks) : local.additional_hash]
     rootDiskHash        = local.root_hash
     virtualMachine = {
       cpu               = { cores = var.cores, coreFraction = var.core_fraction }
       ipAddress         = var.allocated_address
       memory            = { size = var.memory }
-      nodeSelector      = {}
-      priorityClassName = null
+      nodeSelector      = local.selector
+      priorityClassName = var.priority_class
       sshPublicKeyHash  = sha256(jsonencode(var.ssh_public_key))
-      tolerations       = null
+      tolerations       = var.tolerations
     }
   }
-  vm_json = jsonencode(merge(local.vm_input, var.etcd_disk_stem == null ? {} : { etcDiskHash = local.etcd_hash }))
+  vm_json = jsonencode(merge(local.vm_input, var.etcd ? { etcDiskHash = local.etcd_hash } : {}))
   vm_hash = substr(sha256(local.vm_json), 0, 6)
 }
 
-output "root_disk" { value = { name = "${var.hostname}-${local.root_hash}", json = local.root_json, hash = local.root_hash } }
-output "etcd_disk" { value = var.etcd_disk_stem == null ? null : { name = "${var.etcd_disk_stem}-${local.etcd_hash}", json = local.etcd_json, hash = local.etcd_hash } }
-output "ip_address" { value = lower("${var.hostname}-${replace(var.ip_address, ".", "-")}") }
-output "vm" { value = { name = "${var.hostname}-${local.vm_hash}", secret = "${var.hostname}-cloudinit-${local.vm_hash}", json = local.vm_json, hash = local.vm_hash } }
+output "root_disk" { value = { name = "${local.hostname}-${local.root_hash}", json = local.root_json, hash = local.root_hash } }
+output "etcd_disk" { value = var.etcd ? "${var.prefix}-${var.group}-kubernetes-data-${var.index}-${local.etcd_hash}" : null }
+output "additional_disks" { value = [for i in range(var.additional_disks) : "${var.prefix}-${var.group}-additional-disk-${i}-${var.index}-${local.additional_hash}"] }
+output "ip_address" { value = lower("${local.hostname}-${replace(var.ip_address, ".", "-")}") }
+output "vm" { value = { name = "${local.hostname}-${local.vm_hash}", secret = "${local.hostname}-cloudinit-${local.vm_hash}", json = local.vm_json, hash = local.vm_hash } }
 "#;
 
-/// The names Deckhouse gives the objects of `module` for the states' configuration.
-fn deckhouse_names(module: &str) -> std::collections::BTreeMap<String, Value> {
-    let vars = vars(module);
+/// The names Deckhouse gives node `index` of `group` (`master` or a static group's name) of the
+/// configuration `vars`, the parent having allocated `allocated` to its VirtualMachineIPAddress.
+/// The instance class is read as Deckhouse's layout reads it (its defaults; tolerations as
+/// strings, null when none are given); the zone as it picks it.
+fn deckhouse_names_of(
+    vars: &Value,
+    group: &str,
+    index: usize,
+    allocated: &str,
+) -> std::collections::BTreeMap<String, Value> {
     let pcc = &vars["providerClusterConfiguration"];
-    let (hostname, group) = if module == "master-node" {
-        ("c1-master-0", &pcc["masterNodeGroup"])
+    let group_config = if group == "master" {
+        &pcc["masterNodeGroup"]
     } else {
-        ("c1-worker-0", &pcc["nodeGroups"][0])
+        pcc["nodeGroups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == group)
+            .unwrap()
     };
-    let class = &group["instanceClass"];
-    let address = ALLOCATED.iter().find(|a| a.0 == module).unwrap().2;
-    let mut input = json!({
-        "hostname": hostname,
-        "image": class["rootDisk"]["image"],
-        "cores": class["virtualMachine"]["cpu"]["cores"],
-        "core_fraction": class["virtualMachine"]["cpu"]["coreFraction"],
-        "memory": class["virtualMachine"]["memory"]["size"],
-        "ssh_public_key": pcc["sshPublicKey"],
-        "allocated_address": address,
-        "ip_address": "Auto",
+    let class = &group_config["instanceClass"];
+    let vm = &class["virtualMachine"];
+    let cluster_zones: Vec<String> = pcc["zones"]
+        .as_array()
+        .map(|z| z.iter().map(|z| z.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default();
+    let group_zones: Vec<String> = group_config["zones"]
+        .as_array()
+        .map(|z| z.iter().map(|z| z.as_str().unwrap().to_string()).collect())
+        .unwrap_or_else(|| cluster_zones.clone());
+    let zones: BTreeSet<String> = group_zones
+        .into_iter()
+        .filter(|z| cluster_zones.contains(z))
+        .collect();
+    let zones: Vec<String> = zones.into_iter().collect();
+    let zone = if cluster_zones.is_empty() {
+        String::new()
+    } else {
+        zones[index % zones.len()].clone()
+    };
+    let tolerations = vm.get("tolerations").map(|ts| {
+        ts.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                t.as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| {
+                        let text = v.as_str().map(str::to_string).unwrap_or(v.to_string());
+                        (k.clone(), Value::String(text))
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+            })
+            .collect::<Vec<_>>()
     });
-    if module == "master-node" {
-        input["etcd_disk_stem"] = "c1-master-kubernetes-data-0".into();
-    }
+    let ip = vm["ipAddresses"]
+        .get(index)
+        .and_then(Value::as_str)
+        .unwrap_or("Auto");
+    let input = json!({
+        "prefix": vars["clusterConfiguration"]["cloud"]["prefix"],
+        "group": group,
+        "index": index,
+        "etcd": group == "master",
+        "additional_disks": class["additionalDisks"].as_array().map_or(0, Vec::len),
+        "image": class["rootDisk"]["image"],
+        "cores": vm["cpu"]["cores"],
+        "core_fraction": vm["cpu"].get("coreFraction").cloned().unwrap_or("100%".into()),
+        "memory": vm["memory"]["size"],
+        "zone": zone,
+        "region": pcc.get("region").cloned().unwrap_or("".into()),
+        "node_selector": vm.get("nodeSelector").cloned().unwrap_or(json!({})),
+        "tolerations": tolerations,
+        "priority_class": vm.get("priorityClassName").cloned().unwrap_or(Value::Null),
+        "ssh_public_key": pcc["sshPublicKey"],
+        "allocated_address": allocated,
+        "ip_address": ip,
+    });
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("main.tf"), DECKHOUSE_NAMES).unwrap();
     tofu().apply_outputs(dir.path(), &input).unwrap()
+}
+
+/// The names Deckhouse gives the objects of the states' `module`.
+fn deckhouse_names(module: &str) -> std::collections::BTreeMap<String, Value> {
+    let address = ALLOCATED.iter().find(|a| a.0 == module).unwrap().2;
+    let group = if module == "master-node" {
+        "master"
+    } else {
+        "worker"
+    };
+    deckhouse_names_of(&vars(module), group, 0, address)
 }
 
 /// The attributes of the state's instance at `address`.
@@ -276,7 +355,7 @@ fn dvp_deckhouse_states_name_their_objects_as_deckhouse_derives_them() {
         if module == "master-node" {
             let etcd =
                 manifest("module.kubernetes-data-disk.kubernetes_manifest.kubernetes-data-disk");
-            assert_eq!(etcd["metadata"]["name"], names["etcd_disk"]["name"]);
+            assert_eq!(etcd["metadata"]["name"], names["etcd_disk"]);
         }
         let ip = manifest("module.ipv4-address.kubernetes_manifest.ipv4_address[0]");
         assert_eq!(ip["metadata"]["name"], names["ip_address"], "{module}");
@@ -311,6 +390,64 @@ fn dvp_deckhouse_states_name_their_objects_as_deckhouse_derives_them() {
                 assert_eq!(refs["name"], names["vm"]["name"], "{module}: {}", r["name"]);
             }
         }
+    }
+}
+
+#[test]
+fn dvp_layout_names_objects_as_deckhouse_derives_them_for_every_hash_input() {
+    // The configuration of the dry-run test (static and Auto addresses, tolerations, a node
+    // selector, a priority class, an additional disk, a region) with zones: the layout's
+    // names and the VM's hashed parameters are the derivation's.
+    let mut vars = crate::dvp_plans::offline_vars();
+    vars["providerClusterConfiguration"]["zones"] = json!(["zone-b", "zone-a"]);
+    let ws = Workspace::copy(&layouts()).unwrap();
+    for (render, group, index, allocated) in [
+        ("master-manifests", "master", 0, "10.66.10.11"),
+        ("master-manifests", "master", 1, "10.66.10.40"),
+        ("static-node-manifests", "worker", 1, "10.66.10.41"),
+    ] {
+        let mut v = vars.clone();
+        v["nodeIndex"] = index.into();
+        v["allocated_ip_address"] = allocated.into();
+        if group != "master" {
+            v["nodeGroupName"] = group.into();
+        }
+        let dir = catalog::shared_module_dir(&ws.root(), "dvp", render);
+        let ours = tofu().apply_outputs(&dir, &v).unwrap();
+        let names = deckhouse_names_of(&vars, group, index, allocated);
+        let case = format!("{group} {index}");
+        let disk = |role: &str| ours["disks"][role]["metadata"]["name"].clone();
+        assert_eq!(disk("root"), names["root_disk"]["name"], "{case}");
+        assert_eq!(
+            ours["disks"]
+                .get("kubernetes-data")
+                .map(|d| d["metadata"]["name"].clone()),
+            // tofu leaves a null output out.
+            names
+                .get("etcd_disk")
+                .and_then(Value::as_str)
+                .map(Value::from),
+            "{case}"
+        );
+        let additional: Vec<Value> = (0..names["additional_disks"].as_array().unwrap().len())
+            .map(|i| disk(&format!("additional-{i}")))
+            .collect();
+        assert_eq!(Value::from(additional), names["additional_disks"], "{case}");
+        assert_eq!(
+            ours["ip_address"]["metadata"]["name"], names["ip_address"],
+            "{case}"
+        );
+        let vm = &ours["virtual_machine"];
+        assert_eq!(
+            vm["metadata"]["annotations"]["last_applied_destructive_vm_parameters"],
+            names["vm"]["json"],
+            "{case}"
+        );
+        assert_eq!(vm["metadata"]["name"], names["vm"]["name"], "{case}");
+        assert_eq!(
+            ours["cloud_init_secret"]["metadata"]["name"], names["vm"]["secret"],
+            "{case}"
+        );
     }
 }
 

@@ -1,9 +1,11 @@
 # The parent-cluster objects of master number nodeIndex, rendered without a provider (the
-# master-node layout applies them). Zones and static IP addresses are taken by index.
+# master-node layout applies them). Zones and static IP addresses are taken by index. Zones as
+# Deckhouse picks them (the zone is part of the VM's name): the group's zones the cluster lists,
+# sorted; none unless the cluster lists zones.
 
 locals {
   master = module.config.master
-  zones  = length(local.master.zones) > 0 ? local.master.zones : module.config.zones
+  zones  = sort(setintersection(module.config.zones, length(local.master.zones) > 0 ? local.master.zones : module.config.zones))
   ips    = local.master.instanceClass.virtualMachine.ipAddresses
 }
 

@@ -1,9 +1,11 @@
 # The parent-cluster objects of static node nodeIndex of node group nodeGroupName, rendered
-# without a provider (the static-node layout applies them).
+# without a provider (the static-node layout applies them). Zones as Deckhouse picks them (the
+# zone is part of the VM's name): the group's zones the cluster lists, sorted; none unless the
+# cluster lists zones.
 
 locals {
   group = module.config.node_groups[var.nodeGroupName]
-  zones = length(local.group.zones) > 0 ? local.group.zones : module.config.zones
+  zones = sort(setintersection(module.config.zones, length(local.group.zones) > 0 ? local.group.zones : module.config.zones))
   ips   = local.group.instanceClass.virtualMachine.ipAddresses
 }
 
