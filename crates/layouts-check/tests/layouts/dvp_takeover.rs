@@ -486,14 +486,6 @@ impl Parent {
     /// Creates or updates the VirtualMachineIPAddress `name`, bound to `address` as the platform
     /// leaves it (this CRD has no status subresource: the status is written with the object).
     async fn bind(&self, name: &str, address: &str) -> Result<()> {
-        let gvk = GroupVersionKind::gvk(
-            "virtualization.deckhouse.io",
-            "v1alpha2",
-            "VirtualMachineIPAddress",
-        );
-        let resource = ApiResource::from_gvk_with_plural(&gvk, "virtualmachineipaddresses");
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), NAMESPACE, &resource);
         let object: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "virtualization.deckhouse.io/v1alpha2",
             "kind": "VirtualMachineIPAddress",
@@ -501,14 +493,34 @@ impl Parent {
             "spec": {"type": "Auto", "staticIP": ""},
             "status": {"phase": "Bound", "address": address},
         }))?;
-        api.patch(
-            name,
-            &PatchParams::apply("stratus-layouts-check").force(),
-            &Patch::Apply(&object),
-        )
-        .await
-        .with_context(|| format!("binding {name} to {address}"))?;
+        self.ip_addresses()
+            .patch(
+                name,
+                &PatchParams::apply("stratus-layouts-check").force(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .with_context(|| format!("binding {name} to {address}"))?;
         Ok(())
+    }
+
+    /// Deletes the VirtualMachineIPAddress `name`.
+    async fn unbind(&self, name: &str) -> Result<()> {
+        self.ip_addresses()
+            .delete(name, &Default::default())
+            .await
+            .with_context(|| format!("deleting {name}"))?;
+        Ok(())
+    }
+
+    fn ip_addresses(&self) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk(
+            "virtualization.deckhouse.io",
+            "v1alpha2",
+            "VirtualMachineIPAddress",
+        );
+        let resource = ApiResource::from_gvk_with_plural(&gvk, "virtualmachineipaddresses");
+        Api::namespaced_with(self.client.clone(), NAMESPACE, &resource)
     }
 
     /// The takeover variables of `module`, the kubeconfig reaching this parent.
@@ -534,9 +546,12 @@ async fn plan_reading_parent(module: &str, vars: Value, state: Value) -> Result<
     .await?
 }
 
-/// The paths (dotted) at which `a` and `b` differ; lists compare whole.
+/// The paths (dotted) at which `a` and `b` differ; lists compare whole, an empty map equals none
+/// (as the providers' map attributes do).
 fn differences(a: &Value, b: &Value, at: &str, out: &mut BTreeSet<String>) {
+    let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(|m| m.is_empty());
     match (a, b) {
+        _ if empty(a) && empty(b) => {}
         (Value::Object(x), Value::Object(y)) => {
             for key in x.keys().chain(y.keys()) {
                 let path = if at.is_empty() {
@@ -578,16 +593,13 @@ fn updated_paths(
             );
             // What the API server fills in, which the plan leaves unknown.
             paths.retain(|p| {
-                p == "metadata.labels"
-                    || !p.starts_with("metadata.labels")
-                        && ![
-                            "metadata.generation",
-                            "metadata.resource_version",
-                            "metadata.uid",
-                            "metadata.generate_name",
-                            "metadata.annotations",
-                        ]
-                        .contains(&p.as_str())
+                ![
+                    "metadata.generation",
+                    "metadata.resource_version",
+                    "metadata.uid",
+                    "metadata.generate_name",
+                ]
+                .contains(&p.as_str())
             });
             differences(&before["data"], &change.after["data"], "data", &mut paths);
         } else {
@@ -643,10 +655,52 @@ async fn dvp_takeover_of_deckhouse_nodes_replaces_nothing_and_keeps_each_vm_spec
         // ones), Deckhouse's annotations kept; the VM's spec is Deckhouse's to the field.
         let updated = updated_paths(&state, &summary);
         eprintln!("{module}: {updated:#?}");
-        let vm = &updated["kubernetes_manifest.virtual_machine"];
+        // Disks and IP address gain our node-group label; the VM's manifest is Deckhouse's
+        // (an update, if any, is of the provider's `wait` and `timeouts`, not of the object); the
+        // Secret gains our labels (Deckhouse's has none).
+        let labels: BTreeSet<String> =
+            ["metadata.labels.dvp.deckhouse.io/node-group".to_string()].into();
+        let secret_labels: BTreeSet<String> = [
+            "deckhouse.io/managed-by",
+            "dvp.deckhouse.io/cluster-uuid",
+            "dvp.deckhouse.io/hostname",
+            "dvp.deckhouse.io/node-group",
+        ]
+        .iter()
+        .map(|l| format!("metadata.labels.{l}"))
+        .collect();
+        for (address, paths) in &updated {
+            let expected = match address.as_str() {
+                "kubernetes_manifest.virtual_machine" => BTreeSet::new(),
+                "kubernetes_secret.cloud_init" => secret_labels.clone(),
+                _ => labels.clone(),
+            };
+            assert_eq!(paths, &expected, "{module}: {address}");
+        }
+        let vm = summary
+            .change("kubernetes_manifest.virtual_machine")
+            .unwrap();
+        let owner_address = vm.previous_address.clone().unwrap();
+        let vm_state = instance(&state, &owner_address);
+        // Of the VM's other attributes only the provider's own settings (how long and for what
+        // to wait) change; they send nothing to the parent.
+        let settings: Vec<&str> = [
+            "wait",
+            "timeouts",
+            "field_manager",
+            "computed_fields",
+            "wait_for",
+        ]
+        .into_iter()
+        .filter(|a| {
+            let mut d = BTreeSet::new();
+            differences(&vm_state[*a], &vm.after[*a], a, &mut d);
+            !d.is_empty()
+        })
+        .collect();
         assert!(
-            vm.iter().all(|p| p.starts_with("metadata.labels")),
-            "{module}: the VM changes beyond its labels: {vm:?}"
+            settings.iter().all(|a| ["wait", "timeouts"].contains(a)),
+            "{module}: the VM's {settings:?} change"
         );
         let vm_after = &summary
             .change("kubernetes_manifest.virtual_machine")
@@ -664,12 +718,6 @@ async fn dvp_takeover_of_deckhouse_nodes_replaces_nothing_and_keeps_each_vm_spec
             vm_after["metadata"]["annotations"], vm_before["metadata"]["annotations"],
             "{module}"
         );
-        for (address, paths) in &updated {
-            assert!(
-                paths.iter().all(|p| p.starts_with("metadata.labels")),
-                "{module}: {address} changes {paths:?}"
-            );
-        }
     }
     Ok(())
 }
@@ -678,7 +726,8 @@ async fn dvp_takeover_of_deckhouse_nodes_replaces_nothing_and_keeps_each_vm_spec
 async fn dvp_takeover_replaces_the_vm_when_a_hash_input_differs() -> Result<()> {
     // The check above can fail: what Deckhouse hashed into the VM's name differs (the parent
     // allocated another address; the class asks for more cores), so the name does and the VM and
-    // its Secret are replaced; the disks and the IP address are not.
+    // its Secret are replaced; the disks and the IP address are not. The address is the
+    // parent's answer: without its VirtualMachineIPAddress a node's VM name is not known.
     let parent = Parent::start().await?;
     let mut more_cores = parent.vars("master-node");
     more_cores["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]
@@ -714,8 +763,30 @@ async fn dvp_takeover_replaces_the_vm_when_a_hash_input_differs() -> Result<()> 
             "{why}: {vm}"
         );
     }
+
+    // A new node: the apiserver answers 404 for its VirtualMachineIPAddress, the data source
+    // reads nothing and the VM's name waits for the address allocated at apply.
+    parent.unbind("c1-worker-0-auto").await?;
+    let vars = parent.vars("static-node");
+    let summary = tokio::task::spawn_blocking(move || {
+        let ws = Workspace::copy(&layouts())?;
+        let dir = catalog::layout_module_dir(&ws.root(), "dvp", "standard", "static-node");
+        plan_module(&kubernetes_tofu_reading_parent(false), &dir, &vars).context("first plan")
+    })
+    .await??;
+    let counts = summary.counts();
+    assert_eq!((counts.creates, counts.deletes), (4, 0), "{summary}");
+    let vm = summary
+        .change("kubernetes_manifest.virtual_machine")
+        .unwrap();
+    assert!(
+        vm.after["manifest"]["metadata"].get("name").is_none(),
+        "{}",
+        vm.after["manifest"]["metadata"]
+    );
     Ok(())
 }
+
 #[test]
 fn dvp_takeover_without_the_takeover_blocks_would_destroy_deckhouses_objects() {
     let ws = Workspace::copy(&layouts()).unwrap();

@@ -151,7 +151,9 @@ locals {
     "dvp.deckhouse.io/hostname"   = var.name
     "dvp.deckhouse.io/node-group" = var.node_group
   })
-  vm_labels = merge(var.instance_labels, var.virtual_machine.additionalLabels, var.vm_labels, local.labels)
+  vm_labels = merge(var.instance_labels, var.virtual_machine.additionalLabels, var.vm_labels, local.labels, {
+    "dvp.deckhouse.io/cluster-prefix" = var.prefix
+  })
 
   # The disks: what replaces each (the root disk's image; nothing for the others, spelled as
   # Deckhouse spells it), the hash, and the annotations recording both.
