@@ -1,7 +1,8 @@
 # The parent-cluster objects of one node, as plain data (no provider): the cloud-init Secret,
 # the IP address, the root disk, the etcd disk (masters), additional disks and the
-# VirtualMachine referring to them. The layouts apply them with kubernetes_manifest; the checks
-# render them with `tofu apply` and dry-run them against the virtualization CRDs.
+# VirtualMachine referring to them. The layouts apply them with kubernetes_manifest (the Secret
+# with kubernetes_secret); the checks render them with `tofu apply` and dry-run them against the
+# virtualization CRDs.
 
 variable "name" {
   description = "The node's hostname, <prefix>-<group>-<index>: the stem of every object's name."
