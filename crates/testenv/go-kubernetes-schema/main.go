@@ -7,8 +7,11 @@
 // that tofu can read a state Deckhouse's layouts wrote. With $STRATUS_KUBERNETES_STOCK set it
 // lacks Deckhouse's two types, as the stock provider does.
 //
-// It never calls an apiserver. It reads a state's JSON as it is (a dynamic attribute wrapped as
-// tofu writes it, or bare), and plans at the schema level only:
+// Its resources never call an apiserver. Its one data source, kubernetes_resource, reads the
+// object from the apiserver the provider block names (datasource.go), so that a layout reading
+// back what the parent cluster allocated plans with the parent's real answer. It reads a state's
+// JSON as it is (a dynamic attribute wrapped as tofu writes it, or bare), and plans at the schema
+// level only:
 //   - kubernetes_manifest: a change of apiVersion, kind, metadata.name or metadata.namespace
 //     replaces the object, as the real provider does; any other change of the manifest is an
 //     in-place update whose `object` is unknown; an unchanged manifest keeps its `object`;
@@ -30,7 +33,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
-type server struct{ types map[string]resource }
+type server struct {
+	types  map[string]resource
+	parent connection
+}
 
 func fail(format string, args ...interface{}) []*tfprotov5.Diagnostic {
 	return []*tfprotov5.Diagnostic{{
@@ -43,6 +49,9 @@ func (s *server) GetMetadata(context.Context, *tfprotov5.GetMetadataRequest) (*t
 	resp := &tfprotov5.GetMetadataResponse{}
 	for _, name := range s.names() {
 		resp.Resources = append(resp.Resources, tfprotov5.ResourceMetadata{TypeName: name})
+	}
+	for name := range dataSources() {
+		resp.DataSources = append(resp.DataSources, tfprotov5.DataSourceMetadata{TypeName: name})
 	}
 	return resp, nil
 }
@@ -65,6 +74,9 @@ func (s *server) GetProviderSchema(context.Context, *tfprotov5.GetProviderSchema
 	for name, r := range s.types {
 		resp.ResourceSchemas[name] = &tfprotov5.Schema{Version: schemaVersion, Block: r.block().schema()}
 	}
+	for name, b := range dataSources() {
+		resp.DataSourceSchemas[name] = &tfprotov5.Schema{Block: b.schema()}
+	}
 	return resp, nil
 }
 
@@ -72,7 +84,15 @@ func (s *server) PrepareProviderConfig(_ context.Context, req *tfprotov5.Prepare
 	return &tfprotov5.PrepareProviderConfigResponse{PreparedConfig: req.Config}, nil
 }
 
-func (s *server) ConfigureProvider(context.Context, *tfprotov5.ConfigureProviderRequest) (*tfprotov5.ConfigureProviderResponse, error) {
+func (s *server) ConfigureProvider(_ context.Context, req *tfprotov5.ConfigureProviderRequest) (*tfprotov5.ConfigureProviderResponse, error) {
+	config, err := req.Config.Unmarshal(providerBlock.objectType())
+	if err != nil {
+		return nil, err
+	}
+	s.parent, err = connectionOf(config)
+	if err != nil {
+		return &tfprotov5.ConfigureProviderResponse{Diagnostics: fail("provider configuration: %v", err)}, nil
+	}
 	return &tfprotov5.ConfigureProviderResponse{}, nil
 }
 
@@ -193,14 +213,6 @@ func (s *server) ApplyResourceChange(_ context.Context, req *tfprotov5.ApplyReso
 
 func (s *server) ImportResourceState(_ context.Context, req *tfprotov5.ImportResourceStateRequest) (*tfprotov5.ImportResourceStateResponse, error) {
 	return &tfprotov5.ImportResourceStateResponse{Diagnostics: fail("%s: the stand-in cannot import", req.TypeName)}, nil
-}
-
-func (s *server) ValidateDataSourceConfig(_ context.Context, req *tfprotov5.ValidateDataSourceConfigRequest) (*tfprotov5.ValidateDataSourceConfigResponse, error) {
-	return &tfprotov5.ValidateDataSourceConfigResponse{Diagnostics: fail("no data source %s", req.TypeName)}, nil
-}
-
-func (s *server) ReadDataSource(_ context.Context, req *tfprotov5.ReadDataSourceRequest) (*tfprotov5.ReadDataSourceResponse, error) {
-	return &tfprotov5.ReadDataSourceResponse{Diagnostics: fail("no data source %s", req.TypeName)}, nil
 }
 
 func main() {

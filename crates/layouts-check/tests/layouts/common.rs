@@ -138,8 +138,19 @@ pub fn kubernetes_schema(
 }
 
 /// A runner for the installed tofu that installs hashicorp/kubernetes from the stand-in's mirror;
-/// with `stock` the stand-in lacks Deckhouse's own types, as hashicorp/kubernetes 2.38.0 does.
+/// with `stock` the stand-in lacks Deckhouse's own types, as hashicorp/kubernetes 2.38.0 does. Its
+/// `kubernetes_resource` data source contacts no apiserver and finds nothing: the parent namespace
+/// of a first converge.
 pub fn kubernetes_tofu(stock: bool) -> Tofu {
+    kubernetes_tofu_reading_parent(stock).with_env(
+        stratus_testenv::tools::kubernetes_schema::NO_PARENT_ENV,
+        "1",
+    )
+}
+
+/// As [`kubernetes_tofu`], its `kubernetes_resource` data source reading the apiserver the
+/// provider block names.
+pub fn kubernetes_tofu_reading_parent(stock: bool) -> Tofu {
     let t = opentofu();
     let tofu = Tofu::new(&t.tofu, &kubernetes_schema().cli_config);
     if stock {

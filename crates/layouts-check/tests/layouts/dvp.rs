@@ -188,8 +188,11 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
     // The labels the DVP CCM and capdvp look VMs up by.
     for vm in masters.iter().chain([&worker["virtual_machine"]]) {
         let labels = &vm["metadata"]["labels"];
-        assert_eq!(
-            labels["dvp.deckhouse.io/hostname"], vm["metadata"]["name"],
+        // The VM's name is the hostname and Deckhouse's hash of what replaces the VM.
+        let hostname = labels["dvp.deckhouse.io/hostname"].as_str().unwrap();
+        let named = regex::Regex::new(&format!("^{hostname}-[0-9a-f]{{6}}$")).unwrap();
+        assert!(
+            named.is_match(vm["metadata"]["name"].as_str().unwrap()),
             "{labels}"
         );
         assert_eq!(
@@ -206,14 +209,19 @@ async fn dvp_objects_are_accepted_by_the_virtualization_crds_and_a_bad_instance_
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        disks,
-        [
-            "tenant-a-master-0-root",
-            "tenant-a-master-0-kubernetes-data",
-            "tenant-a-master-0-additional-0"
-        ]
-    );
+    // Deckhouse's disk names: the etcd and additional disks' hashes cover nothing (fixed).
+    let patterns = [
+        "^tenant-a-master-0-[0-9a-f]{6}$",
+        "^tenant-a-master-kubernetes-data-0-313fa0$",
+        "^tenant-a-master-additional-disk-0-0-[0-9a-f]{6}$",
+    ];
+    assert_eq!(disks.len(), patterns.len(), "{disks:?}");
+    for (disk, pattern) in disks.iter().zip(patterns) {
+        assert!(
+            regex::Regex::new(pattern).unwrap().is_match(disk),
+            "{disk} !~ {pattern}"
+        );
+    }
 
     let mut refused = Vec::new();
     for object in &objects {

@@ -30,7 +30,10 @@ fn full() -> Value {
     let mut vars = offline_vars();
     for (pointer, value) in [
         ("/zones", json!(["zone-a", "zone-b"])),
-        ("/masterNodeGroup/zones", json!(["zone-c", "zone-a"])),
+        (
+            "/masterNodeGroup/zones",
+            json!(["zone-c", "zone-b", "zone-a"]),
+        ),
         (
             "/masterNodeGroup/instanceClass/etcdDisk/storageClass",
             json!("linstor-fast"),
@@ -125,10 +128,11 @@ fn dvp_full_configuration_renders_what_each_field_asks_for() {
     let m0 = master(&vars, 0);
     let vm = &m0["virtual_machine"];
     let spec = &vm["spec"];
-    // region and the master group's zones pin the VM; nodeSelector is kept beside them.
+    // region and the master group's zones pin the VM; nodeSelector is kept beside them. The
+    // group's zones are, as Deckhouse picks them, those the cluster lists, sorted (zone-c is not).
     assert_eq!(
         spec["nodeSelector"],
-        json!({"topology.kubernetes.io/region": "region-a", "topology.kubernetes.io/zone": "zone-c",
+        json!({"topology.kubernetes.io/region": "region-a", "topology.kubernetes.io/zone": "zone-a",
                "kubernetes.io/os": "linux"})
     );
     // Labels: instanceClass.additionalLabels, virtualMachine.additionalLabels, additionalVMLabels.
@@ -142,9 +146,32 @@ fn dvp_full_configuration_renders_what_each_field_asks_for() {
         ),
         "{labels}"
     );
+    // additionalAnnotations beside Deckhouse's record of what the VM's name hashes.
+    let annotations = &vm["metadata"]["annotations"];
     assert_eq!(
-        vm["metadata"]["annotations"],
-        json!({"example.com/owner": "platform"})
+        annotations["example.com/owner"], "platform",
+        "{annotations}"
+    );
+    let hash = annotations["last_applied_destructive_vm_parameters_hash"]
+        .as_str()
+        .unwrap();
+    assert_eq!(vm["metadata"]["name"], format!("tenant-a-master-0-{hash}"));
+    let hashed: Value = serde_json::from_str(
+        annotations["last_applied_destructive_vm_parameters"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    // Deckhouse hashes tolerations as strings, the address the parent allocated (not known to a
+    // render without a parent: null).
+    assert_eq!(
+        hashed["virtualMachine"]["tolerations"][1]["tolerationSeconds"], "300",
+        "{hashed}"
+    );
+    assert_eq!(
+        hashed["virtualMachine"]["ipAddress"],
+        Value::Null,
+        "{hashed}"
     );
     assert_eq!(
         spec["tolerations"][1],
@@ -192,10 +219,13 @@ fn dvp_full_configuration_renders_what_each_field_asks_for() {
         json!({"type": "Static", "staticIP": "10.66.10.11"})
     );
     let m1 = master(&vars, 1);
-    assert_eq!(m1["ip_address"]["spec"], json!({"type": "Auto"}));
+    assert_eq!(
+        m1["ip_address"]["spec"],
+        json!({"type": "Auto", "staticIP": ""})
+    );
     assert_eq!(
         m1["virtual_machine"]["spec"]["nodeSelector"]["topology.kubernetes.io/zone"],
-        "zone-a"
+        "zone-b"
     );
 
     // The static node: its group's address, zone, class, disks; no etcd disk.
@@ -238,7 +268,10 @@ fn dvp_full_configuration_renders_what_each_field_asks_for() {
         "worker"
     );
     let w1 = worker(&vars, 1);
-    assert_eq!(w1["ip_address"]["spec"], json!({"type": "Auto"}));
+    assert_eq!(
+        w1["ip_address"]["spec"],
+        json!({"type": "Auto", "staticIP": ""})
+    );
 }
 
 #[test]
@@ -288,9 +321,18 @@ fn dvp_each_optional_field_left_out_takes_deckhouse_default() {
         assert!(labels.get(label).is_none(), "{pointer}: {labels}");
         assert_eq!(labels["dvp.deckhouse.io/hostname"], "tenant-a-master-0");
     }
-    // tolerations, priorityClassName, additionalDisks, ipAddresses: none, Auto.
+    // tolerations, priorityClassName, additionalDisks, ipAddresses: none, Auto. No tolerations
+    // are rendered (nor hashed: null) as in Deckhouse's layout.
     let m0 = master(&without(&vars, &format!("{VM}/tolerations")), 0);
-    assert_eq!(m0["virtual_machine"]["spec"]["tolerations"], json!([]));
+    let vm = &m0["virtual_machine"];
+    assert!(vm["spec"].get("tolerations").is_none(), "{vm}");
+    assert!(
+        vm["metadata"]["annotations"]["last_applied_destructive_vm_parameters"]
+            .as_str()
+            .unwrap()
+            .contains(r#""tolerations":null"#),
+        "{vm}"
+    );
     let m0 = master(&without(&vars, &format!("{VM}/priorityClassName")), 0);
     assert!(m0["virtual_machine"]["spec"]
         .get("priorityClassName")
@@ -306,7 +348,10 @@ fn dvp_each_optional_field_left_out_takes_deckhouse_default() {
         m0["disks"]
     );
     let m0 = master(&without(&vars, &format!("{VM}/ipAddresses")), 0);
-    assert_eq!(m0["ip_address"]["spec"], json!({"type": "Auto"}));
+    assert_eq!(
+        m0["ip_address"]["spec"],
+        json!({"type": "Auto", "staticIP": ""})
+    );
     let w0 = worker(
         &without(
             &vars,
@@ -314,7 +359,10 @@ fn dvp_each_optional_field_left_out_takes_deckhouse_default() {
         ),
         0,
     );
-    assert_eq!(w0["ip_address"]["spec"], json!({"type": "Auto"}));
+    assert_eq!(
+        w0["ip_address"]["spec"],
+        json!({"type": "Auto", "staticIP": ""})
+    );
     // coreFraction, bootloader, runPolicy, liveMigrationPolicy: Deckhouse's defaults.
     let mut bare = vars.clone();
     for field in [

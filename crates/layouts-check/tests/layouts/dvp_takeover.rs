@@ -2,22 +2,37 @@
 //! Deckhouse's addresses (`testdata/deckhouse-state/dvp-standard/*.tfstate.json`, written from the
 //! facts: its modules and resource names, its provider build's own `kubernetes_resource_ready_v1`
 //! and `kubernetes_owner_references_v1` beside `kubernetes_manifest` and `kubernetes_secret`,
-//! object names as Deckhouse derives them) is planned against our layout with the
-//! hashicorp/kubernetes stand-in (`crates/testenv/go-kubernetes-schema`; the real provider is not
-//! installable here). With Deckhouse's types the state is read, Deckhouse's own resources and its
-//! Secret are forgotten (never destroyed) and its objects move to our addresses; with the stock
-//! provider's types it cannot be read until they are `tofu state rm`ed. What is left: our object
-//! names differ from Deckhouse's, so its node objects are replaced, forced by the name alone.
+//! object names as Deckhouse derives them, checked here by a derivation of our own) is planned
+//! against our layout with the hashicorp/kubernetes stand-in (`crates/testenv/go-kubernetes-schema`;
+//! the real provider is not installable here). The VM's name hashes the address the parent
+//! cluster allocated to its VirtualMachineIPAddress: the layout reads it back with the
+//! `kubernetes_resource` data source, which the stand-in answers from a real kube-apiserver
+//! serving the virtualization CRDs, holding the node's VirtualMachineIPAddress. With Deckhouse's
+//! types the state is read, Deckhouse's own resources are forgotten (never destroyed), its objects
+//! and its Secret move to our addresses under the same names and are updated in place, the VM's
+//! spec unchanged; with the stock provider's types it cannot be read until they are `tofu state
+//! rm`ed.
 
 use std::collections::BTreeSet;
 
+use anyhow::{Context, Result};
 use base64::Engine as _;
-use serde_json::Value;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::{json, Value};
 use stratus_layouts_check::catalog;
 use stratus_layouts_check::takeover::{plan_module, plan_takeover, PlanSummary, STATE_FILE};
 use stratus_layouts_check::workspace::Workspace;
+use stratus_testenv::tools::virtualization_crds::{
+    ensure_virtualization_crds, install_virtualization_crds,
+};
+use stratus_testenv::{Identity, KubeCluster};
 
-use crate::common::{fixture, kubernetes_tofu, layouts, squash};
+use crate::common::{
+    fixture, kubernetes_tofu, kubernetes_tofu_reading_parent, layouts, squash, tofu,
+};
 
 /// The resource types Deckhouse's own build of the Kubernetes provider adds.
 const DECKHOUSE_ONLY_TYPES: [&str; 2] = [
@@ -141,59 +156,635 @@ fn dvp_stand_in_plans_an_unchanged_manifest_as_no_op_and_a_renamed_one_as_a_repl
     }
 }
 
+/// The states' namespace in the parent cluster.
+const NAMESPACE: &str = "tenant-a";
+/// The address the parent allocated to each node's VirtualMachineIPAddress (Deckhouse hashed it
+/// into the VM's name): layout module, VirtualMachineIPAddress, address.
+const ALLOCATED: [(&str, &str, &str); 2] = [
+    ("master-node", "c1-master-0-auto", "10.66.10.5"),
+    ("static-node", "c1-worker-0-auto", "10.66.10.6"),
+];
+
+/// Deckhouse's naming, derived here on its own (not with the layout's code) from its rules: a
+/// disk hashes the JSON of what replaces it encoded once more as a JSON string, the VM the JSON
+/// of its size, placement, allocated address, SSH key hash and disk hashes.
+const DECKHOUSE_NAMES: &str = r#"
+variable "prefix" { type = string }
+variable "group" { type = string }
+variable "index" { type = number }
+variable "etcd" { type = bool }
+variable "additional_disks" { type = number }
+variable "image" { type = object({ kind = string, name = string }) }
+variable "cores" { type = number }
+variable "core_fraction" { type = string }
+variable "memory" { type = string }
+variable "zone" { type = string }
+variable "region" { type = string }
+variable "node_selector" { type = map(string) }
+variable "tolerations" { type = list(map(string)) }
+variable "priority_class" { type = string }
+variable "ssh_public_key" { type = string }
+variable "allocated_address" { type = string }
+variable "ip_address" { type = string }
+
+locals {
+  hostname        = "${var.prefix}-${var.group}-${var.index}"
+  root_json       = jsonencode({ rootDisk = { image = { name = var.image.name, type = var.image.kind } } })
+  root_hash       = substr(sha256(jsonencode(local.root_json)), 0, 6)
+  etcd_json       = jsonencode({ kbernetesDataDisk = {} })
+  etcd_hash       = substr(sha256(jsonencode(local.etcd_json)), 0, 6)
+  additional_hash = substr(sha256(jsonencode(jsonencode({ additionalDisk = {} }))), 0, 6)
+  selector = merge(
+    { for k, v in { "topology.kubernetes.io/zone" = var.zone, "topology.kubernetes.io/region" = var.region } : k => v if v != "" },
+    var.node_selector,
+  )
+  vm_input = {
+    additionalDisksHash = [for i in range(var.additional_disks) : local.additional_hash]
+    rootDiskHash        = local.root_hash
+    virtualMachine = {
+      cpu               = { cores = var.cores, coreFraction = var.core_fraction }
+      ipAddress         = var.allocated_address
+      memory            = { size = var.memory }
+      nodeSelector      = local.selector
+      priorityClassName = var.priority_class
+      sshPublicKeyHash  = sha256(jsonencode(var.ssh_public_key))
+      tolerations       = var.tolerations
+    }
+  }
+  vm_json = jsonencode(merge(local.vm_input, var.etcd ? { etcDiskHash = local.etcd_hash } : {}))
+  vm_hash = substr(sha256(local.vm_json), 0, 6)
+}
+
+output "root_disk" { value = { name = "${local.hostname}-${local.root_hash}", json = local.root_json, hash = local.root_hash } }
+output "etcd_disk" { value = var.etcd ? "${var.prefix}-${var.group}-kubernetes-data-${var.index}-${local.etcd_hash}" : null }
+output "additional_disks" { value = [for i in range(var.additional_disks) : "${var.prefix}-${var.group}-additional-disk-${i}-${var.index}-${local.additional_hash}"] }
+output "ip_address" { value = lower("${local.hostname}-${replace(var.ip_address, ".", "-")}") }
+output "vm" { value = { name = "${local.hostname}-${local.vm_hash}", secret = "${local.hostname}-cloudinit-${local.vm_hash}", json = local.vm_json, hash = local.vm_hash } }
+"#;
+
+/// The names Deckhouse gives node `index` of `group` (`master` or a static group's name) of the
+/// configuration `vars`, the parent having allocated `allocated` to its VirtualMachineIPAddress.
+/// The instance class is read as Deckhouse's layout reads it (its defaults; tolerations as
+/// strings, null when none are given); the zone as it picks it.
+fn deckhouse_names_of(
+    vars: &Value,
+    group: &str,
+    index: usize,
+    allocated: &str,
+) -> std::collections::BTreeMap<String, Value> {
+    let pcc = &vars["providerClusterConfiguration"];
+    let group_config = if group == "master" {
+        &pcc["masterNodeGroup"]
+    } else {
+        pcc["nodeGroups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == group)
+            .unwrap()
+    };
+    let class = &group_config["instanceClass"];
+    let vm = &class["virtualMachine"];
+    let cluster_zones: Vec<String> = pcc["zones"]
+        .as_array()
+        .map(|z| z.iter().map(|z| z.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default();
+    let group_zones: Vec<String> = group_config["zones"]
+        .as_array()
+        .map(|z| z.iter().map(|z| z.as_str().unwrap().to_string()).collect())
+        .unwrap_or_else(|| cluster_zones.clone());
+    let zones: BTreeSet<String> = group_zones
+        .into_iter()
+        .filter(|z| cluster_zones.contains(z))
+        .collect();
+    let zones: Vec<String> = zones.into_iter().collect();
+    let zone = if cluster_zones.is_empty() {
+        String::new()
+    } else {
+        zones[index % zones.len()].clone()
+    };
+    let tolerations = vm.get("tolerations").map(|ts| {
+        ts.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                t.as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| {
+                        let text = v.as_str().map(str::to_string).unwrap_or(v.to_string());
+                        (k.clone(), Value::String(text))
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+            })
+            .collect::<Vec<_>>()
+    });
+    let ip = vm["ipAddresses"]
+        .get(index)
+        .and_then(Value::as_str)
+        .unwrap_or("Auto");
+    let input = json!({
+        "prefix": vars["clusterConfiguration"]["cloud"]["prefix"],
+        "group": group,
+        "index": index,
+        "etcd": group == "master",
+        "additional_disks": class["additionalDisks"].as_array().map_or(0, Vec::len),
+        "image": class["rootDisk"]["image"],
+        "cores": vm["cpu"]["cores"],
+        "core_fraction": vm["cpu"].get("coreFraction").cloned().unwrap_or("100%".into()),
+        "memory": vm["memory"]["size"],
+        "zone": zone,
+        "region": pcc.get("region").cloned().unwrap_or("".into()),
+        "node_selector": vm.get("nodeSelector").cloned().unwrap_or(json!({})),
+        "tolerations": tolerations,
+        "priority_class": vm.get("priorityClassName").cloned().unwrap_or(Value::Null),
+        "ssh_public_key": pcc["sshPublicKey"],
+        "allocated_address": allocated,
+        "ip_address": ip,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("main.tf"), DECKHOUSE_NAMES).unwrap();
+    tofu().apply_outputs(dir.path(), &input).unwrap()
+}
+
+/// The names Deckhouse gives the objects of the states' `module`.
+fn deckhouse_names(module: &str) -> std::collections::BTreeMap<String, Value> {
+    let address = ALLOCATED.iter().find(|a| a.0 == module).unwrap().2;
+    let group = if module == "master-node" {
+        "master"
+    } else {
+        "worker"
+    };
+    deckhouse_names_of(&vars(module), group, 0, address)
+}
+
+/// The attributes of the state's instance at `address`.
+fn instance<'a>(state: &'a Value, address: &str) -> &'a Value {
+    for r in state["resources"].as_array().unwrap() {
+        for i in r["instances"].as_array().unwrap() {
+            if self::address(r, i) == address {
+                return &i["attributes"];
+            }
+        }
+    }
+    panic!("the state holds no {address}")
+}
+
 #[test]
-fn dvp_takeover_of_deckhouse_nodes_destroys_nothing_forgets_deckhouses_own_and_moves_its_objects() {
+fn dvp_deckhouse_states_name_their_objects_as_deckhouse_derives_them() {
     for module in NODES {
         let state = state(module);
-        let summary = takeover(module);
-        let counts = summary.counts();
-        eprintln!("{module}: {counts:?}");
-        assert_eq!(counts.deletes, 0, "{module}:\n{summary}");
+        let names = deckhouse_names(module);
+        let manifest = |a: &str| instance(&state, a)["manifest"].clone();
+        let root = manifest("module.root-disk.kubernetes_manifest.root-disk");
+        assert_eq!(
+            root["metadata"]["name"], names["root_disk"]["name"],
+            "{module}"
+        );
+        let annotations = &root["metadata"]["annotations"];
+        assert_eq!(
+            annotations["last_applied_destructive_root_disk_parameters"],
+            names["root_disk"]["json"],
+            "{module}"
+        );
+        assert_eq!(
+            annotations["last_applied_destructive_root_disk_parameters_hash"],
+            names["root_disk"]["hash"],
+            "{module}"
+        );
+        if module == "master-node" {
+            let etcd =
+                manifest("module.kubernetes-data-disk.kubernetes_manifest.kubernetes-data-disk");
+            assert_eq!(etcd["metadata"]["name"], names["etcd_disk"]);
+        }
+        let ip = manifest("module.ipv4-address.kubernetes_manifest.ipv4_address[0]");
+        assert_eq!(ip["metadata"]["name"], names["ip_address"], "{module}");
+        let owner = if module == "master-node" {
+            "master"
+        } else {
+            "static-node"
+        };
+        let vm = manifest(&format!("module.{owner}.kubernetes_manifest.vm"));
+        assert_eq!(vm["metadata"]["name"], names["vm"]["name"], "{module}");
+        assert_eq!(
+            vm["metadata"]["annotations"]["last_applied_destructive_vm_parameters"],
+            names["vm"]["json"],
+            "{module}"
+        );
+        assert_eq!(
+            vm["spec"]["provisioning"]["userDataRef"]["name"], names["vm"]["secret"],
+            "{module}"
+        );
+        let secret = instance(
+            &state,
+            &format!("module.{owner}.kubernetes_secret.cloudinit-secret"),
+        );
+        assert_eq!(
+            secret["metadata"][0]["name"], names["vm"]["secret"],
+            "{module}"
+        );
+        // The ownerReferences name the VM.
+        for r in state["resources"].as_array().unwrap() {
+            if r["type"] == "kubernetes_owner_references_v1" {
+                let refs = &r["instances"][0]["attributes"]["owner_references"][0];
+                assert_eq!(refs["name"], names["vm"]["name"], "{module}: {}", r["name"]);
+            }
+        }
+    }
+}
 
-        // Deckhouse's own resources and its kubernetes_secret leave the state, nothing else does
-        // and nothing of them is destroyed.
-        let mut forgettable = addresses(&state, &DECKHOUSE_ONLY_TYPES);
-        forgettable.extend(addresses(&state, &["kubernetes_secret"]));
+#[test]
+fn dvp_layout_names_objects_as_deckhouse_derives_them_for_every_hash_input() {
+    // The configuration of the dry-run test (static and Auto addresses, tolerations, a node
+    // selector, a priority class, an additional disk, a region) with zones: the layout's
+    // names and the VM's hashed parameters are the derivation's.
+    let mut vars = crate::dvp_plans::offline_vars();
+    vars["providerClusterConfiguration"]["zones"] = json!(["zone-b", "zone-a"]);
+    let ws = Workspace::copy(&layouts()).unwrap();
+    for (render, group, index, allocated) in [
+        ("master-manifests", "master", 0, "10.66.10.11"),
+        ("master-manifests", "master", 1, "10.66.10.40"),
+        ("static-node-manifests", "worker", 1, "10.66.10.41"),
+    ] {
+        let mut v = vars.clone();
+        v["nodeIndex"] = index.into();
+        v["allocated_ip_address"] = allocated.into();
+        if group != "master" {
+            v["nodeGroupName"] = group.into();
+        }
+        let dir = catalog::shared_module_dir(&ws.root(), "dvp", render);
+        let ours = tofu().apply_outputs(&dir, &v).unwrap();
+        let names = deckhouse_names_of(&vars, group, index, allocated);
+        let case = format!("{group} {index}");
+        let disk = |role: &str| ours["disks"][role]["metadata"]["name"].clone();
+        assert_eq!(disk("root"), names["root_disk"]["name"], "{case}");
+        assert_eq!(
+            ours["disks"]
+                .get("kubernetes-data")
+                .map(|d| d["metadata"]["name"].clone()),
+            // tofu leaves a null output out.
+            names
+                .get("etcd_disk")
+                .and_then(Value::as_str)
+                .map(Value::from),
+            "{case}"
+        );
+        let additional: Vec<Value> = (0..names["additional_disks"].as_array().unwrap().len())
+            .map(|i| disk(&format!("additional-{i}")))
+            .collect();
+        assert_eq!(Value::from(additional), names["additional_disks"], "{case}");
+        assert_eq!(
+            ours["ip_address"]["metadata"]["name"], names["ip_address"],
+            "{case}"
+        );
+        let vm = &ours["virtual_machine"];
+        assert_eq!(
+            vm["metadata"]["annotations"]["last_applied_destructive_vm_parameters"],
+            names["vm"]["json"],
+            "{case}"
+        );
+        assert_eq!(vm["metadata"]["name"], names["vm"]["name"], "{case}");
+        assert_eq!(
+            ours["cloud_init_secret"]["metadata"]["name"], names["vm"]["secret"],
+            "{case}"
+        );
+    }
+}
+
+/// The parent cluster: a real kube-apiserver serving the virtualization CRDs, the states'
+/// namespace holding each node's VirtualMachineIPAddress bound to its address.
+struct Parent {
+    _cluster: KubeCluster,
+    client: kube::Client,
+    kubeconfig: Vec<u8>,
+}
+
+impl Parent {
+    async fn start() -> Result<Parent> {
+        let crds = tokio::task::spawn_blocking(ensure_virtualization_crds).await??;
+        let cluster = KubeCluster::start().await?;
+        let client = cluster.kube_client(Identity::Admin).await?;
+        install_virtualization_crds(&client, &crds).await?;
+        Api::<Namespace>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?,
+            )
+            .await?;
+        let kubeconfig = std::fs::read(cluster.kubeconfig(Identity::Admin))?;
+        let parent = Parent {
+            _cluster: cluster,
+            client,
+            kubeconfig,
+        };
+        for (_, name, address) in ALLOCATED {
+            parent.bind(name, address).await?;
+        }
+        Ok(parent)
+    }
+
+    /// Creates or updates the VirtualMachineIPAddress `name`, bound to `address` as the platform
+    /// leaves it (this CRD has no status subresource: the status is written with the object).
+    async fn bind(&self, name: &str, address: &str) -> Result<()> {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "virtualization.deckhouse.io/v1alpha2",
+            "kind": "VirtualMachineIPAddress",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"type": "Auto", "staticIP": ""},
+            "status": {"phase": "Bound", "address": address},
+        }))?;
+        self.ip_addresses()
+            .patch(
+                name,
+                &PatchParams::apply("stratus-layouts-check").force(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .with_context(|| format!("binding {name} to {address}"))?;
+        Ok(())
+    }
+
+    /// Deletes the VirtualMachineIPAddress `name`.
+    async fn unbind(&self, name: &str) -> Result<()> {
+        self.ip_addresses()
+            .delete(name, &Default::default())
+            .await
+            .with_context(|| format!("deleting {name}"))?;
+        Ok(())
+    }
+
+    fn ip_addresses(&self) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk(
+            "virtualization.deckhouse.io",
+            "v1alpha2",
+            "VirtualMachineIPAddress",
+        );
+        let resource = ApiResource::from_gvk_with_plural(&gvk, "virtualmachineipaddresses");
+        Api::namespaced_with(self.client.clone(), NAMESPACE, &resource)
+    }
+
+    /// The takeover variables of `module`, the kubeconfig reaching this parent.
+    fn vars(&self, module: &str) -> Value {
+        let mut vars = vars(module);
+        vars["providerClusterConfiguration"]["provider"]["kubeconfigDataBase64"] =
+            base64::engine::general_purpose::STANDARD
+                .encode(&self.kubeconfig)
+                .into();
+        vars
+    }
+}
+
+/// Plans `module` against `state` with the stand-in reading the parent `vars` reach.
+async fn plan_reading_parent(module: &str, vars: Value, state: Value) -> Result<PlanSummary> {
+    let module = module.to_string();
+    tokio::task::spawn_blocking(move || {
+        let ws = Workspace::copy(&layouts())?;
+        let dir = catalog::layout_module_dir(&ws.root(), "dvp", "standard", &module);
+        plan_takeover(&kubernetes_tofu_reading_parent(false), &dir, &vars, &state)
+            .with_context(|| format!("planning {module}"))
+    })
+    .await?
+}
+
+/// The paths (dotted) at which `a` and `b` differ; lists compare whole, an empty map equals none
+/// (as the providers' map attributes do).
+fn differences(a: &Value, b: &Value, at: &str, out: &mut BTreeSet<String>) {
+    let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(|m| m.is_empty());
+    match (a, b) {
+        _ if empty(a) && empty(b) => {}
+        (Value::Object(x), Value::Object(y)) => {
+            for key in x.keys().chain(y.keys()) {
+                let path = if at.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{at}.{key}")
+                };
+                differences(
+                    x.get(key).unwrap_or(&Value::Null),
+                    y.get(key).unwrap_or(&Value::Null),
+                    &path,
+                    out,
+                );
+            }
+        }
+        _ if a != b => {
+            out.insert(at.to_string());
+        }
+        _ => {}
+    }
+}
+
+/// What the plan changes in each object it moved: the differing paths of its manifest (of its
+/// metadata for the Secret), by our address.
+fn updated_paths(
+    state: &Value,
+    summary: &PlanSummary,
+) -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let mut out = std::collections::BTreeMap::new();
+    for change in summary.matching(|c| c.is_move()) {
+        let before = instance(state, change.previous_address.as_deref().unwrap());
+        let mut paths = BTreeSet::new();
+        if change.address.starts_with("kubernetes_secret.") {
+            differences(
+                &before["metadata"][0],
+                &change.after["metadata"][0],
+                "metadata",
+                &mut paths,
+            );
+            // What the API server fills in, which the plan leaves unknown.
+            paths.retain(|p| {
+                ![
+                    "metadata.generation",
+                    "metadata.resource_version",
+                    "metadata.uid",
+                    "metadata.generate_name",
+                ]
+                .contains(&p.as_str())
+            });
+            differences(&before["data"], &change.after["data"], "data", &mut paths);
+        } else {
+            differences(
+                &before["manifest"],
+                &change.after["manifest"],
+                "",
+                &mut paths,
+            );
+        }
+        out.insert(change.address.clone(), paths);
+    }
+    out
+}
+
+#[tokio::test]
+async fn dvp_takeover_of_deckhouse_nodes_replaces_nothing_and_keeps_each_vm_spec() -> Result<()> {
+    let parent = Parent::start().await?;
+    for module in NODES {
+        let state = state(module);
+        let summary = plan_reading_parent(module, parent.vars(module), state.clone()).await?;
+        let counts = summary.counts();
+        eprintln!("{module}: {counts:?}\n{summary}");
+        assert!(summary.destructive().is_empty(), "{module}:\n{summary}");
+        assert_eq!(
+            (counts.deletes, counts.replaces, counts.creates),
+            (0, 0, 0),
+            "{module}:\n{summary}"
+        );
+
+        // Deckhouse's own resources leave the state, nothing of them destroyed.
         let forgotten: BTreeSet<String> = summary
             .matching(|c| c.is_forget())
             .iter()
             .map(|c| c.address.clone())
             .collect();
-        assert_eq!(forgotten, forgettable, "{module}:\n{summary}");
+        assert_eq!(
+            forgotten,
+            addresses(&state, &DECKHOUSE_ONLY_TYPES),
+            "{module}:\n{summary}"
+        );
 
-        // Every object of Deckhouse's moves to one of ours.
-        let objects = addresses(&state, &["kubernetes_manifest"]);
+        // Every object of Deckhouse's, the Secret too, moves to one of ours under its name.
+        let objects = addresses(&state, &["kubernetes_manifest", "kubernetes_secret"]);
         let moved: BTreeSet<String> = summary
             .matching(|c| c.is_move())
             .iter()
             .filter_map(|c| c.previous_address.clone())
             .collect();
         assert_eq!(moved, objects, "{module}:\n{summary}");
-        assert_eq!(counts.moves, objects.len(), "{module}");
 
-        // What remains (docs/src/layouts.md, point 2): our object names are not Deckhouse's, so
-        // each moved object is replaced, forced by its name alone; the Secret (a kubernetes_secret
-        // at Deckhouse's) is ours to create.
-        for replaced in summary.matching(|c| c.is_replace()) {
-            assert!(replaced.is_move(), "{module}: {replaced}");
-            assert_eq!(
-                replaced.replace_paths,
-                [serde_json::json!(["manifest", "metadata", "name"])],
-                "{module}: {replaced}"
-            );
+        // What updates in place: labels (ours add the node group, the VM's the cluster's extra
+        // ones), Deckhouse's annotations kept; the VM's spec is Deckhouse's to the field.
+        let updated = updated_paths(&state, &summary);
+        eprintln!("{module}: {updated:#?}");
+        // Disks and IP address gain our node-group label; the VM's manifest is Deckhouse's
+        // (an update, if any, is of the provider's `wait` and `timeouts`, not of the object); the
+        // Secret gains our labels (Deckhouse's has none).
+        let labels: BTreeSet<String> =
+            ["metadata.labels.dvp.deckhouse.io/node-group".to_string()].into();
+        let secret_labels: BTreeSet<String> = [
+            "deckhouse.io/managed-by",
+            "dvp.deckhouse.io/cluster-uuid",
+            "dvp.deckhouse.io/hostname",
+            "dvp.deckhouse.io/node-group",
+        ]
+        .iter()
+        .map(|l| format!("metadata.labels.{l}"))
+        .collect();
+        for (address, paths) in &updated {
+            let expected = match address.as_str() {
+                "kubernetes_manifest.virtual_machine" => BTreeSet::new(),
+                "kubernetes_secret.cloud_init" => secret_labels.clone(),
+                _ => labels.clone(),
+            };
+            assert_eq!(paths, &expected, "{module}: {address}");
         }
-        assert_eq!(counts.replaces, objects.len(), "{module}:\n{summary}");
-        let created: Vec<&str> = summary
-            .matching(|c| c.is_create())
+        let vm = summary
+            .change("kubernetes_manifest.virtual_machine")
+            .unwrap();
+        let owner_address = vm.previous_address.clone().unwrap();
+        let vm_state = instance(&state, &owner_address);
+        // Of the VM's other attributes only the provider's own settings (how long and for what
+        // to wait) change; they send nothing to the parent.
+        let settings: Vec<&str> = [
+            "wait",
+            "timeouts",
+            "field_manager",
+            "computed_fields",
+            "wait_for",
+        ]
+        .into_iter()
+        .filter(|a| {
+            let mut d = BTreeSet::new();
+            differences(&vm_state[*a], &vm.after[*a], a, &mut d);
+            !d.is_empty()
+        })
+        .collect();
+        assert!(
+            settings.iter().all(|a| ["wait", "timeouts"].contains(a)),
+            "{module}: the VM's {settings:?} change"
+        );
+        let vm_after = &summary
+            .change("kubernetes_manifest.virtual_machine")
+            .unwrap()
+            .after["manifest"];
+        let owner = if module == "master-node" {
+            "master"
+        } else {
+            "static-node"
+        };
+        let vm_before =
+            &instance(&state, &format!("module.{owner}.kubernetes_manifest.vm"))["manifest"];
+        assert_eq!(vm_after["spec"], vm_before["spec"], "{module}");
+        assert_eq!(
+            vm_after["metadata"]["annotations"], vm_before["metadata"]["annotations"],
+            "{module}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn dvp_takeover_replaces_the_vm_when_a_hash_input_differs() -> Result<()> {
+    // The check above can fail: what Deckhouse hashed into the VM's name differs (the parent
+    // allocated another address; the class asks for more cores), so the name does and the VM and
+    // its Secret are replaced; the disks and the IP address are not. The address is the
+    // parent's answer: without its VirtualMachineIPAddress a node's VM name is not known.
+    let parent = Parent::start().await?;
+    let mut more_cores = parent.vars("master-node");
+    more_cores["providerClusterConfiguration"]["masterNodeGroup"]["instanceClass"]
+        ["virtualMachine"]["cpu"]["cores"] = 6.into();
+    let before = plan_reading_parent("master-node", more_cores, state("master-node")).await?;
+    parent.bind("c1-master-0-auto", "10.66.10.99").await?;
+    let other_address = plan_reading_parent(
+        "master-node",
+        parent.vars("master-node"),
+        state("master-node"),
+    )
+    .await?;
+    for (why, summary) in [("cores", before), ("address", other_address)] {
+        let replaced: BTreeSet<&str> = summary
+            .matching(|c| c.is_replace())
             .iter()
             .map(|c| c.address.as_str())
             .collect();
         assert_eq!(
-            created,
-            ["kubernetes_manifest.cloud_init_secret"],
-            "{module}"
+            replaced,
+            BTreeSet::from([
+                "kubernetes_manifest.virtual_machine",
+                "kubernetes_secret.cloud_init"
+            ]),
+            "{why}:\n{summary}"
+        );
+        let vm = summary
+            .change("kubernetes_manifest.virtual_machine")
+            .unwrap();
+        assert_eq!(
+            vm.replace_paths,
+            [json!(["manifest", "metadata", "name"])],
+            "{why}: {vm}"
         );
     }
+
+    // A new node: the apiserver answers 404 for its VirtualMachineIPAddress, the data source
+    // reads nothing and the VM's name waits for the address allocated at apply.
+    parent.unbind("c1-worker-0-auto").await?;
+    let vars = parent.vars("static-node");
+    let summary = tokio::task::spawn_blocking(move || {
+        let ws = Workspace::copy(&layouts())?;
+        let dir = catalog::layout_module_dir(&ws.root(), "dvp", "standard", "static-node");
+        plan_module(&kubernetes_tofu_reading_parent(false), &dir, &vars).context("first plan")
+    })
+    .await??;
+    let counts = summary.counts();
+    assert_eq!((counts.creates, counts.deletes), (4, 0), "{summary}");
+    let vm = summary
+        .change("kubernetes_manifest.virtual_machine")
+        .unwrap();
+    assert!(
+        vm.after["manifest"]["metadata"].get("name").is_none(),
+        "{}",
+        vm.after["manifest"]["metadata"]
+    );
+    Ok(())
 }
 
 #[test]
@@ -220,58 +811,63 @@ fn dvp_takeover_without_the_takeover_blocks_would_destroy_deckhouses_objects() {
     );
 }
 
-#[test]
-fn dvp_stock_provider_cannot_read_deckhouse_state_until_its_own_types_are_removed_with_state_rm() {
-    let ws = Workspace::copy(&layouts()).unwrap();
-    let dir = catalog::layout_module_dir(&ws.root(), "dvp", "standard", "master-node");
-    let tofu = kubernetes_tofu(true);
-    let state = state("master-node");
-    let own = addresses(&state, &DECKHOUSE_ONLY_TYPES);
-    assert_eq!(own.len(), 8, "{own:?}");
+#[tokio::test]
+async fn dvp_stock_provider_cannot_read_deckhouse_state_until_its_own_types_are_removed_with_state_rm(
+) -> Result<()> {
+    let parent = Parent::start().await?;
+    let vars = parent.vars("master-node");
+    tokio::task::spawn_blocking(move || {
+        let ws = Workspace::copy(&layouts()).unwrap();
+        let dir = catalog::layout_module_dir(&ws.root(), "dvp", "standard", "master-node");
+        let tofu = kubernetes_tofu_reading_parent(true);
+        let state = state("master-node");
+        let own = addresses(&state, &DECKHOUSE_ONLY_TYPES);
+        assert_eq!(own.len(), 8, "{own:?}");
 
-    // tofu needs the schema of every type the state holds; the shipped `removed` blocks do not
-    // help, the state is read first.
-    let error = plan_takeover(&tofu, &dir, &vars("master-node"), &state)
-        .expect_err("the stock provider cannot read Deckhouse's state")
-        .to_string();
-    assert!(
-        squash(&error).contains("no schema available for")
-            && squash(&error).contains("while reading state"),
-        "{error}"
-    );
+        // tofu needs the schema of every type the state holds; the shipped `removed` blocks do
+        // not help, the state is read first.
+        let error = plan_takeover(&tofu, &dir, &vars, &state)
+            .expect_err("the stock provider cannot read Deckhouse's state")
+            .to_string();
+        assert!(
+            squash(&error).contains("no schema available for")
+                && squash(&error).contains("while reading state"),
+            "{error}"
+        );
 
-    // `tofu state rm` needs no schema: it drops them (readiness checks and ownerReferences
-    // patches; no object of the parent cluster goes with them).
-    let mut args = vec!["state", "rm", "-lock=false", "-no-color"];
-    args.extend(own.iter().map(String::as_str));
-    let run = tofu.run_ok(&dir, &args).unwrap();
-    assert!(
-        run.stdout
-            .contains("Successfully removed 8 resource instance(s)"),
-        "{}",
-        run.stdout
-    );
-    let left: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join(STATE_FILE)).unwrap()).unwrap();
-    assert!(addresses(&left, &DECKHOUSE_ONLY_TYPES).is_empty());
+        // `tofu state rm` needs no schema: it drops them (readiness checks and ownerReferences
+        // patches; no object of the parent cluster goes with them).
+        let mut args = vec!["state", "rm", "-lock=false", "-no-color"];
+        args.extend(own.iter().map(String::as_str));
+        let run = tofu.run_ok(&dir, &args).unwrap();
+        assert!(
+            run.stdout
+                .contains("Successfully removed 8 resource instance(s)"),
+            "{}",
+            run.stdout
+        );
+        let left: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(STATE_FILE)).unwrap()).unwrap();
+        assert!(addresses(&left, &DECKHOUSE_ONLY_TYPES).is_empty());
 
-    // Then the stock provider plans the takeover like Deckhouse's build: the Secret forgotten,
-    // the objects moved, nothing destroyed.
-    let summary = plan_module(&tofu, &dir, &vars("master-node")).unwrap();
-    assert_eq!(summary.counts().deletes, 0, "{summary}");
-    let forgotten: Vec<&str> = summary
-        .matching(|c| c.is_forget())
-        .iter()
-        .map(|c| c.address.as_str())
-        .collect();
-    assert_eq!(
-        forgotten,
-        ["module.master.kubernetes_secret.cloudinit-secret"],
-        "{summary}"
-    );
-    assert_eq!(summary.counts().moves, 4, "{summary}");
+        // Then the stock provider plans the takeover like Deckhouse's build: every object,
+        // the Secret too, moved, nothing forgotten, destroyed or replaced.
+        let summary = plan_module(&tofu, &dir, &vars).unwrap();
+        let counts = summary.counts();
+        assert_eq!(
+            (
+                counts.deletes,
+                counts.replaces,
+                counts.forgets,
+                counts.moves
+            ),
+            (0, 0, 0, 5),
+            "{summary}"
+        );
+    })
+    .await?;
+    Ok(())
 }
-
 #[test]
 fn dvp_takeover_blocks_leave_a_first_converge_with_the_stock_provider_alone() {
     // The `removed` blocks name types the stock provider lacks: a plan without a state (a new
@@ -293,5 +889,15 @@ fn dvp_takeover_blocks_leave_a_first_converge_with_the_stock_provider_alone() {
             "{module}:\n{summary}"
         );
         assert!(counts.creates >= 4, "{module}:\n{summary}");
+        // The parent holds no address yet (Auto): the VM's name waits for the one allocated to
+        // the VirtualMachineIPAddress the apply creates.
+        let vm = summary
+            .change("kubernetes_manifest.virtual_machine")
+            .unwrap();
+        assert!(
+            vm.after["manifest"]["metadata"].get("name").is_none(),
+            "{module}: {}",
+            vm.after["manifest"]["metadata"]
+        );
     }
 }

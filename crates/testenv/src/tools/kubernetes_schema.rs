@@ -2,7 +2,9 @@
 //! (`crates/testenv/go-kubernetes-schema`): the Go module proxy refuses terraform-provider-kubernetes
 //! v2.38.0, so the DVP layouts' takeover plans run against this provider. It also declares the two
 //! resource types Deckhouse's own build of the provider adds, so that tofu can read Deckhouse's
-//! DVP state (`STRATUS_KUBERNETES_STOCK=1` in its environment leaves them out). Built from its own
+//! DVP state (`STRATUS_KUBERNETES_STOCK=1` in its environment leaves them out), and answers the
+//! `kubernetes_resource` data source from the apiserver its provider block names
+//! (`STRATUS_KUBERNETES_NO_PARENT=1`: from none, every object absent). Built from its own
 //! small Go module (terraform-plugin-go) into a filesystem mirror of its own, at the address and
 //! version the layouts require, with a CLI config that installs only from that mirror. `main.go`
 //! there says what it answers.
@@ -21,11 +23,21 @@ pub const KUBERNETES_PROVIDER_ADDRESS: &str = "registry.opentofu.org/hashicorp/k
 pub const KUBERNETES_PROVIDER_VERSION: &str = "2.38.0";
 /// Set (to anything) in the provider's environment, the stand-in lacks Deckhouse's own types.
 pub const STOCK_ENV: &str = "STRATUS_KUBERNETES_STOCK";
+/// Set (to anything) in the provider's environment, the stand-in's `kubernetes_resource` data
+/// source contacts no apiserver and finds nothing: the empty parent namespace of a first converge.
+pub const NO_PARENT_ENV: &str = "STRATUS_KUBERNETES_NO_PARENT";
 
 /// Bumped when the recipe (flags, layout of the mirror, CLI config) changes.
 const RECIPE: &str = "kubernetes-schema-v1";
 /// The files of the Go module; their content decides whether to rebuild.
-const SOURCES: [&str; 5] = ["go.mod", "go.sum", "main.go", "schema.go", "values.go"];
+const SOURCES: [&str; 6] = [
+    "datasource.go",
+    "go.mod",
+    "go.sum",
+    "main.go",
+    "schema.go",
+    "values.go",
+];
 
 /// The stand-in.
 pub const STAND_IN: StandIn = StandIn {

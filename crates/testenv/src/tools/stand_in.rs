@@ -1,7 +1,8 @@
 //! Building a schema-only stand-in provider (the hashicorp/aws and hashicorp/kubernetes ones the
 //! Go module proxy does not serve) from its small Go module into a filesystem mirror of its own,
 //! at the address and version the layouts require, with a CLI config that installs only from
-//! that mirror. Rebuilt when its sources or recipe change; safe from several processes at once.
+//! that mirror, all three named after a hash of its sources and recipe (checkouts with different
+//! sources sharing the cache keep their own builds). Safe from several processes at once.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -48,8 +49,6 @@ impl StandIn {
         let paths = Paths::from_env()?;
         let _lock = lock(&paths, &format!("{}-schema-provider", self.name))?;
         let root = paths.cache.join("opentofu");
-        let mirror = root.join(format!("mirror-{}-schema", self.name));
-        let cli_config = root.join(format!("cli-{}-schema.tfrc", self.name));
         let module = self.module_dir();
         let mut source = String::new();
         for file in self.sources {
@@ -60,13 +59,18 @@ impl StandIn {
             );
             source.push('\0');
         }
+        // The mirror, CLI config and stamp are named after the recipe and the sources: checkouts
+        // with different sources (worktrees sharing the cache) each keep their own build.
+        let id = fnv1a64(format!("{}\0{source}", self.recipe).as_bytes());
+        let mirror = root.join(format!("mirror-{}-schema-{id:016x}", self.name));
+        let cli_config = root.join(format!("cli-{}-schema-{id:016x}.tfrc", self.name));
         let kind = self.address.rsplit('/').next().unwrap_or(self.name);
         let binary = mirror
             .join(self.address)
             .join(self.version)
             .join(go_platform())
             .join(format!("terraform-provider-{kind}_v{}", self.version));
-        let stamp = root.join(format!(".stamp-{}-schema-provider", self.name));
+        let stamp = root.join(format!(".stamp-{}-schema-provider-{id:016x}", self.name));
         let value = format!("{} {:016x}\n", self.recipe, fnv1a64(source.as_bytes()));
         if !stamp_matches(&stamp, &value, &[&binary]) {
             let what = format!("the {} stand-in", self.address);

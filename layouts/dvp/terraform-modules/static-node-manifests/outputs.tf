@@ -1,5 +1,5 @@
 output "name" {
-  description = "Name of the VirtualMachine, the node's hostname."
+  description = "Name of the VirtualMachine: the node's hostname and the hash of what replaces it."
   value       = module.node.virtual_machine.metadata.name
 }
 

@@ -1,7 +1,7 @@
 # Taking over a node Deckhouse's DVP layout built. Its objects move to our addresses; what only
 # Deckhouse's build of the Kubernetes provider knows (readiness checks, ownerReferences patches)
-# and its kubernetes_secret (a type ours does not use) are forgotten, never destroyed: forgetting
-# changes nothing in the parent cluster. Reading such a state needs a provider that has
+# is forgotten, never destroyed: forgetting changes nothing in the parent cluster (the
+# ownerReferences stay on the objects). Reading such a state needs a provider that has
 # Deckhouse's types (docs/src/layouts.md, "Taking over a cluster Deckhouse built (DVP)").
 
 moved {
@@ -44,11 +44,9 @@ moved {
   to   = kubernetes_manifest.disks["additional-3"]
 }
 
-removed {
+moved {
   from = module.master.kubernetes_secret.cloudinit-secret
-  lifecycle {
-    destroy = false
-  }
+  to   = kubernetes_secret.cloud_init
 }
 
 removed {
