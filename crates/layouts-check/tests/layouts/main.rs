@@ -9,6 +9,7 @@ mod aws_takeover;
 mod common;
 mod discovery;
 mod dvp;
+mod dvp_names;
 mod dvp_plans;
 mod dvp_takeover;
 mod openstack;
